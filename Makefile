@@ -1,0 +1,33 @@
+# gamp — the two commands a newcomer needs are `make demo` and `make test`.
+GO ?= go
+export PATH := $(PATH):/usr/local/go/bin
+# Packages whose code starts goroutines (worker pool, loaders) run under the race detector.
+RACE_PKGS = ./backend/cpu/ ./tensor/
+
+.PHONY: demo test test-short race bench lint fmt vet
+
+demo:
+	$(GO) run ./examples/fitdemo
+
+test: vet
+	$(GO) build ./...
+	CGO_ENABLED=0 $(GO) build ./...
+	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -tags purego ./half/ ./backend/cpu/
+	$(GO) test -count=1 -race -short $(RACE_PKGS)
+
+test-short:
+	$(GO) test -short ./...
+
+race:
+	$(GO) test -race ./...
+
+bench:
+	$(GO) test -run XXX -bench 'Float32ToFloat16_16M|Float16ToFloat32_16M|BFloat16_16M|ToBFloat16_16M' -benchtime 20x ./half/
+	$(GO) test -run XXX -bench 'Gemm' -benchtime 3x ./backend/cpu/
+
+lint: vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
+
+vet:
+	$(GO) vet ./...

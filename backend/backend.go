@@ -1,0 +1,316 @@
+package backend
+
+// Storage is a block of device memory holding Len elements of one DType. It is owned by
+// the backend that allocated it and released with Backend.Free, never by the GC.
+type Storage interface {
+	Device() Device
+	DType() DType
+	Len() int
+}
+
+// View is a strided window on a Storage: element (i0, i1, …) lives at
+// Offset + Σ i_k·Strides[k]. A stride of 0 broadcasts a dimension.
+type View struct {
+	S       Storage
+	Offset  int
+	Shape   []int
+	Strides []int
+}
+
+// Numel is the number of elements the view covers.
+func (v View) Numel() int {
+	n := 1
+	for _, d := range v.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Contiguous reports whether the view is dense and row-major.
+func (v View) Contiguous() bool {
+	s := 1
+	for i := len(v.Shape) - 1; i >= 0; i-- {
+		if v.Shape[i] != 1 && v.Strides[i] != s {
+			return false
+		}
+		s *= v.Shape[i]
+	}
+	return true
+}
+
+// Dense returns a contiguous row-major view of s with the given shape at offset off.
+func Dense(s Storage, off int, shape ...int) View {
+	st := make([]int, len(shape))
+	acc := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		st[i] = acc
+		acc *= shape[i]
+	}
+	return View{S: s, Offset: off, Shape: shape, Strides: st}
+}
+
+// RNG is the state of a counter-based generator: element i of a draw uses the pair
+// (Seed, Offset+i), so any backend produces the same numbers and a draw can be replayed
+// (checkpoint recompute) by restoring the state.
+type RNG struct {
+	Seed   uint64
+	Offset uint64
+}
+
+// UnaryOp selects an elementwise function of one input. P0 and P1 are its scalar
+// parameters where it has some.
+type UnaryOp uint8
+
+// Unary operations. Half inputs are computed in float32 and rounded once on store.
+const (
+	Neg        UnaryOp = iota // -x
+	Exp                       // e^x
+	Log                       // ln x
+	Sqrt                      // √x
+	Rsqrt                     // 1/√x
+	Abs                       // |x|
+	Sign                      // -1, 0, +1
+	Relu                      // max(x, 0)
+	Gelu                      // x·Φ(x), exact (erf) form, as PyTorch's default
+	GeluTanh                  // tanh approximation of GELU
+	Tanh                      // tanh x
+	Sigmoid                   // 1/(1+e^-x)
+	Square                    // x²
+	Recip                     // 1/x
+	AddScalar                 // x + P0
+	MulScalar                 // x · P0
+	PowScalar                 // x ^ P0
+	Clamp                     // min(max(x, P0), P1); use ±Inf for a missing bound
+	RSubScalar                // P0 - x
+	numUnaryOps
+)
+
+// NumUnaryOps is the number of unary operations.
+const NumUnaryOps = int(numUnaryOps)
+
+// BinaryOp selects an elementwise function of two inputs.
+type BinaryOp uint8
+
+// Binary operations. Comparisons write Bool.
+const (
+	Add BinaryOp = iota
+	Sub
+	Mul
+	Div
+	Pow
+	Maximum
+	Minimum
+	Eq
+	Ne
+	Lt
+	Le
+	Gt
+	Ge
+	numBinaryOps
+)
+
+// NumBinaryOps is the number of binary operations.
+const NumBinaryOps = int(numBinaryOps)
+
+// IsComparison reports whether the op writes Bool.
+func (op BinaryOp) IsComparison() bool { return op >= Eq && op <= Ge }
+
+// ReduceOp selects a reduction over one axis.
+type ReduceOp uint8
+
+// Reductions. Sums accumulate in float64 for float32/float64 inputs and in float32 at
+// least for half inputs; ArgMax/ArgMin write Int64 and return the first index of the
+// extreme value (NaN counts as the extreme, as in PyTorch).
+const (
+	Sum ReduceOp = iota
+	Mean
+	Max
+	Min
+	ArgMax
+	ArgMin
+	numReduceOps
+)
+
+// MatMulArgs describes C[b] = Alpha·op(A[b])·op(B[b]) + Beta·C[b] for b < Batch, with
+// row-major matrices. op(A) is M×K, op(B) is K×N, C is M×N. LDA/LDB/LDC are the row
+// strides of the stored matrices (0: packed). StrideA/StrideB/StrideC are the element
+// distances between batch items (0 broadcasts one matrix to every batch item). A, B, C
+// share one floating dtype; half inputs accumulate in float32.
+type MatMulArgs struct {
+	A, B, C                   Storage
+	OffA, OffB, OffC          int
+	Batch, M, N, K            int
+	TransA, TransB            bool
+	LDA, LDB, LDC             int
+	StrideA, StrideB, StrideC int
+	Alpha, Beta               float32
+}
+
+// ConvArgs describes a 2-D convolution geometry for Im2Col/Col2Im, NCHW layout.
+type ConvArgs struct {
+	N, C, H, W           int // input
+	KH, KW               int // kernel
+	StrideH, StrideW     int
+	PadH, PadW           int
+	DilationH, DilationW int
+	OH, OW               int // output spatial size (from the others)
+}
+
+// PoolKind selects max or average pooling.
+type PoolKind uint8
+
+// Pooling kinds.
+const (
+	MaxPool PoolKind = iota
+	AvgPool
+)
+
+// PoolArgs describes 2-D pooling over an NCHW input. For MaxPool, Index (Int64, same
+// shape as the output) receives the flat h·W+w position of each maximum. For AvgPool,
+// CountIncludePad selects PyTorch's count_include_pad.
+type PoolArgs struct {
+	Kind             PoolKind
+	N, C, H, W       int
+	KH, KW           int
+	StrideH, StrideW int
+	PadH, PadW       int
+	OH, OW           int
+	CountIncludePad  bool
+}
+
+// NormArgs describes batch-norm (X viewed as [N, C, S], statistics per channel C) or
+// layer-norm (X viewed as [Outer, C], statistics per row over C). Weight, Bias,
+// RunningMean, RunningVar, SaveMean and SaveInvStd are Float32 (statistics are always
+// FP32); Weight/Bias may be nil (affine off). X, Y, and the gradients of X/Y share a dtype.
+type NormArgs struct {
+	X, Y                    Storage
+	Weight, Bias            Storage
+	RunningMean, RunningVar Storage // batch norm only; nil: no running statistics
+	SaveMean, SaveInvStd    Storage // [C] for batch norm, [Outer] for layer norm
+	N, C, S                 int     // batch norm geometry; layer norm uses N as Outer and C as the row length
+	Training                bool    // batch norm: use batch statistics and update running ones
+	Momentum, Eps           float64
+	GY, GX, GWeight, GBias  Storage // backward only; GWeight/GBias may be nil
+}
+
+// Backend is what every device implements: allocation with statistics, copies, and the
+// kernels the tensor ops need. Kernels take contiguous Storages unless they take Views.
+// Every floating kernel supports Float32, Float64, Float16 and BFloat16; half data is
+// computed in float32 and rounded once on store.
+//
+// Kernels are called from one goroutine per device at a time only on devices that need
+// it (CUDA); the CPU backend is safe for concurrent use.
+type Backend interface {
+	Device() Device
+	// Name is a human-readable description ("cpu (2 workers, avx512)").
+	Name() string
+
+	// Alloc returns zeroed storage of n elements, or an error wrapping ErrOutOfMemory.
+	Alloc(dt DType, n int) (Storage, error)
+	// Free returns s to the allocator. Freeing twice panics.
+	Free(s Storage)
+	// Memory statistics and controls.
+	MemoryStats() MemoryStats
+	ResetPeak()
+	// EmptyCache returns cached, unused blocks to the system.
+	EmptyCache()
+	// SetMemoryLimit caps allocated bytes (0: no cap). Allocations past the cap fail
+	// with ErrOutOfMemory.
+	SetMemoryLimit(bytes int64)
+	// Synchronize waits until all queued work on the device is done.
+	Synchronize() error
+
+	// Upload copies host data into dst starting at element off. src is a slice whose
+	// element type matches dst's dtype: []float32, []float64, []uint16 (raw half bits),
+	// []int32, []int64 or []bool.
+	Upload(dst Storage, off int, src any)
+	// Download copies len(dst) elements from src starting at element off into dst,
+	// a slice of the same kind Upload takes.
+	Download(dst any, src Storage, off int)
+
+	// Copy copies src into dst element by element (shapes equal), converting the dtype
+	// when they differ (round to nearest even). Views may be strided; src may broadcast.
+	Copy(dst, src View)
+	// Fill sets every element of dst to v (converted to dst's dtype).
+	Fill(dst View, v float64)
+	// Arange writes start, start+step, … into the first n elements of dst.
+	Arange(dst Storage, n int, start, step float64)
+	// RandUniform writes n uniform draws in [lo, hi); RandNormal n normal draws.
+	RandUniform(dst Storage, n int, rng RNG, lo, hi float64)
+	RandNormal(dst Storage, n int, rng RNG, mean, std float64)
+	// Bernoulli writes scale where a uniform draw u ≥ p, else 0 (a dropout mask).
+	Bernoulli(dst Storage, n int, rng RNG, p, scale float64)
+
+	// Unary computes dst[i] = op(src[i]) for n contiguous elements.
+	Unary(op UnaryOp, dst, src Storage, n int, p0, p1 float64)
+	// UnaryBackward computes gx[i] = gy[i]·op'(x[i]) using x (the input) and y (the
+	// output) as the op needs; either may be nil for ops that do not use it.
+	UnaryBackward(op UnaryOp, gx, gy, x, y Storage, n int, p0, p1 float64)
+	// Binary computes dst = op(a, b); dst is contiguous, a and b are views with dst's
+	// shape (broadcast by zero strides).
+	Binary(op BinaryOp, dst View, a, b View)
+	// Where computes dst = cond ? a : b with the same broadcasting rules; cond is Bool.
+	Where(dst View, cond, a, b View)
+	// Reduce reduces src viewed as [outer, n, inner] over the middle axis into dst
+	// viewed as [outer, inner]. ArgMax/ArgMin write Int64.
+	Reduce(op ReduceOp, dst, src Storage, outer, n, inner int)
+
+	// MatMul runs a (batched, strided) matrix product.
+	MatMul(a MatMulArgs)
+	// Softmax computes softmax (or log-softmax) of src viewed as [outer, n] over n.
+	Softmax(dst, src Storage, outer, n int, log bool)
+	// SoftmaxBackward computes gx from the forward output y and gy.
+	SoftmaxBackward(gx, gy, y Storage, outer, n int, log bool)
+	// OneHot writes dst[i, labels[i]] = on and off elsewhere, dst viewed as [n, classes];
+	// labels are Int32 or Int64. A label outside [0, classes) panics.
+	OneHot(dst, labels Storage, n, classes int, on, off float64)
+
+	// Im2Col unfolds an NCHW input into dst [N, C·KH·KW, OH·OW]; Col2Im folds back,
+	// accumulating overlaps into dst (which it overwrites first).
+	Im2Col(dst, src Storage, a ConvArgs)
+	Col2Im(dst, src Storage, a ConvArgs)
+	// Pool runs 2-D pooling; index is used by MaxPool only.
+	Pool(dst, index, src Storage, a PoolArgs)
+	// PoolBackward computes gx (overwritten) from gy.
+	PoolBackward(gx, gy, index Storage, a PoolArgs)
+
+	// BatchNorm and LayerNorm forward and backward (see NormArgs).
+	BatchNorm(a NormArgs)
+	BatchNormBackward(a NormArgs)
+	LayerNorm(a NormArgs)
+	LayerNormBackward(a NormArgs)
+
+	// IndexSelect gathers dst [outer, m, inner] = src [outer, idx[j], inner] with src
+	// viewed as [outer, n, inner] and m = len(idx); idx is Int32 or Int64. An index out
+	// of range panics.
+	IndexSelect(dst, src, idx Storage, outer, n, inner, m int)
+	// IndexAdd scatters back: dst [outer, idx[j], inner] += src [outer, j, inner].
+	IndexAdd(dst, src, idx Storage, outer, n, inner, m int)
+
+	// UnscaleCheck multiplies n elements of g in place by inv and reports whether any
+	// element (before or after scaling) is Inf or NaN. One pass: the scaler's hot path.
+	UnscaleCheck(g Storage, n int, inv float32) (nonFinite bool)
+	// CountNonFinite counts Inf and NaN elements and reports the largest finite |x|.
+	CountNonFinite(src Storage, n int) (inf, nan int, maxAbs float64)
+}
+
+// MemoryStats are the allocator's counters, in bytes unless named otherwise.
+type MemoryStats struct {
+	Allocated      int64 // in use by live storages
+	PeakAllocated  int64 // highest Allocated since start or ResetPeak
+	TotalAllocated int64 // sum of all allocations ever made
+	Reserved       int64 // held by the allocator: in use plus cached
+	PeakReserved   int64
+	NumAllocs      int64
+	NumFrees       int64
+	NumOOMs        int64
+	NumRetries     int64 // allocations that succeeded after emptying the cache
+	Limit          int64 // cap or device total; 0: none
+	ByDType        [NumDTypes]DTypeStats
+}
+
+// DTypeStats are per-dtype counters.
+type DTypeStats struct {
+	Allocated, PeakAllocated int64
+	NumAllocs                int64
+}

@@ -1,0 +1,176 @@
+package cpu
+
+import (
+	"fmt"
+	"math/bits"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gamp-ml/gamp/backend"
+)
+
+// allocator hands out 8-byte-aligned blocks with size classes and caches freed blocks
+// for reuse, as a GPU caching allocator does: a training step allocates the same sizes
+// every step, and reusing them keeps the Go heap (and GC work) flat. It keeps the
+// statistics every backend reports.
+type allocator struct {
+	dev   backend.Device
+	mu    sync.Mutex
+	cache map[int][][]uint64 // free blocks by capacity in words
+	stats backend.MemoryStats
+	// cached is the byte total held in cache.
+	cached int64
+}
+
+func newAllocator(dev backend.Device, limit int64) *allocator {
+	a := &allocator{dev: dev, cache: map[int][][]uint64{}}
+	a.stats.Limit = limit
+	return a
+}
+
+// sizeClass rounds a word count up: small blocks to 8 words, larger ones to a quarter
+// of their power of two, which bounds waste at 25 %.
+func sizeClass(words int) int {
+	if words <= 64 {
+		return (words + 7) &^ 7
+	}
+	p := bits.Len(uint(words - 1)) // 2^p ≥ words
+	q := 1 << (p - 3)              // eighth steps between 2^(p-1) and 2^p
+	return (words + q - 1) / q * q
+}
+
+func (a *allocator) alloc(b *Backend, dt backend.DType, n int) (*storage, error) {
+	if n < 0 {
+		panic(fmt.Sprintf("cpu: negative allocation of %d %s elements", n, dt))
+	}
+	nbytes := int64(n) * int64(dt.Size())
+	words := sizeClass(int((nbytes + 7) / 8))
+	capBytes := int64(words) * 8
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var blk []uint64
+	if l := a.cache[words]; len(l) > 0 {
+		blk = l[len(l)-1]
+		a.cache[words] = l[:len(l)-1]
+		a.cached -= capBytes
+		clear(blk)
+	} else {
+		s := &a.stats
+		if s.Limit > 0 && s.Reserved+capBytes > s.Limit {
+			// Free the cache and retry once, as PyTorch's allocator does.
+			if a.cached > 0 && s.Reserved-a.cached+capBytes <= s.Limit {
+				a.emptyLocked()
+				s.NumRetries++
+			} else {
+				s.NumOOMs++
+				return nil, &backend.OOMError{
+					Device: a.dev, Requested: nbytes, Allocated: s.Allocated,
+					Reserved: s.Reserved, Limit: s.Limit, FreeCache: a.cached,
+				}
+			}
+		}
+		blk = make([]uint64, words)
+		s.Reserved += capBytes
+		s.PeakReserved = max(s.PeakReserved, s.Reserved)
+	}
+	s := &a.stats
+	s.Allocated += nbytes
+	s.PeakAllocated = max(s.PeakAllocated, s.Allocated)
+	s.TotalAllocated += nbytes
+	s.NumAllocs++
+	d := &s.ByDType[dt]
+	d.Allocated += nbytes
+	d.PeakAllocated = max(d.PeakAllocated, d.Allocated)
+	d.NumAllocs++
+	return &storage{owner: b, dt: dt, n: n, bytes: nbytes, words: blk}, nil
+}
+
+func (a *allocator) free(s *storage) {
+	if s.freed.Swap(true) {
+		panic(fmt.Sprintf("cpu: %s storage of %d elements freed twice", s.dt, s.n))
+	}
+	words := len(s.words)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cache[words] = append(a.cache[words], s.words)
+	a.cached += int64(words) * 8
+	s.words = nil
+	st := &a.stats
+	st.Allocated -= s.bytes
+	st.NumFrees++
+	st.ByDType[s.dt].Allocated -= s.bytes
+}
+
+func (a *allocator) emptyLocked() {
+	a.stats.Reserved -= a.cached
+	a.cached = 0
+	clear(a.cache)
+}
+
+func (a *allocator) snapshot() backend.MemoryStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats
+}
+
+func (a *allocator) resetPeak() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := &a.stats
+	s.PeakAllocated = s.Allocated
+	s.PeakReserved = s.Reserved
+	for i := range s.ByDType {
+		s.ByDType[i].PeakAllocated = s.ByDType[i].Allocated
+	}
+}
+
+func (a *allocator) setLimit(n int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stats.Limit = n
+}
+
+func (a *allocator) empty() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.emptyLocked()
+}
+
+// ParseBytes parses a memory size: "1073741824", "512MiB", "2GiB", "1.5G", "64MB".
+// Binary and decimal suffixes are both read as powers of 1024, as memory limits are.
+func ParseBytes(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"TIB", 1 << 40}, {"GIB", 1 << 30}, {"MIB", 1 << 20}, {"KIB", 1 << 10},
+		{"TB", 1 << 40}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"KB", 1 << 10},
+		{"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.m
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("cpu: bad memory size %q (want e.g. 512MiB or 2GiB)", s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+// limitFromEnv reads GAMP_CPU_MEMORY_LIMIT.
+func limitFromEnv() (int64, error) {
+	v := os.Getenv("GAMP_CPU_MEMORY_LIMIT")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := ParseBytes(v)
+	if err != nil {
+		return 0, fmt.Errorf("GAMP_CPU_MEMORY_LIMIT: %w", err)
+	}
+	return n, nil
+}

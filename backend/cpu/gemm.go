@@ -1,0 +1,424 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"sync"
+)
+
+// Gemm follows the Goto/BLIS scheme. For each NC-wide column block of C and
+// each KC-deep slice of the shared dimension, op(B) is packed once into
+// NR-column micro-panels (in parallel), then tasks, each owning a disjoint
+// block of at most MC rows of C, pack their rows of op(A) (scaled by alpha)
+// into MR-row micro-panels and run the register-blocked micro-kernel over
+// every MR×NR tile. Every element of C thus accumulates its k products in a
+// fixed order — ascending p within a KC slice into a zeroed register, then
+// slice by slice into C — whatever the number of workers or the schedule.
+
+// Blocking sizes, in elements. KC keeps one B micro-panel (KC×NR) in L1 and
+// an A block (MC×KC) in L2; NC bounds the packed B block.
+const (
+	gemmKC = 256
+	gemmMC = 192
+	gemmNC = 4096
+	// gemmSerialFlops is the work below which waking the pool costs more
+	// than it saves.
+	gemmSerialFlops = 1 << 21
+)
+
+// gemmKernel is a register-blocked micro-kernel together with the packing
+// format it reads. fn(kc, a, b, c, ldc) adds to c[i*ldc+j], for i < mr and
+// j < nr, the product of an A micro-panel a[p*mr+i] and a B micro-panel
+// b[p*nr+j] (p < kc), each product sum accumulated in ascending p from zero
+// and added to C once. a and b are read only; c must cover the whole tile.
+type gemmKernel[T float32 | float64] struct {
+	name   string
+	mr, nr int
+	fn     func(kc int, a, b, c []T, ldc int)
+}
+
+// gemmKernelGo32 and gemmKernelGo64 are the portable micro-kernels.
+var (
+	gemmKernelGo32 = &gemmKernel[float32]{name: "go8x8", mr: 8, nr: 8, fn: func(kc int, a, b, c []float32, ldc int) {
+		gemmKernelGo(8, 8, kc, a, b, c, ldc)
+	}}
+	gemmKernelGo64 = &gemmKernel[float64]{name: "go8x8", mr: 8, nr: 8, fn: func(kc int, a, b, c []float64, ldc int) {
+		gemmKernelGo(8, 8, kc, a, b, c, ldc)
+	}}
+)
+
+// gemmKernelGo is the pure-Go micro-kernel for any mr×nr tile with mr even
+// and nr a multiple of 4. It is the twin of the assembly kernels: for every
+// i < mr and j < nr it computes
+//
+//	var acc T
+//	for p := 0; p < kc; p++ {
+//		acc += a[p*mr+i] * b[p*nr+j]
+//	}
+//	c[i*ldc+j] += acc
+//
+// The multiply-add is fused where the Go compiler fuses x*y+z (arm64,
+// GOAMD64=v3 and up), which then makes it bit-identical to the FMA assembly.
+func gemmKernelGo[T float32 | float64](mr, nr, kc int, a, b, c []T, ldc int) {
+	a = a[:kc*mr]
+	b = b[:kc*nr]
+	for i := 0; i < mr; i += 2 {
+		c0 := c[i*ldc:][:nr]
+		c1 := c[(i+1)*ldc:][:nr]
+		for j := 0; j < nr; j += 4 {
+			var s00, s01, s02, s03, s10, s11, s12, s13 T
+			for p := range kc {
+				ap := a[p*mr+i:][:2]
+				bp := b[p*nr+j:][:4]
+				a0, a1 := ap[0], ap[1]
+				b0, b1, b2, b3 := bp[0], bp[1], bp[2], bp[3]
+				s00 += a0 * b0
+				s01 += a0 * b1
+				s02 += a0 * b2
+				s03 += a0 * b3
+				s10 += a1 * b0
+				s11 += a1 * b1
+				s12 += a1 * b2
+				s13 += a1 * b3
+			}
+			c0[j] += s00
+			c0[j+1] += s01
+			c0[j+2] += s02
+			c0[j+3] += s03
+			c1[j] += s10
+			c1[j+1] += s11
+			c1[j+2] += s12
+			c1[j+3] += s13
+		}
+	}
+}
+
+// gemmArgError is the panic value for invalid Gemm arguments.
+type gemmArgError string
+
+func (e gemmArgError) Error() string { return string(e) }
+
+// Gemm computes C = alpha·op(A)·op(B) + beta·C for row-major matrices, where op(X) is X or
+// its transpose. op(A) is m×k, op(B) is k×n, C is m×n; lda, ldb, ldc are row strides (in
+// elements) of A, B, C as stored. beta == 0 means C is overwritten (its old contents, even NaN, ignored).
+//
+// A is stored m×k (k×m when transA), B k×n (n×k when transB). Each stride
+// must be at least max(1, stored width) and each slice long enough for its
+// matrix; otherwise Gemm panics. For a given (m, n, k) the result does not
+// depend on the number of workers or their schedule. Gemm is safe for
+// concurrent use on disjoint C.
+func Gemm[T float32 | float64](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	gemmWith(gemmKernelFor[T](), Workers(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// gemmKernelFor returns the micro-kernel Gemm uses for T.
+func gemmKernelFor[T float32 | float64]() *gemmKernel[T] {
+	var zero T
+	if _, ok := any(zero).(float32); ok {
+		return any(gemmKernel32).(*gemmKernel[T])
+	}
+	return any(gemmKernelGo64).(*gemmKernel[T])
+}
+
+// gemmWith is Gemm with an explicit micro-kernel and worker count; workers
+// only shapes the task split, which never changes the result.
+func gemmWith[T float32 | float64](kern *gemmKernel[T], workers int, transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(gemmArgError(fmt.Sprintf("cpu: Gemm: negative dimension m=%d n=%d k=%d", m, n, k)))
+	}
+	gemmCheck("C", m, n, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	if k > 0 {
+		ar, ac := m, k
+		if transA {
+			ar, ac = k, m
+		}
+		gemmCheck("A", ar, ac, a, lda)
+		br, bc := k, n
+		if transB {
+			br, bc = n, k
+		}
+		gemmCheck("B", br, bc, b, ldb)
+	}
+	if k == 0 || alpha == 0 {
+		gemmScale(m, n, beta, c, ldc)
+		return
+	}
+
+	g := gemmCallPool[T]().Get().(*gemmCall[T])
+	g.transA, g.transB = transA, transB
+	g.m, g.n, g.k = m, n, k
+	g.alpha, g.beta = alpha, beta
+	g.a, g.lda, g.b, g.ldb, g.c, g.ldc = a, lda, b, ldb, c, ldc
+	g.kern = kern
+	if 2*float64(m)*float64(n)*float64(k) < gemmSerialFlops {
+		workers = 1
+	}
+	g.run(max(workers, 1))
+	g.a, g.b, g.c, g.kern = nil, nil, nil, nil
+	gemmCallPool[T]().Put(g)
+}
+
+func gemmCheck[T float32 | float64](name string, rows, cols int, x []T, ld int) {
+	if ld < max(1, cols) {
+		panic(gemmArgError(fmt.Sprintf("cpu: Gemm: ld%s=%d is less than max(1, %d)", name, ld, cols)))
+	}
+	if rows > 0 && cols > 0 && len(x) < (rows-1)*ld+cols {
+		panic(gemmArgError(fmt.Sprintf("cpu: Gemm: len(%s)=%d is too short for %d×%d with stride %d", name, len(x), rows, cols, ld)))
+	}
+}
+
+// gemmScale sets the m×n matrix C to beta·C, treating beta == 0 as an
+// overwrite with zeros.
+func gemmScale[T float32 | float64](m, n int, beta T, c []T, ldc int) {
+	switch beta {
+	case 1:
+	case 0:
+		for i := range m {
+			clear(c[i*ldc:][:n])
+		}
+	default:
+		for i := range m {
+			row := c[i*ldc:][:n]
+			for j := range row {
+				row[j] *= beta
+			}
+		}
+	}
+}
+
+// gemmCall is the state of one Gemm call, shared by its tasks. It is pooled,
+// together with its packed-B buffer and its bound methods, so that a
+// steady-state call allocates nothing.
+type gemmCall[T float32 | float64] struct {
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    T
+	a, b, c        []T
+	lda, ldb, ldc  int
+	kern           *gemmKernel[T]
+
+	// Current block: columns [jc, jc+nc), depth [pc, pc+kc).
+	jc, nc, pc, kc int
+	// Task grid: tm×tn tasks over mPanels×nPanels micro-tiles.
+	tm, tn           int
+	mPanels, nPanels int
+
+	bPack  []T
+	packFn func(lo, hi int)
+	taskFn func(lo, hi int)
+}
+
+// gemmScratch is per-task scratch: the packed A block and an edge tile.
+type gemmScratch[T float32 | float64] struct {
+	aPack []T
+	edge  []T
+}
+
+var (
+	gemmCalls32, gemmCalls64     = newGemmCallPool[float32](), newGemmCallPool[float64]()
+	gemmScratch32, gemmScratch64 = sync.Pool{New: func() any { return new(gemmScratch[float32]) }}, sync.Pool{New: func() any { return new(gemmScratch[float64]) }}
+)
+
+func newGemmCallPool[T float32 | float64]() *sync.Pool {
+	return &sync.Pool{New: func() any {
+		g := new(gemmCall[T])
+		g.packFn = func(lo, hi int) {
+			for q := lo; q < hi; q++ {
+				g.packBPanel(q)
+			}
+		}
+		g.taskFn = func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				g.task(t)
+			}
+		}
+		return g
+	}}
+}
+
+func gemmCallPool[T float32 | float64]() *sync.Pool {
+	var zero T
+	if _, ok := any(zero).(float32); ok {
+		return gemmCalls32
+	}
+	return gemmCalls64
+}
+
+func gemmScratchPool[T float32 | float64]() *sync.Pool {
+	var zero T
+	if _, ok := any(zero).(float32); ok {
+		return &gemmScratch32
+	}
+	return &gemmScratch64
+}
+
+func gemmCeilDiv(a, b int) int { return (a + b - 1) / b }
+
+// gemmGrow returns buf resliced to n elements, reallocating only when too small.
+func gemmGrow[T float32 | float64](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
+}
+
+func (g *gemmCall[T]) run(workers int) {
+	mr, nr := g.kern.mr, g.kern.nr
+	// Split k into equal slices of at most gemmKC: depends on k alone, so the
+	// summation order is fixed for a given shape.
+	kSlices := gemmCeilDiv(g.k, gemmKC)
+	kcMax := gemmCeilDiv(g.k, kSlices)
+	ncMax := min(g.n, gemmNC)
+	g.bPack = gemmGrow(g.bPack, kcMax*gemmCeilDiv(ncMax, nr)*nr)
+
+	g.mPanels = gemmCeilDiv(g.m, mr)
+	// Tasks along m: enough to keep each task's A block within MC rows, and a
+	// multiple of the worker count so that the workers finish together.
+	target := gemmCeilDiv(g.m, gemmMC)
+	target = gemmCeilDiv(target, workers) * workers
+	g.tm = min(target, g.mPanels)
+
+	for jc := 0; jc < g.n; jc += ncMax {
+		g.jc, g.nc = jc, min(ncMax, g.n-jc)
+		g.nPanels = gemmCeilDiv(g.nc, nr)
+		// Too few row blocks to occupy every worker (small m): split n too.
+		g.tn = min(g.nPanels, gemmCeilDiv(target, g.tm))
+		for pc := 0; pc < g.k; pc += kcMax {
+			g.pc, g.kc = pc, min(kcMax, g.k-pc)
+			if workers > 1 {
+				ParallelFor(g.nPanels, max(1, 16384/(g.kc*nr)), g.packFn)
+				ParallelFor(g.tm*g.tn, 1, g.taskFn)
+			} else {
+				g.packFn(0, g.nPanels)
+				g.taskFn(0, g.tm*g.tn)
+			}
+		}
+	}
+}
+
+// packBPanel packs micro-panel q of the current B block:
+// bPack[q*kc*nr + p*nr + j] = op(B)[pc+p][jc+q*nr+j], zero beyond n.
+func (g *gemmCall[T]) packBPanel(q int) {
+	nr, kc := g.kern.nr, g.kc
+	dst := g.bPack[q*kc*nr:][:kc*nr]
+	j0 := g.jc + q*nr
+	cols := min(nr, g.n-j0)
+	b, ldb := g.b, g.ldb
+	if !g.transB {
+		for p := range kc {
+			d := dst[p*nr:][:nr]
+			copy(d, b[(g.pc+p)*ldb+j0:][:cols])
+			clear(d[cols:])
+		}
+		return
+	}
+	// op(B)[p][j] = B[j][p]: walk each stored row, scatter with stride nr.
+	for j := range cols {
+		src := b[(j0+j)*ldb+g.pc:][:kc]
+		for p, v := range src {
+			dst[p*nr+j] = v
+		}
+	}
+	if cols < nr {
+		for p := range kc {
+			clear(dst[p*nr+cols:][:nr-cols])
+		}
+	}
+}
+
+// packA packs rows [i0, i0+rows) of op(A), depth [pc, pc+kc), scaled by
+// alpha, into mr-row micro-panels: dst[q*kc*mr + p*mr + i] =
+// alpha·op(A)[i0+q*mr+i][pc+p], zero beyond the last row.
+func (g *gemmCall[T]) packA(dst []T, i0, rows int) {
+	mr, kc, alpha := g.kern.mr, g.kc, g.alpha
+	a, lda := g.a, g.lda
+	for q := 0; q*mr < rows; q++ {
+		d := dst[q*kc*mr:][:kc*mr]
+		r0 := i0 + q*mr
+		nrow := min(mr, rows-q*mr)
+		if !g.transA {
+			for i := range nrow {
+				src := a[(r0+i)*lda+g.pc:][:kc]
+				for p, v := range src {
+					d[p*mr+i] = alpha * v
+				}
+			}
+			if nrow < mr {
+				for p := range kc {
+					clear(d[p*mr+nrow:][:mr-nrow])
+				}
+			}
+			continue
+		}
+		// op(A)[i][p] = A[p][i]: each stored row gives one p for all i.
+		for p := range kc {
+			dd := d[p*mr:][:mr]
+			src := a[(g.pc+p)*lda+r0:][:nrow]
+			for i, v := range src {
+				dd[i] = alpha * v
+			}
+			clear(dd[nrow:])
+		}
+	}
+}
+
+// task computes task t of the current (jc, pc) block: a disjoint block of
+// C rows and columns.
+func (g *gemmCall[T]) task(t int) {
+	mr, nr := g.kern.mr, g.kern.nr
+	ti, tj := t/g.tn, t%g.tn
+	mp0, mp1 := ti*g.mPanels/g.tm, (ti+1)*g.mPanels/g.tm
+	np0, np1 := tj*g.nPanels/g.tn, (tj+1)*g.nPanels/g.tn
+	i0, i1 := mp0*mr, min(mp1*mr, g.m)
+	j0, j1 := g.jc+np0*nr, min(g.jc+np1*nr, g.n)
+	if i0 >= i1 || j0 >= j1 {
+		return
+	}
+	c, ldc := g.c, g.ldc
+	if g.pc == 0 {
+		gemmScale(i1-i0, j1-j0, g.beta, c[i0*ldc+j0:], ldc)
+	}
+
+	sp := gemmScratchPool[T]()
+	s := sp.Get().(*gemmScratch[T])
+	kc := g.kc
+	s.aPack = gemmGrow(s.aPack, (mp1-mp0)*mr*kc)
+	s.edge = gemmGrow(s.edge, mr*nr)
+	g.packA(s.aPack, i0, i1-i0)
+
+	kern := g.kern.fn
+	negZero := T(math.Copysign(0, -1))
+	for q := np0; q < np1; q++ {
+		bp := g.bPack[q*kc*nr:][:kc*nr]
+		j := g.jc + q*nr
+		cols := min(nr, g.n-j)
+		for r := mp0; r < mp1; r++ {
+			ap := s.aPack[(r-mp0)*kc*mr:][:kc*mr]
+			i := r * mr
+			rows := min(mr, g.m-i)
+			if rows == mr && cols == nr {
+				kern(kc, ap, bp, c[i*ldc+j:], ldc)
+				continue
+			}
+			// Edge tile: run the kernel on a scratch tile of -0 (so that the
+			// kernel leaves exactly its accumulators there, signed zeros
+			// included) and add the valid part: this rounds exactly as a
+			// direct update of C would.
+			e := s.edge
+			for x := range e {
+				e[x] = negZero
+			}
+			kern(kc, ap, bp, e, nr)
+			for ii := range rows {
+				dst := c[(i+ii)*ldc+j:][:cols]
+				for jj, v := range e[ii*nr:][:cols] {
+					dst[jj] += v
+				}
+			}
+		}
+	}
+	sp.Put(s)
+}

@@ -1,0 +1,590 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gamp-ml/gamp/backend"
+)
+
+// unaryNames spell the unary ops in panic messages.
+var unaryNames = [backend.NumUnaryOps]string{
+	backend.Neg: "Neg", backend.Exp: "Exp", backend.Log: "Log", backend.Sqrt: "Sqrt",
+	backend.Rsqrt: "Rsqrt", backend.Abs: "Abs", backend.Sign: "Sign", backend.Relu: "Relu",
+	backend.Gelu: "Gelu", backend.GeluTanh: "GeluTanh", backend.Tanh: "Tanh",
+	backend.Sigmoid: "Sigmoid", backend.Square: "Square", backend.Recip: "Recip",
+	backend.AddScalar: "AddScalar", backend.MulScalar: "MulScalar",
+	backend.PowScalar: "PowScalar", backend.Clamp: "Clamp", backend.RSubScalar: "RSubScalar",
+}
+
+func unaryName(op backend.UnaryOp) string {
+	if int(op) < backend.NumUnaryOps {
+		return unaryNames[op]
+	}
+	panic(fmt.Sprintf("cpu: unknown unary op %d", op))
+}
+
+// elemCheckLen panics unless s (named what) holds at least need elements.
+func elemCheckLen(kernel, what string, s *storage, need int) {
+	if s == nil {
+		panic(fmt.Sprintf("cpu: %s: %s is nil", kernel, what))
+	}
+	if need < 0 || s.n < need {
+		panic(fmt.Sprintf("cpu: %s: %s has %d elements, the call needs %d", kernel, what, s.n, need))
+	}
+}
+
+// elemCheckFloat panics unless s holds a floating dtype.
+func elemCheckFloat(kernel, what string, s *storage) {
+	if !s.dt.IsFloat() {
+		panic(fmt.Sprintf("cpu: %s: %s must be a floating dtype, got %s", kernel, what, s.dt))
+	}
+}
+
+// elemRun is a contiguous storage seen in compute type C: its own elements when it
+// stores C (Float32 data computed in float32, Float64 in float64), so a kernel works on
+// the data in place, and otherwise a scratch buffer filled by bulk conversion.
+type elemRun[C numeric] struct {
+	s      *storage
+	native []C
+	ok     bool
+}
+
+func elemRunOf[C numeric](s *storage) elemRun[C] {
+	r := elemRun[C]{s: s}
+	if s == nil {
+		return r
+	}
+	var z C
+	switch any(z).(type) {
+	case float32:
+		if s.dt == backend.Float32 {
+			r.native, r.ok = any(s.f32()).([]C), true
+		}
+	case float64:
+		if s.dt == backend.Float64 {
+			r.native, r.ok = any(s.f64()).([]C), true
+		}
+	}
+	return r
+}
+
+// read returns elements [off, off+len(buf)): a window on the storage, or buf filled.
+func (r elemRun[C]) read(buf []C, off int) []C {
+	if r.ok {
+		return r.native[off : off+len(buf)]
+	}
+	load(buf, r.s, off, 1)
+	return buf
+}
+
+// out returns where to compute elements [off, off+len(buf)): the storage itself, or
+// buf, which flush then stores (rounding once).
+func (r elemRun[C]) out(buf []C, off int) []C {
+	if r.ok {
+		return r.native[off : off+len(buf)]
+	}
+	return buf
+}
+
+// flush stores res, the slice out returned for off, unless it was written in place.
+func (r elemRun[C]) flush(off int, res []C) {
+	if !r.ok {
+		store(r.s, off, 1, res)
+	}
+}
+
+// Unary implements backend.Backend. Arithmetic ops run in the compute type (float32 for
+// Float32 and half data, float64 for Float64); transcendental ones call float64 math and
+// convert. Sign maps NaN to NaN; Relu and Clamp propagate NaN.
+func (b *Backend) Unary(op backend.UnaryOp, dst, src backend.Storage, n int, p0, p1 float64) {
+	unaryName(op)
+	d, s := st(dst), st(src)
+	elemCheckLen("Unary", "dst", d, n)
+	elemCheckLen("Unary", "src", s, n)
+	elemCheckFloat("Unary", "dst", d)
+	elemCheckFloat("Unary", "src", s)
+	if computeF64(d.dt, s.dt) {
+		unaryKernel[float64](op, d, s, n, p0, p1)
+	} else {
+		unaryKernel[float32](op, d, s, n, p0, p1)
+	}
+}
+
+func unaryKernel[C numeric](op backend.UnaryOp, d, s *storage, n int, p0, p1 float64) {
+	dr, sr := elemRunOf[C](d), elemRunOf[C](s)
+	ParallelFor(n, grainElems, func(lo, hi int) {
+		var xb, yb [chunk]C
+		for c := lo; c < hi; c += chunk {
+			m := min(chunk, hi-c)
+			x := sr.read(xb[:m], c)
+			y := dr.out(yb[:m], c)
+			unaryApply(op, y, x, p0, p1)
+			dr.flush(c, y)
+		}
+	})
+}
+
+// gelu is x·Φ(x) with the exact (erf) normal CDF.
+func gelu(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }
+
+// geluTanhK is √(2/π), the tanh approximation's scale.
+const geluTanhK = 0.7978845608028654
+
+func geluTanh(x float64) float64 {
+	return 0.5 * x * (1 + math.Tanh(geluTanhK*(x+0.044715*x*x*x)))
+}
+
+// unaryApply computes y = op(x) elementwise; y may alias x.
+func unaryApply[C numeric](op backend.UnaryOp, y, x []C, p0, p1 float64) {
+	x = x[:len(y)]
+	switch op {
+	case backend.Neg:
+		for i, v := range x {
+			y[i] = -v
+		}
+	case backend.Exp:
+		for i, v := range x {
+			y[i] = C(math.Exp(float64(v)))
+		}
+	case backend.Log:
+		for i, v := range x {
+			y[i] = C(math.Log(float64(v)))
+		}
+	case backend.Sqrt:
+		for i, v := range x {
+			y[i] = C(math.Sqrt(float64(v)))
+		}
+	case backend.Rsqrt:
+		for i, v := range x {
+			y[i] = C(1 / math.Sqrt(float64(v)))
+		}
+	case backend.Abs:
+		for i, v := range x {
+			if v <= 0 {
+				v = 0 - v // also turns -0 into +0
+			}
+			y[i] = v
+		}
+	case backend.Sign:
+		for i, v := range x {
+			switch {
+			case v > 0:
+				v = 1
+			case v < 0:
+				v = -1
+			case v == 0:
+				v = 0
+			}
+			y[i] = v // NaN stays NaN
+		}
+	case backend.Relu:
+		for i, v := range x {
+			if v <= 0 {
+				v = 0
+			}
+			y[i] = v
+		}
+	case backend.Gelu:
+		for i, v := range x {
+			y[i] = C(gelu(float64(v)))
+		}
+	case backend.GeluTanh:
+		for i, v := range x {
+			y[i] = C(geluTanh(float64(v)))
+		}
+	case backend.Tanh:
+		for i, v := range x {
+			y[i] = C(math.Tanh(float64(v)))
+		}
+	case backend.Sigmoid:
+		for i, v := range x {
+			y[i] = C(1 / (1 + math.Exp(-float64(v))))
+		}
+	case backend.Square:
+		for i, v := range x {
+			y[i] = v * v
+		}
+	case backend.Recip:
+		for i, v := range x {
+			y[i] = 1 / v
+		}
+	case backend.AddScalar:
+		a := C(p0)
+		for i, v := range x {
+			y[i] = v + a
+		}
+	case backend.MulScalar:
+		a := C(p0)
+		for i, v := range x {
+			y[i] = v * a
+		}
+	case backend.PowScalar:
+		if p0 == 2 {
+			// x·x equals the correctly rounded power and is far cheaper.
+			for i, v := range x {
+				y[i] = v * v
+			}
+			return
+		}
+		for i, v := range x {
+			y[i] = C(math.Pow(float64(v), p0))
+		}
+	case backend.Clamp:
+		lo, hi := C(p0), C(p1)
+		for i, v := range x {
+			if v < lo {
+				v = lo
+			}
+			if v > hi {
+				v = hi
+			}
+			y[i] = v
+		}
+	case backend.RSubScalar:
+		a := C(p0)
+		for i, v := range x {
+			y[i] = a - v
+		}
+	default:
+		panic(fmt.Sprintf("cpu: unknown unary op %d", op))
+	}
+}
+
+// Which saved tensor an op's derivative is written in.
+const (
+	gradUsesNone = iota
+	gradUsesX
+	gradUsesY
+)
+
+// unaryGradUses: Exp, Sqrt, Rsqrt, Tanh, Sigmoid and Recip differentiate through the
+// output y (recomputed from x when y is nil); Log, Abs, Relu, Gelu, GeluTanh, Square,
+// PowScalar and Clamp need the input x; the rest need neither.
+func unaryGradUses(op backend.UnaryOp) int {
+	switch op {
+	case backend.Exp, backend.Sqrt, backend.Rsqrt, backend.Tanh, backend.Sigmoid, backend.Recip:
+		return gradUsesY
+	case backend.Log, backend.Abs, backend.Relu, backend.Gelu, backend.GeluTanh,
+		backend.Square, backend.PowScalar, backend.Clamp:
+		return gradUsesX
+	}
+	return gradUsesNone
+}
+
+// UnaryBackward implements backend.Backend. Derivatives, with the tensor each reads:
+//
+//	Neg, RSubScalar -gy            AddScalar gy          MulScalar gy·p0     Sign 0
+//	Exp    gy·y                    Sqrt gy/(2y)          Rsqrt -gy·y³/2
+//	Tanh   gy·(1-y)(1+y)           Sigmoid gy·y(1-y)     Recip -gy·y²
+//	Log    gy/x                    Square 2x·gy          Abs gy·sign(x), 0 at 0
+//	Relu   gy where x > 0          Clamp gy where p0 ≤ x ≤ p1 (PyTorch)
+//	Gelu, GeluTanh  gy·d/dx        PowScalar gy·p0·x^(p0-1), 0 when p0 = 0
+//
+// Ops written in y recompute it from x when y is nil.
+func (b *Backend) UnaryBackward(op backend.UnaryOp, gx, gy, x, y backend.Storage, n int, p0, p1 float64) {
+	name := unaryName(op)
+	gxs, gys, xs, ys := st(gx), st(gy), st(x), st(y)
+	elemCheckLen("UnaryBackward", "gx", gxs, n)
+	elemCheckLen("UnaryBackward", "gy", gys, n)
+	elemCheckFloat("UnaryBackward", "gx", gxs)
+	elemCheckFloat("UnaryBackward", "gy", gys)
+	var a *storage // the tensor the derivative reads
+	recompute := false
+	switch unaryGradUses(op) {
+	case gradUsesY:
+		switch {
+		case ys != nil:
+			a = ys
+			elemCheckLen("UnaryBackward", "y", a, n)
+		case xs != nil:
+			a, recompute = xs, true
+			elemCheckLen("UnaryBackward", "x", a, n)
+		default:
+			panic("cpu: UnaryBackward: " + name + " needs its output y (or its input x to recompute it)")
+		}
+	case gradUsesX:
+		if xs == nil {
+			panic("cpu: UnaryBackward: " + name + " needs its input x")
+		}
+		a = xs
+		elemCheckLen("UnaryBackward", "x", a, n)
+	}
+	f64 := computeF64(gxs.dt, gys.dt)
+	if a != nil {
+		elemCheckFloat("UnaryBackward", "x/y", a)
+		f64 = f64 || computeF64(a.dt)
+	}
+	if f64 {
+		unaryBackwardKernel[float64](op, gxs, gys, a, recompute, n, p0, p1)
+	} else {
+		unaryBackwardKernel[float32](op, gxs, gys, a, recompute, n, p0, p1)
+	}
+}
+
+func unaryBackwardKernel[C numeric](op backend.UnaryOp, gx, gy, a *storage, recompute bool, n int, p0, p1 float64) {
+	gxr, gyr, ar := elemRunOf[C](gx), elemRunOf[C](gy), elemRunOf[C](a)
+	ParallelFor(n, grainElems, func(lo, hi int) {
+		var gb, ab, ob [chunk]C
+		for c := lo; c < hi; c += chunk {
+			m := min(chunk, hi-c)
+			g := gyr.read(gb[:m], c)
+			var v []C
+			if a != nil {
+				v = ar.read(ab[:m], c)
+				if recompute {
+					unaryApply(op, ab[:m], v, p0, p1)
+					v = ab[:m]
+				}
+			}
+			o := gxr.out(ob[:m], c)
+			unaryGrad(op, o, g, v, p0, p1)
+			gxr.flush(c, o)
+		}
+	})
+}
+
+// unaryGrad computes gx = gy·op'(·) from a, which holds x or y as unaryGradUses says.
+// gx may alias gy or a.
+func unaryGrad[C numeric](op backend.UnaryOp, gx, gy, a []C, p0, p1 float64) {
+	gy = gy[:len(gx)]
+	if unaryGradUses(op) != gradUsesNone {
+		a = a[:len(gx)]
+	}
+	switch op {
+	case backend.Neg, backend.RSubScalar:
+		for i, g := range gy {
+			gx[i] = -g
+		}
+	case backend.AddScalar:
+		copy(gx, gy)
+	case backend.MulScalar:
+		k := C(p0)
+		for i, g := range gy {
+			gx[i] = g * k
+		}
+	case backend.Sign:
+		clear(gx)
+	case backend.Exp:
+		for i, g := range gy {
+			gx[i] = g * a[i]
+		}
+	case backend.Log:
+		for i, g := range gy {
+			gx[i] = g / a[i]
+		}
+	case backend.Sqrt:
+		for i, g := range gy {
+			gx[i] = g / (2 * a[i])
+		}
+	case backend.Rsqrt:
+		for i, g := range gy {
+			y := a[i]
+			gx[i] = -0.5 * g * (y * y * y)
+		}
+	case backend.Tanh:
+		// (1-y)(1+y) rather than 1-y², which cancels badly as |y| → 1.
+		for i, g := range gy {
+			y := a[i]
+			gx[i] = g * ((1 - y) * (1 + y))
+		}
+	case backend.Sigmoid:
+		for i, g := range gy {
+			y := a[i]
+			gx[i] = g * (y * (1 - y))
+		}
+	case backend.Recip:
+		for i, g := range gy {
+			y := a[i]
+			gx[i] = -g * (y * y)
+		}
+	case backend.Square:
+		for i, g := range gy {
+			gx[i] = g * (2 * a[i])
+		}
+	case backend.Abs:
+		for i, g := range gy {
+			switch x := a[i]; {
+			case x > 0:
+				gx[i] = g
+			case x < 0:
+				gx[i] = -g
+			case x == 0:
+				gx[i] = 0
+			default:
+				gx[i] = x // NaN
+			}
+		}
+	case backend.Relu:
+		for i, g := range gy {
+			if a[i] > 0 {
+				gx[i] = g
+			} else {
+				gx[i] = 0
+			}
+		}
+	case backend.Clamp:
+		lo, hi := C(p0), C(p1)
+		for i, g := range gy {
+			if x := a[i]; x >= lo && x <= hi {
+				gx[i] = g
+			} else {
+				gx[i] = 0
+			}
+		}
+	case backend.Gelu:
+		const invSqrt2Pi = 0.3989422804014327 // 1/√(2π)
+		for i, g := range gy {
+			x := float64(a[i])
+			cdf := 0.5 * (1 + math.Erf(x/math.Sqrt2))
+			pdf := invSqrt2Pi * math.Exp(-0.5*x*x)
+			gx[i] = C(float64(g) * (cdf + x*pdf))
+		}
+	case backend.GeluTanh:
+		for i, g := range gy {
+			x := float64(a[i])
+			t := math.Tanh(geluTanhK * (x + 0.044715*x*x*x))
+			d := 0.5*(1+t) + 0.5*x*(1-t)*(1+t)*geluTanhK*(1+3*0.044715*x*x)
+			gx[i] = C(float64(g) * d)
+		}
+	case backend.PowScalar:
+		if p0 == 0 {
+			clear(gx)
+			return
+		}
+		for i, g := range gy {
+			gx[i] = C(float64(g) * p0 * math.Pow(float64(a[i]), p0-1))
+		}
+	default:
+		panic(fmt.Sprintf("cpu: unknown unary op %d", op))
+	}
+}
+
+// UnscaleCheck implements backend.Backend: g *= inv in g's dtype (float32 arithmetic for
+// Float32 and half data, float64 for Float64), checking the stored results. A value that
+// was Inf or NaN before scaling is still Inf or NaN after it, so checking the results
+// covers both, including finite values that overflow when scaled or rounded to half.
+func (b *Backend) UnscaleCheck(g backend.Storage, n int, inv float32) bool {
+	s := st(g)
+	elemCheckLen("UnscaleCheck", "g", s, n)
+	elemCheckFloat("UnscaleCheck", "g", s)
+	var bad atomic.Bool
+	ParallelFor(n, grainElems, func(lo, hi int) {
+		var ok bool
+		switch s.dt {
+		case backend.Float64:
+			ok = scaleFinite(s.f64()[lo:hi], float64(inv))
+		case backend.Float32:
+			ok = scaleFinite(s.f32()[lo:hi], inv)
+		default:
+			ok = scaleHalfFinite(s, lo, hi, inv)
+		}
+		if !ok {
+			bad.Store(true)
+		}
+	})
+	return bad.Load()
+}
+
+// scaleFinite multiplies x by k in place and reports whether every result is finite.
+func scaleFinite[C numeric](x []C, k C) bool {
+	// Four running sums of v·0: 0 while every v is finite, NaN from the first Inf or
+	// NaN on. Four chains hide the add latency.
+	var z0, z1, z2, z3 C
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		v0, v1, v2, v3 := x[i]*k, x[i+1]*k, x[i+2]*k, x[i+3]*k
+		x[i], x[i+1], x[i+2], x[i+3] = v0, v1, v2, v3
+		z0 += v0 * 0
+		z1 += v1 * 0
+		z2 += v2 * 0
+		z3 += v3 * 0
+	}
+	for ; i < len(x); i++ {
+		v := x[i] * k
+		x[i] = v
+		z0 += v * 0
+	}
+	return (z0+z1)+(z2+z3) == 0
+}
+
+// scaleHalfFinite scales half elements [lo, hi) of s through float32 and reports
+// whether every stored result is finite.
+func scaleHalfFinite(s *storage, lo, hi int, inv float32) bool {
+	mask := uint16(0x7c00) // Float16 exponent field
+	if s.dt == backend.BFloat16 {
+		mask = 0x7f80
+	}
+	bits := s.u16()
+	var buf [chunk]float32
+	ok := true
+	for c := lo; c < hi; c += chunk {
+		m := min(chunk, hi-c)
+		x := buf[:m]
+		s.loadF32(x, c)
+		for i := range x {
+			x[i] *= inv
+		}
+		s.storeF32(c, x)
+		ok = halfAllFinite(bits[c:c+m], mask) && ok
+	}
+	return ok
+}
+
+// halfAllFinite reports whether no 16-bit float in h has its exponent field (mask) all
+// ones. Adding the field's lowest bit to an all-ones field carries into bit 15.
+func halfAllFinite(h []uint16, mask uint16) bool {
+	low := mask & -mask
+	var acc uint16
+	for _, v := range h {
+		acc |= v&mask + low
+	}
+	return acc&0x8000 == 0
+}
+
+// CountNonFinite implements backend.Backend.
+func (b *Backend) CountNonFinite(src backend.Storage, n int) (inf, nan int, maxAbs float64) {
+	s := st(src)
+	elemCheckLen("CountNonFinite", "src", s, n)
+	elemCheckFloat("CountNonFinite", "src", s)
+	if s.dt == backend.Float64 {
+		return countNonFiniteKernel[float64](s, n)
+	}
+	return countNonFiniteKernel[float32](s, n)
+}
+
+func countNonFiniteKernel[C numeric](s *storage, n int) (inf, nan int, maxAbs float64) {
+	sr := elemRunOf[C](s)
+	var mu sync.Mutex
+	// Counts add and maxima compare exactly, so the merge order does not matter.
+	ParallelFor(n, grainElems, func(lo, hi int) {
+		var buf [chunk]C
+		var ni, nn int
+		var mx C
+		for c := lo; c < hi; c += chunk {
+			x := sr.read(buf[:min(chunk, hi-c)], c)
+			for _, v := range x {
+				if v-v == 0 { // finite
+					if v < 0 {
+						v = -v
+					}
+					if v > mx {
+						mx = v
+					}
+				} else if v == v {
+					ni++
+				} else {
+					nn++
+				}
+			}
+		}
+		mu.Lock()
+		inf += ni
+		nan += nn
+		maxAbs = max(maxAbs, float64(mx))
+		mu.Unlock()
+	})
+	return inf, nan, maxAbs
+}

@@ -1,0 +1,220 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gamp-ml/gamp/backend"
+)
+
+// Pool implements backend.Backend with PyTorch's max_pool2d and avg_pool2d semantics.
+// The output size may be either the floor or the ceil_mode size. A window covers input
+// rows [oh·StrideH − PadH, … + KH) clipped to the input; padding never wins a max, and a
+// NaN always does. AvgPool divides by the number of window positions inside the input,
+// or, with CountIncludePad, inside the padded input (positions of a ceil_mode window
+// beyond the padding are never counted).
+func (b *Backend) Pool(dst, index, src backend.Storage, a backend.PoolArgs) {
+	s, d, idx := poolOperands("Pool", src, dst, index, a)
+	if computeF64(s.dt) {
+		poolForward[float64](d, s, idx, a)
+	} else {
+		poolForward[float32](d, s, idx, a)
+	}
+}
+
+// PoolBackward implements backend.Backend. gx is overwritten: MaxPool adds each gy to
+// the input position index names, AvgPool adds gy/divisor to every input position of
+// the window. Each plane accumulates in a fixed order and rounds once on store.
+func (b *Backend) PoolBackward(gx, gy, index backend.Storage, a backend.PoolArgs) {
+	g, y, idx := poolOperands("PoolBackward", gx, gy, index, a)
+	if computeF64(g.dt) {
+		poolBackward[float64](g, y, idx, a)
+	} else {
+		poolBackward[float32](g, y, idx, a)
+	}
+}
+
+// poolOperands checks a and the storages of input-shaped in, output-shaped out and, for
+// MaxPool, the Int64 index, which it returns as a slice.
+func poolOperands(op string, in, out, index backend.Storage, a backend.PoolArgs) (*storage, *storage, []int64) {
+	checkPool(op, a)
+	i, o := st(in), st(out)
+	if i == nil || o == nil {
+		panic("cpu: " + op + ": nil storage")
+	}
+	if !i.dt.IsFloat() || i.dt != o.dt {
+		panic(fmt.Sprintf("cpu: %s: operands are %s and %s; want one floating dtype", op, i.dt, o.dt))
+	}
+	nIn, nOut := a.N*a.C*a.H*a.W, a.N*a.C*a.OH*a.OW
+	if i.n < nIn {
+		panic(fmt.Sprintf("cpu: %s: input-shaped storage holds %d elements, geometry needs N·C·H·W = %d", op, i.n, nIn))
+	}
+	if o.n < nOut {
+		panic(fmt.Sprintf("cpu: %s: output-shaped storage holds %d elements, geometry needs N·C·OH·OW = %d", op, o.n, nOut))
+	}
+	if a.Kind != backend.MaxPool {
+		return i, o, nil
+	}
+	x := st(index)
+	switch {
+	case x == nil:
+		panic("cpu: " + op + ": MaxPool needs an index storage")
+	case x.dt != backend.Int64:
+		panic("cpu: " + op + ": index is " + x.dt.String() + ", want int64")
+	case x.n < nOut:
+		panic(fmt.Sprintf("cpu: %s: index holds %d elements, geometry needs N·C·OH·OW = %d", op, x.n, nOut))
+	}
+	return i, o, x.i64()[:nOut]
+}
+
+// checkPool panics unless a is a consistent pooling geometry.
+func checkPool(op string, a backend.PoolArgs) {
+	switch {
+	case a.Kind != backend.MaxPool && a.Kind != backend.AvgPool:
+		panic(fmt.Sprintf("cpu: %s: unknown pool kind %d", op, a.Kind))
+	case a.N < 0 || a.C < 0 || a.H < 1 || a.W < 1:
+		panic(fmt.Sprintf("cpu: %s: bad input size %d×%d×%d×%d", op, a.N, a.C, a.H, a.W))
+	case a.KH < 1 || a.KW < 1:
+		panic(fmt.Sprintf("cpu: %s: kernel %d×%d must be at least 1×1", op, a.KH, a.KW))
+	case a.StrideH < 1 || a.StrideW < 1:
+		panic(fmt.Sprintf("cpu: %s: stride %d×%d must be at least 1", op, a.StrideH, a.StrideW))
+	case a.PadH < 0 || a.PadW < 0 || 2*a.PadH > a.KH || 2*a.PadW > a.KW:
+		// As PyTorch: a window made only of padding would have no maximum.
+		panic(fmt.Sprintf("cpu: %s: padding %d×%d must be between 0 and half the kernel %d×%d", op, a.PadH, a.PadW, a.KH, a.KW))
+	}
+	if !poolOutOK(a.OH, a.H, a.KH, a.StrideH, a.PadH) || !poolOutOK(a.OW, a.W, a.KW, a.StrideW, a.PadW) {
+		panic(fmt.Sprintf("cpu: %s: output %d×%d is neither the floor nor the ceil_mode size of the geometry", op, a.OH, a.OW))
+	}
+}
+
+// poolOutOK reports whether out is the floor or the ceil_mode output length of pooling
+// along one axis, computed as PyTorch does.
+func poolOutOK(out, in, k, stride, pad int) bool {
+	span := in + 2*pad - k
+	if span < 0 {
+		return false
+	}
+	floor := span/stride + 1
+	ceil := (span+stride-1)/stride + 1
+	// The last ceil_mode window must start inside the input or its left padding.
+	if (ceil-1)*stride >= in+pad {
+		ceil--
+	}
+	return out == floor || out == ceil
+}
+
+// poolWindow returns the input range [lo, hi) that output position o covers and the
+// length of the window clipped to the padded input (count_include_pad's factor).
+func poolWindow(o, stride, pad, k, in int) (lo, hi, padded int) {
+	start := o*stride - pad
+	end := min(start+k, in+pad)
+	return max(start, 0), min(end, in), end - start
+}
+
+func poolForward[C numeric](d, s *storage, idx []int64, a backend.PoolArgs) {
+	hw, ohw := a.H*a.W, a.OH*a.OW
+	ParallelFor(a.N*a.C, max(1, grainElems/max(ohw*a.KH*a.KW, 1)), func(lo, hi int) {
+		in := make([]C, hw)
+		out := make([]C, ohw)
+		for p := lo; p < hi; p++ {
+			load(in, s, p*hw, 1)
+			if a.Kind == backend.MaxPool {
+				maxPlane(out, idx[p*ohw:(p+1)*ohw], in, &a)
+			} else {
+				avgPlane(out, in, &a)
+			}
+			store(d, p*ohw, 1, out)
+		}
+	})
+}
+
+func maxPlane[C numeric](out []C, idx []int64, in []C, a *backend.PoolArgs) {
+	ninf := C(math.Inf(-1))
+	for oh := 0; oh < a.OH; oh++ {
+		h0, h1, _ := poolWindow(oh, a.StrideH, a.PadH, a.KH, a.H)
+		for ow := 0; ow < a.OW; ow++ {
+			w0, w1, _ := poolWindow(ow, a.StrideW, a.PadW, a.KW, a.W)
+			best, at := ninf, h0*a.W+w0
+			for h := h0; h < h1; h++ {
+				row := in[h*a.W:]
+				for w := w0; w < w1; w++ {
+					if v := row[w]; v > best || v != v {
+						best, at = v, h*a.W+w
+					}
+				}
+			}
+			out[oh*a.OW+ow] = best
+			idx[oh*a.OW+ow] = int64(at)
+		}
+	}
+}
+
+func avgPlane[C numeric](out, in []C, a *backend.PoolArgs) {
+	for oh := 0; oh < a.OH; oh++ {
+		h0, h1, ph := poolWindow(oh, a.StrideH, a.PadH, a.KH, a.H)
+		for ow := 0; ow < a.OW; ow++ {
+			w0, w1, pw := poolWindow(ow, a.StrideW, a.PadW, a.KW, a.W)
+			if h0 >= h1 || w0 >= w1 {
+				out[oh*a.OW+ow] = 0
+				continue
+			}
+			var sum C
+			for h := h0; h < h1; h++ {
+				for _, v := range in[h*a.W+w0 : h*a.W+w1] {
+					sum += v
+				}
+			}
+			out[oh*a.OW+ow] = sum / C(avgDivisor(a, h0, h1, w0, w1, ph, pw))
+		}
+	}
+}
+
+// avgDivisor is the number of positions an average-pool window is divided by.
+func avgDivisor(a *backend.PoolArgs, h0, h1, w0, w1, ph, pw int) int {
+	if a.CountIncludePad {
+		return ph * pw
+	}
+	return (h1 - h0) * (w1 - w0)
+}
+
+func poolBackward[C numeric](g, y *storage, idx []int64, a backend.PoolArgs) {
+	hw, ohw := a.H*a.W, a.OH*a.OW
+	ParallelFor(a.N*a.C, max(1, grainElems/max(ohw*a.KH*a.KW, 1)), func(lo, hi int) {
+		acc := make([]C, hw)
+		gy := make([]C, ohw)
+		for p := lo; p < hi; p++ {
+			clear(acc)
+			load(gy, y, p*ohw, 1)
+			if a.Kind == backend.MaxPool {
+				for o, i := range idx[p*ohw : (p+1)*ohw] {
+					if i < 0 || i >= int64(hw) {
+						panic(fmt.Sprintf("cpu: PoolBackward: index %d at output %d is outside the %d×%d input plane", i, p*ohw+o, a.H, a.W))
+					}
+					acc[i] += gy[o]
+				}
+			} else {
+				avgPlaneBackward(acc, gy, &a)
+			}
+			store(g, p*hw, 1, acc)
+		}
+	})
+}
+
+func avgPlaneBackward[C numeric](acc, gy []C, a *backend.PoolArgs) {
+	for oh := 0; oh < a.OH; oh++ {
+		h0, h1, ph := poolWindow(oh, a.StrideH, a.PadH, a.KH, a.H)
+		for ow := 0; ow < a.OW; ow++ {
+			w0, w1, pw := poolWindow(ow, a.StrideW, a.PadW, a.KW, a.W)
+			if h0 >= h1 || w0 >= w1 {
+				continue
+			}
+			v := gy[oh*a.OW+ow] / C(avgDivisor(a, h0, h1, w0, w1, ph, pw))
+			for h := h0; h < h1; h++ {
+				row := acc[h*a.W+w0 : h*a.W+w1]
+				for w := range row {
+					row[w] += v
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,442 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gamp-ml/gamp/backend"
+)
+
+// redBlock is how many elements of the reduced axis (rows of the inner slab, when inner
+// > 1) one task folds before the partial results are combined in order. It depends only
+// on the shape, never on the worker count, so results are bit-for-bit reproducible.
+const redBlock = 1 << 14
+
+var reduceNames = [...]string{
+	backend.Sum: "Sum", backend.Mean: "Mean", backend.Max: "Max", backend.Min: "Min",
+	backend.ArgMax: "ArgMax", backend.ArgMin: "ArgMin",
+}
+
+// Reduce implements backend.Backend. Sum and Mean accumulate in float64 for every dtype
+// and round once on store; Max and Min propagate NaN; ArgMax and ArgMin write the first
+// index of the extreme (a NaN is the extreme) into Int64 dst. Over an empty axis
+// (n = 0) Sum writes 0, Mean NaN, and the others panic. src may be any dtype (a Sum of
+// Bool counts); dst any dtype for Sum/Mean/Max/Min.
+func (b *Backend) Reduce(op backend.ReduceOp, dst, src backend.Storage, outer, n, inner int) {
+	if int(op) >= len(reduceNames) {
+		panic(fmt.Sprintf("cpu: Reduce: unknown op %d", op))
+	}
+	name := reduceNames[op]
+	d, s := st(dst), st(src)
+	if outer < 0 || n < 0 || inner < 0 {
+		panic(fmt.Sprintf("cpu: Reduce: negative shape [%d, %d, %d]", outer, n, inner))
+	}
+	elemCheckLen("Reduce", "src", s, outer*n*inner)
+	elemCheckLen("Reduce", "dst", d, outer*inner)
+	arg := op == backend.ArgMax || op == backend.ArgMin
+	if arg && d.dt != backend.Int64 {
+		panic(fmt.Sprintf("cpu: Reduce: %s writes Int64, got a %s dst", name, d.dt))
+	}
+	if n == 0 {
+		switch op {
+		case backend.Sum:
+			b.Fill(backend.Dense(d, 0, outer*inner), 0)
+		case backend.Mean:
+			b.Fill(backend.Dense(d, 0, outer*inner), math.NaN())
+		default:
+			panic(fmt.Sprintf("cpu: Reduce: %s over an empty axis (n = 0) has no identity", name))
+		}
+		return
+	}
+	if outer*inner == 0 {
+		return
+	}
+	f64 := computeF64(s.dt)
+	switch {
+	case inner == 1 && f64:
+		reduceRows[float64](op, d, s, outer, n)
+	case inner == 1:
+		reduceRows[float32](op, d, s, outer, n)
+	case f64:
+		reduceCols[float64](op, d, s, outer, n, inner)
+	default:
+		reduceCols[float32](op, d, s, outer, n, inner)
+	}
+}
+
+// reduceSign is +1 for the ops that look for a largest value and -1 for those that look
+// for a smallest one: the minimum of x is minus the maximum of -x, exactly.
+func reduceSign[C numeric](op backend.ReduceOp) C {
+	if op == backend.Min || op == backend.ArgMin {
+		return -1
+	}
+	return 1
+}
+
+// reduceBetter reports whether candidate v beats the running extreme m (both already
+// multiplied by the sign): larger, or the first NaN.
+func reduceBetter[C numeric](v, m C) bool { return v > m || (v != v && m == m) }
+
+// argExtreme returns the largest sgn·x[i] (a NaN wins at once) and its first index.
+func argExtreme[C numeric](x []C, sgn C) (C, int) {
+	m, mi := x[0]*sgn, 0
+	if m != m {
+		return m, 0
+	}
+	for i := 1; i < len(x); i++ {
+		v := x[i] * sgn
+		if v > m {
+			m, mi = v, i
+		} else if v != v {
+			return v, i
+		}
+	}
+	return m, mi
+}
+
+// foldRow reduces x: its sum for Sum/Mean, else its extreme and the extreme's first
+// index.
+func foldRow[C numeric](op backend.ReduceOp, x []C) (float64, int64) {
+	if op == backend.Sum || op == backend.Mean {
+		// Four float64 accumulators hide the add latency; their order is fixed.
+		var s0, s1, s2, s3 float64
+		i := 0
+		for ; i+4 <= len(x); i += 4 {
+			s0 += float64(x[i])
+			s1 += float64(x[i+1])
+			s2 += float64(x[i+2])
+			s3 += float64(x[i+3])
+		}
+		for ; i < len(x); i++ {
+			s0 += float64(x[i])
+		}
+		return (s0 + s1) + (s2 + s3), 0
+	}
+	sgn := reduceSign[C](op)
+	m, i := argExtreme(x, sgn)
+	return float64(m * sgn), int64(i)
+}
+
+// foldSegment reduces the contiguous elements [off, off+n) of src a chunk at a time,
+// combining the chunks' results in order.
+func foldSegment[C numeric](op backend.ReduceOp, src elemRun[C], buf []C, off, n int) (float64, int64) {
+	v, i := foldRow(op, src.read(buf[:min(len(buf), n)], off))
+	for c := len(buf); c < n; c += len(buf) {
+		cv, ci := foldRow(op, src.read(buf[:min(len(buf), n-c)], off+c))
+		reduceCombine(op, &v, &i, cv, ci+int64(c))
+	}
+	return v, i
+}
+
+// reduceCombine folds partial result (v, i) of a later block into (acc, ai).
+func reduceCombine(op backend.ReduceOp, acc *float64, ai *int64, v float64, i int64) {
+	if op == backend.Sum || op == backend.Mean {
+		*acc += v
+		return
+	}
+	sgn := reduceSign[float64](op)
+	if reduceBetter(v*sgn, *acc*sgn) {
+		*acc, *ai = v, i
+	}
+}
+
+// reduceFinish writes results for dst elements [off, off+len(vals)).
+func reduceFinish(op backend.ReduceOp, d *storage, off int, vals []float64, idx []int64, n int) {
+	switch op {
+	case backend.ArgMax, backend.ArgMin:
+		copy(d.i64()[off:off+len(idx)], idx)
+		return
+	case backend.Mean:
+		for i := range vals {
+			vals[i] /= float64(n)
+		}
+	}
+	d.storeF64(off, vals)
+}
+
+// reduceRows reduces contiguous rows (inner == 1). Rows longer than redBlock are split
+// into fixed blocks whose results are combined in order.
+func reduceRows[C numeric](op backend.ReduceOp, d, s *storage, outer, n int) {
+	src := elemRunOf[C](s)
+	nblk := (n + redBlock - 1) / redBlock
+	if nblk == 1 {
+		ParallelFor(outer, max(1, grainElems/n), func(lo, hi int) {
+			var buf [chunk]C
+			var vals [chunk]float64
+			var idx [chunk]int64
+			for r0 := lo; r0 < hi; r0 += chunk {
+				k := min(chunk, hi-r0)
+				if n > chunk {
+					for r := range k {
+						vals[r], idx[r] = foldSegment(op, src, buf[:], (r0+r)*n, n)
+					}
+				} else {
+					// Short rows: convert as many whole rows as fit at once.
+					per := chunk / n
+					for r := 0; r < k; r += per {
+						q := min(per, k-r)
+						x := src.read(buf[:q*n], (r0+r)*n)
+						for i := range q {
+							vals[r+i], idx[r+i] = foldRow(op, x[i*n:(i+1)*n])
+						}
+					}
+				}
+				reduceFinish(op, d, r0, vals[:k], idx[:k], n)
+			}
+		})
+		return
+	}
+	pv := make([]float64, outer*nblk)
+	pi := make([]int64, outer*nblk)
+	ParallelFor(outer*nblk, max(1, grainElems/redBlock), func(lo, hi int) {
+		var buf [chunk]C
+		for it := lo; it < hi; it++ {
+			r, blk := it/nblk, it%nblk
+			j0 := blk * redBlock
+			v, i := foldSegment(op, src, buf[:], r*n+j0, min(n, j0+redBlock)-j0)
+			pv[it], pi[it] = v, i+int64(j0)
+		}
+	})
+	ParallelFor(outer, max(1, grainElems/nblk), func(lo, hi int) {
+		var vals [chunk]float64
+		var idx [chunk]int64
+		for r0 := lo; r0 < hi; r0 += chunk {
+			k := min(chunk, hi-r0)
+			for r := range k {
+				p := (r0 + r) * nblk
+				vals[r], idx[r] = pv[p], pi[p]
+				for blk := 1; blk < nblk; blk++ {
+					reduceCombine(op, &vals[r], &idx[r], pv[p+blk], pi[p+blk])
+				}
+			}
+			reduceFinish(op, d, r0, vals[:k], idx[:k], n)
+		}
+	})
+}
+
+// reduceCols reduces over the middle axis when inner > 1: each task folds whole rows of
+// up to chunk columns into per-column accumulators, so the inner loop reads contiguous
+// memory. Tasks split outer, column chunks and fixed blocks of rows; block results are
+// combined in order.
+func reduceCols[C numeric](op backend.ReduceOp, d, s *storage, outer, n, inner int) {
+	src := elemRunOf[C](s)
+	ncol := (inner + chunk - 1) / chunk
+	rows := max(1, redBlock/min(inner, chunk))
+	nblk := (n + rows - 1) / rows
+	var pv []float64
+	var pi []int64
+	if nblk > 1 {
+		pv = make([]float64, outer*nblk*inner)
+		pi = make([]int64, outer*nblk*inner)
+	}
+	work := min(rows, n) * min(inner, chunk)
+	ParallelFor(outer*nblk*ncol, max(1, grainElems/work), func(lo, hi int) {
+		var buf, ext [chunk]C
+		var vals [chunk]float64
+		var idx [chunk]int64
+		for it := lo; it < hi; it++ {
+			col, rest := it%ncol, it/ncol
+			blk, o := rest%nblk, rest/nblk
+			c0 := col * chunk
+			w := min(chunk, inner-c0)
+			j0, j1 := blk*rows, min(n, (blk+1)*rows)
+			base := o*n*inner + c0
+			a, ix := vals[:w], idx[:w]
+			if op == backend.Sum || op == backend.Mean {
+				clear(a)
+				for j := j0; j < j1; j++ {
+					x := src.read(buf[:w], base+j*inner)
+					for c, v := range x {
+						a[c] += float64(v)
+					}
+				}
+			} else {
+				sgn := reduceSign[C](op)
+				m := ext[:w]
+				x := src.read(buf[:w], base+j0*inner)
+				for c, v := range x {
+					m[c], ix[c] = v*sgn, int64(j0)
+				}
+				for j := j0 + 1; j < j1; j++ {
+					x := src.read(buf[:w], base+j*inner)
+					for c, v := range x {
+						v *= sgn
+						if reduceBetter(v, m[c]) {
+							m[c], ix[c] = v, int64(j)
+						}
+					}
+				}
+				for c, v := range m {
+					a[c] = float64(v * sgn)
+				}
+			}
+			if nblk == 1 {
+				reduceFinish(op, d, o*inner+c0, a, ix, n)
+			} else {
+				p := (o*nblk+blk)*inner + c0
+				copy(pv[p:p+w], a)
+				copy(pi[p:p+w], ix)
+			}
+		}
+	})
+	if nblk == 1 {
+		return
+	}
+	ParallelFor(outer*ncol, max(1, grainElems/(nblk*min(inner, chunk))), func(lo, hi int) {
+		var vals [chunk]float64
+		var idx [chunk]int64
+		for it := lo; it < hi; it++ {
+			col, o := it%ncol, it/ncol
+			c0 := col * chunk
+			w := min(chunk, inner-c0)
+			a, ix := vals[:w], idx[:w]
+			p := o*nblk*inner + c0
+			copy(a, pv[p:p+w])
+			copy(ix, pi[p:p+w])
+			for blk := 1; blk < nblk; blk++ {
+				q := p + blk*inner
+				for c := range a {
+					reduceCombine(op, &a[c], &ix[c], pv[q+c], pi[q+c])
+				}
+			}
+			reduceFinish(op, d, o*inner+c0, a, ix, n)
+		}
+	})
+}
+
+// Softmax implements backend.Backend: per row, subtract the maximum, exponentiate and
+// sum in float64, then divide (log-softmax: x - max - log(sum)); each result is rounded
+// once on store. A row holding NaN or +Inf yields NaN, as in PyTorch.
+func (b *Backend) Softmax(dst, src backend.Storage, outer, n int, log bool) {
+	d, s := st(dst), st(src)
+	if outer < 0 || n < 0 {
+		panic(fmt.Sprintf("cpu: Softmax: negative shape [%d, %d]", outer, n))
+	}
+	elemCheckLen("Softmax", "dst", d, outer*n)
+	elemCheckLen("Softmax", "src", s, outer*n)
+	elemCheckFloat("Softmax", "dst", d)
+	elemCheckFloat("Softmax", "src", s)
+	if outer*n == 0 {
+		return
+	}
+	if computeF64(s.dt) {
+		softmaxKernel[float64](d, s, outer, n, log)
+	} else {
+		softmaxKernel[float32](d, s, outer, n, log)
+	}
+}
+
+func softmaxKernel[C numeric](d, s *storage, outer, n int, log bool) {
+	src := elemRunOf[C](s)
+	ParallelFor(outer, max(1, grainElems/n), func(lo, hi int) {
+		var buf [chunk]C
+		var out [chunk]float64
+		// Softmax keeps a row's exponentials for the final division.
+		var ebuf [chunk]float64
+		e := ebuf[:]
+		if !log && n > chunk {
+			e = make([]float64, n)
+		}
+		for r := lo; r < hi; r++ {
+			off := r * n
+			mx := src.read(buf[:1], off)[0]
+			for c := 0; c < n; c += chunk {
+				for _, v := range src.read(buf[:min(chunk, n-c)], off+c) {
+					if v > mx {
+						mx = v
+					}
+				}
+			}
+			mf := float64(mx)
+			var sum float64
+			for c := 0; c < n; c += chunk {
+				x := src.read(buf[:min(chunk, n-c)], off+c)
+				for i, v := range x {
+					ev := math.Exp(float64(v) - mf)
+					sum += ev
+					if !log {
+						e[c+i] = ev
+					}
+				}
+			}
+			ls := math.Log(sum)
+			for c := 0; c < n; c += chunk {
+				m := min(chunk, n-c)
+				o := out[:m]
+				if log {
+					for i, v := range src.read(buf[:m], off+c) {
+						o[i] = (float64(v) - mf) - ls
+					}
+				} else {
+					for i, ev := range e[c : c+m] {
+						o[i] = ev / sum
+					}
+				}
+				d.storeF64(off+c, o)
+			}
+		}
+	})
+}
+
+// SoftmaxBackward implements backend.Backend: gx = y·(gy - Σ gy·y) for softmax and
+// gx = gy - exp(y)·Σ gy for log-softmax, with the row sums in float64.
+func (b *Backend) SoftmaxBackward(gx, gy, y backend.Storage, outer, n int, log bool) {
+	gxs, gys, ys := st(gx), st(gy), st(y)
+	if outer < 0 || n < 0 {
+		panic(fmt.Sprintf("cpu: SoftmaxBackward: negative shape [%d, %d]", outer, n))
+	}
+	for _, p := range []struct {
+		what string
+		s    *storage
+	}{{"gx", gxs}, {"gy", gys}, {"y", ys}} {
+		elemCheckLen("SoftmaxBackward", p.what, p.s, outer*n)
+		elemCheckFloat("SoftmaxBackward", p.what, p.s)
+	}
+	if outer*n == 0 {
+		return
+	}
+	if computeF64(gys.dt, ys.dt) {
+		softmaxBackwardKernel[float64](gxs, gys, ys, outer, n, log)
+	} else {
+		softmaxBackwardKernel[float32](gxs, gys, ys, outer, n, log)
+	}
+}
+
+func softmaxBackwardKernel[C numeric](gx, gy, y *storage, outer, n int, log bool) {
+	gr, yr := elemRunOf[C](gy), elemRunOf[C](y)
+	ParallelFor(outer, max(1, grainElems/n), func(lo, hi int) {
+		var gb, yb [chunk]C
+		var out [chunk]float64
+		for r := lo; r < hi; r++ {
+			off := r * n
+			var dot float64 // Σ gy·y, or Σ gy for log-softmax
+			for c := 0; c < n; c += chunk {
+				m := min(chunk, n-c)
+				g := gr.read(gb[:m], off+c)
+				if log {
+					for _, v := range g {
+						dot += float64(v)
+					}
+					continue
+				}
+				for i, v := range yr.read(yb[:m], off+c) {
+					dot += float64(g[i]) * float64(v)
+				}
+			}
+			for c := 0; c < n; c += chunk {
+				m := min(chunk, n-c)
+				g, yv, o := gr.read(gb[:m], off+c), yr.read(yb[:m], off+c), out[:m]
+				if log {
+					for i, v := range yv {
+						o[i] = float64(g[i]) - math.Exp(float64(v))*dot
+					}
+				} else {
+					for i, v := range yv {
+						o[i] = float64(v) * (float64(g[i]) - dot)
+					}
+				}
+				gx.storeF64(off+c, o)
+			}
+		}
+	})
+}

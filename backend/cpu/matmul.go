@@ -1,0 +1,100 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/gamp-ml/gamp/backend"
+)
+
+// MatMul implements backend.Backend. Float32 and float64 run the blocked GEMM in place;
+// half operands are widened to float32 per batch item (the GEMM accumulates in
+// float32) and the result is rounded once on store.
+func (b *Backend) MatMul(a backend.MatMulArgs) {
+	A, B, C := st(a.A), st(a.B), st(a.C)
+	if A.dt != B.dt || A.dt != C.dt || !A.dt.IsFloat() {
+		panic(fmt.Sprintf("cpu: MatMul: operands %s, %s, %s must share one floating dtype", A.dt, B.dt, C.dt))
+	}
+	if a.Batch == 0 || a.M == 0 || a.N == 0 {
+		return
+	}
+	lda, ldb, ldc := a.LDA, a.LDB, a.LDC
+	if lda == 0 {
+		lda = a.K
+		if a.TransA {
+			lda = a.M
+		}
+	}
+	if ldb == 0 {
+		ldb = a.N
+		if a.TransB {
+			ldb = a.K
+		}
+	}
+	if ldc == 0 {
+		ldc = a.N
+	}
+	// Many small products (attention heads, conv groups): spread the batch over the
+	// workers; nested GEMM calls then run inline.
+	perItem := a.M * a.N * max(a.K, 1)
+	grain := max(1, (1<<18)/max(perItem, 1))
+	run := func(item func(i int)) {
+		if a.Batch > 1 && perItem < 1<<18 {
+			ParallelFor(a.Batch, grain, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					item(i)
+				}
+			})
+			return
+		}
+		for i := 0; i < a.Batch; i++ {
+			item(i)
+		}
+	}
+	switch A.dt {
+	case backend.Float32:
+		af, bf, cf := A.f32(), B.f32(), C.f32()
+		run(func(i int) {
+			Gemm(a.TransA, a.TransB, a.M, a.N, a.K, a.Alpha, af[a.OffA+i*a.StrideA:], lda,
+				bf[a.OffB+i*a.StrideB:], ldb, a.Beta, cf[a.OffC+i*a.StrideC:], ldc)
+		})
+	case backend.Float64:
+		af, bf, cf := A.f64(), B.f64(), C.f64()
+		run(func(i int) {
+			Gemm(a.TransA, a.TransB, a.M, a.N, a.K, float64(a.Alpha), af[a.OffA+i*a.StrideA:], lda,
+				bf[a.OffB+i*a.StrideB:], ldb, float64(a.Beta), cf[a.OffC+i*a.StrideC:], ldc)
+		})
+	default:
+		ra, ca := a.M, a.K
+		if a.TransA {
+			ra, ca = ca, ra
+		}
+		rb, cb := a.K, a.N
+		if a.TransB {
+			rb, cb = cb, rb
+		}
+		run(func(i int) {
+			aw := widen(A, a.OffA+i*a.StrideA, ra, ca, lda)
+			bw := widen(B, a.OffB+i*a.StrideB, rb, cb, ldb)
+			cw := make([]float32, a.M*a.N)
+			offC := a.OffC + i*a.StrideC
+			if a.Beta != 0 {
+				for r := 0; r < a.M; r++ {
+					C.loadF32(cw[r*a.N:(r+1)*a.N], offC+r*ldc)
+				}
+			}
+			Gemm(a.TransA, a.TransB, a.M, a.N, a.K, a.Alpha, aw, ca, bw, cb, a.Beta, cw, a.N)
+			for r := 0; r < a.M; r++ {
+				C.storeF32(offC+r*ldc, cw[r*a.N:(r+1)*a.N])
+			}
+		})
+	}
+}
+
+// widen converts a rows×cols matrix with leading dimension ld to dense float32.
+func widen(s *storage, off, rows, cols, ld int) []float32 {
+	out := make([]float32, rows*cols)
+	for r := 0; r < rows; r++ {
+		s.loadF32(out[r*cols:(r+1)*cols], off+r*ld)
+	}
+	return out
+}

@@ -1,0 +1,460 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
+)
+
+// chunk is the number of elements a kernel converts to its compute type at a time: a few
+// KiB of scratch that stays in L1.
+const chunk = 1024
+
+// grainElems is the smallest amount of elementwise work worth handing to another worker.
+const grainElems = 1 << 15
+
+// collapse merges adjacent dimensions that are contiguous in every operand and drops
+// dimensions of size 1, so a strided loop runs over as few, as long rows as possible.
+func collapse(shape []int, strides ...[]int) ([]int, [][]int) {
+	var cs []int
+	cst := make([][]int, len(strides))
+	for d := 0; d < len(shape); d++ {
+		if shape[d] == 1 {
+			continue
+		}
+		if len(cs) > 0 {
+			last := len(cs) - 1
+			// The previous dimension's stride must be this one's times its size.
+			ok := true
+			for k := range strides {
+				if cst[k][last] != strides[k][d]*shape[d] {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				cs[last] *= shape[d]
+				for k := range strides {
+					cst[k][last] = strides[k][d]
+				}
+				continue
+			}
+		}
+		cs = append(cs, shape[d])
+		for k := range strides {
+			cst[k] = append(cst[k], strides[k][d])
+		}
+	}
+	if len(cs) == 0 {
+		cs = []int{1}
+		for k := range cst {
+			cst[k] = []int{0}
+		}
+	}
+	return cs, cst
+}
+
+// rowIter walks the rows (all but the last collapsed dimension) of a strided loop,
+// keeping each operand's offset.
+type rowIter struct {
+	shape   []int
+	strides [][]int
+	idx     []int
+	off     []int
+}
+
+func newRowIter(shape []int, strides [][]int, base []int, row int) *rowIter {
+	it := &rowIter{shape: shape, strides: strides, idx: make([]int, len(shape)), off: append([]int(nil), base...)}
+	// Decompose row into indices of dims [0, len-1).
+	for d := len(shape) - 2; d >= 0; d-- {
+		i := row % shape[d]
+		row /= shape[d]
+		it.idx[d] = i
+		for k := range it.off {
+			it.off[k] += i * strides[k][d]
+		}
+	}
+	return it
+}
+
+func (it *rowIter) next() {
+	for d := len(it.shape) - 2; d >= 0; d-- {
+		it.idx[d]++
+		for k := range it.off {
+			it.off[k] += it.strides[k][d]
+		}
+		if it.idx[d] < it.shape[d] {
+			return
+		}
+		for k := range it.off {
+			it.off[k] -= it.idx[d] * it.strides[k][d]
+		}
+		it.idx[d] = 0
+	}
+}
+
+// forRows runs fn over every row of the collapsed loop in parallel. fn gets the
+// operands' offsets at the start of the row, and the row length.
+func forRows(shape []int, views []backend.View, fn func(off []int, inner int, innerStrides []int)) {
+	strides := make([][]int, len(views))
+	base := make([]int, len(views))
+	for i, v := range views {
+		strides[i] = v.Strides
+		base[i] = v.Offset
+	}
+	cs, cst := collapse(shape, strides...)
+	inner := cs[len(cs)-1]
+	innerStrides := make([]int, len(views))
+	for k := range cst {
+		innerStrides[k] = cst[k][len(cs)-1]
+	}
+	rows := 1
+	for _, d := range cs[:len(cs)-1] {
+		rows *= d
+	}
+	if rows == 1 {
+		// One long row: split it into column ranges.
+		ParallelFor(inner, grainElems, func(lo, hi int) {
+			off := make([]int, len(base))
+			for k := range base {
+				off[k] = base[k] + lo*innerStrides[k]
+			}
+			fn(off, hi-lo, innerStrides)
+		})
+		return
+	}
+	grain := max(1, grainElems/max(inner, 1))
+	ParallelFor(rows, grain, func(lo, hi int) {
+		it := newRowIter(cs, cst, base, lo)
+		for r := lo; r < hi; r++ {
+			fn(it.off, inner, innerStrides)
+			it.next()
+		}
+	})
+}
+
+// numeric is a kernel's compute type: float32 for float32 and half storage, float64 for
+// float64 and integer storage.
+type numeric interface{ float32 | float64 }
+
+// computeF64 reports whether a set of dtypes must be computed in float64.
+func computeF64(dts ...backend.DType) bool {
+	for _, d := range dts {
+		if d == backend.Float64 || d == backend.Int32 || d == backend.Int64 {
+			return true
+		}
+	}
+	return false
+}
+
+// load reads n elements of s starting at off with the given stride into dst.
+func load[C numeric](dst []C, s *storage, off, stride int) {
+	switch d := any(dst).(type) {
+	case []float32:
+		loadStridedF32(d, s, off, stride)
+	case []float64:
+		loadStridedF64(d, s, off, stride)
+	}
+}
+
+// store writes src into s starting at off with the given stride.
+func store[C numeric](s *storage, off, stride int, src []C) {
+	switch d := any(src).(type) {
+	case []float32:
+		storeStridedF32(s, off, stride, d)
+	case []float64:
+		storeStridedF64(s, off, stride, d)
+	}
+}
+
+func loadStridedF32(dst []float32, s *storage, off, stride int) {
+	n := len(dst)
+	switch {
+	case n == 0:
+	case stride == 1:
+		s.loadF32(dst, off)
+	case stride == 0:
+		s.loadF32(dst[:1], off)
+		v := dst[0]
+		for i := range dst {
+			dst[i] = v
+		}
+	default:
+		for i := range dst {
+			dst[i] = scalarF32(s, off+i*stride)
+		}
+	}
+}
+
+func loadStridedF64(dst []float64, s *storage, off, stride int) {
+	n := len(dst)
+	switch {
+	case n == 0:
+	case stride == 1:
+		s.loadF64(dst, off)
+	case stride == 0:
+		s.loadF64(dst[:1], off)
+		v := dst[0]
+		for i := range dst {
+			dst[i] = v
+		}
+	default:
+		for i := range dst {
+			dst[i] = scalarF64(s, off+i*stride)
+		}
+	}
+}
+
+func storeStridedF32(s *storage, off, stride int, src []float32) {
+	if stride == 1 {
+		s.storeF32(off, src)
+		return
+	}
+	for i, v := range src {
+		s.storeF32(off+i*stride, []float32{v})
+	}
+}
+
+func storeStridedF64(s *storage, off, stride int, src []float64) {
+	if stride == 1 {
+		s.storeF64(off, src)
+		return
+	}
+	for i, v := range src {
+		s.storeF64(off+i*stride, []float64{v})
+	}
+}
+
+// scalarF32 reads one element as float32.
+func scalarF32(s *storage, i int) float32 {
+	switch s.dt {
+	case backend.Float32:
+		return s.f32()[i]
+	case backend.Float16:
+		return s.f16()[i].Float32()
+	case backend.BFloat16:
+		return s.bf16()[i].Float32()
+	}
+	return float32(scalarF64(s, i))
+}
+
+// scalarF64 reads one element as float64.
+func scalarF64(s *storage, i int) float64 {
+	switch s.dt {
+	case backend.Float64:
+		return s.f64()[i]
+	case backend.Float32:
+		return float64(s.f32()[i])
+	case backend.Float16:
+		return s.f16()[i].Float64()
+	case backend.BFloat16:
+		return s.bf16()[i].Float64()
+	case backend.Int32:
+		return float64(s.i32()[i])
+	case backend.Int64:
+		return float64(s.i64()[i])
+	case backend.Bool:
+		return b2f[float64](s.b8()[i])
+	}
+	panic("cpu: bad dtype " + s.dt.String())
+}
+
+// Copy implements backend.Backend.
+func (b *Backend) Copy(dst, src backend.View) {
+	d, s := st(dst.S), st(src.S)
+	checkShapes("Copy", dst.Shape, src.Shape)
+	if d.dt == s.dt && dst.Contiguous() && src.Contiguous() {
+		n := dst.Numel()
+		sz := d.dt.Size()
+		copy(d.rawBytes()[dst.Offset*sz:(dst.Offset+n)*sz], s.rawBytes()[src.Offset*sz:(src.Offset+n)*sz])
+		return
+	}
+	if computeF64(d.dt, s.dt) {
+		copyRows[float64](dst, src, d, s)
+	} else {
+		copyRows[float32](dst, src, d, s)
+	}
+}
+
+func copyRows[C numeric](dst, src backend.View, d, s *storage) {
+	forRows(dst.Shape, []backend.View{dst, src}, func(off []int, inner int, is []int) {
+		var buf [chunk]C
+		for lo := 0; lo < inner; lo += chunk {
+			m := min(chunk, inner-lo)
+			load(buf[:m], s, off[1]+lo*is[1], is[1])
+			store(d, off[0]+lo*is[0], is[0], buf[:m])
+		}
+	})
+}
+
+// Fill implements backend.Backend.
+func (b *Backend) Fill(dst backend.View, v float64) {
+	d := st(dst.S)
+	forRows(dst.Shape, []backend.View{dst}, func(off []int, inner int, is []int) {
+		if computeF64(d.dt) {
+			var buf [chunk]float64
+			for i := range buf {
+				buf[i] = v
+			}
+			for lo := 0; lo < inner; lo += chunk {
+				m := min(chunk, inner-lo)
+				store(d, off[0]+lo*is[0], is[0], buf[:m])
+			}
+			return
+		}
+		var buf [chunk]float32
+		// Round once from float64 so Fill(0.1) on a half tensor equals casting 0.1.
+		f := float32(v)
+		switch d.dt {
+		case backend.Float16:
+			f = half.Float16FromFloat64(v).Float32()
+		case backend.BFloat16:
+			f = half.BFloat16FromFloat64(v).Float32()
+		}
+		for i := range buf {
+			buf[i] = f
+		}
+		for lo := 0; lo < inner; lo += chunk {
+			m := min(chunk, inner-lo)
+			store(d, off[0]+lo*is[0], is[0], buf[:m])
+		}
+	})
+}
+
+// Binary implements backend.Backend.
+func (b *Backend) Binary(op backend.BinaryOp, dst, x, y backend.View) {
+	d, s1, s2 := st(dst.S), st(x.S), st(y.S)
+	checkShapes("Binary", dst.Shape, x.Shape)
+	checkShapes("Binary", dst.Shape, y.Shape)
+	views := []backend.View{dst, x, y}
+	if computeF64(d.dt, s1.dt, s2.dt) {
+		binaryRows[float64](op, views, d, s1, s2)
+	} else {
+		binaryRows[float32](op, views, d, s1, s2)
+	}
+}
+
+func binaryRows[C numeric](op backend.BinaryOp, views []backend.View, d, s1, s2 *storage) {
+	forRows(views[0].Shape, views, func(off []int, inner int, is []int) {
+		var a, c [chunk]C
+		for lo := 0; lo < inner; lo += chunk {
+			m := min(chunk, inner-lo)
+			load(a[:m], s1, off[1]+lo*is[1], is[1])
+			load(c[:m], s2, off[2]+lo*is[2], is[2])
+			binaryApply(op, a[:m], a[:m], c[:m])
+			store(d, off[0]+lo*is[0], is[0], a[:m])
+		}
+	})
+}
+
+// binaryApply computes dst = op(a, b) elementwise; dst may alias a.
+func binaryApply[C numeric](op backend.BinaryOp, dst, a, b []C) {
+	b = b[:len(a)]
+	dst = dst[:len(a)]
+	switch op {
+	case backend.Add:
+		for i := range a {
+			dst[i] = a[i] + b[i]
+		}
+	case backend.Sub:
+		for i := range a {
+			dst[i] = a[i] - b[i]
+		}
+	case backend.Mul:
+		for i := range a {
+			dst[i] = a[i] * b[i]
+		}
+	case backend.Div:
+		for i := range a {
+			dst[i] = a[i] / b[i]
+		}
+	case backend.Pow:
+		for i := range a {
+			dst[i] = C(math.Pow(float64(a[i]), float64(b[i])))
+		}
+	case backend.Maximum:
+		for i := range a {
+			// NaN propagates, as torch.maximum.
+			if a[i] != a[i] || a[i] > b[i] {
+				dst[i] = a[i]
+			} else {
+				dst[i] = b[i]
+			}
+		}
+	case backend.Minimum:
+		for i := range a {
+			if a[i] != a[i] || a[i] < b[i] {
+				dst[i] = a[i]
+			} else {
+				dst[i] = b[i]
+			}
+		}
+	case backend.Eq:
+		for i := range a {
+			dst[i] = b2f[C](a[i] == b[i])
+		}
+	case backend.Ne:
+		for i := range a {
+			dst[i] = b2f[C](a[i] != b[i])
+		}
+	case backend.Lt:
+		for i := range a {
+			dst[i] = b2f[C](a[i] < b[i])
+		}
+	case backend.Le:
+		for i := range a {
+			dst[i] = b2f[C](a[i] <= b[i])
+		}
+	case backend.Gt:
+		for i := range a {
+			dst[i] = b2f[C](a[i] > b[i])
+		}
+	case backend.Ge:
+		for i := range a {
+			dst[i] = b2f[C](a[i] >= b[i])
+		}
+	default:
+		panic("cpu: unknown binary op")
+	}
+}
+
+// Where implements backend.Backend.
+func (b *Backend) Where(dst, cond, x, y backend.View) {
+	d, c, s1, s2 := st(dst.S), st(cond.S), st(x.S), st(y.S)
+	views := []backend.View{dst, cond, x, y}
+	if computeF64(d.dt, s1.dt, s2.dt) {
+		whereRows[float64](views, d, c, s1, s2)
+	} else {
+		whereRows[float32](views, d, c, s1, s2)
+	}
+}
+
+func whereRows[C numeric](views []backend.View, d, c, s1, s2 *storage) {
+	forRows(views[0].Shape, views, func(off []int, inner int, is []int) {
+		var k, a, e [chunk]C
+		for lo := 0; lo < inner; lo += chunk {
+			m := min(chunk, inner-lo)
+			load(k[:m], c, off[1]+lo*is[1], is[1])
+			load(a[:m], s1, off[2]+lo*is[2], is[2])
+			load(e[:m], s2, off[3]+lo*is[3], is[3])
+			for i := 0; i < m; i++ {
+				if k[i] == 0 {
+					a[i] = e[i]
+				}
+			}
+			store(d, off[0]+lo*is[0], is[0], a[:m])
+		}
+	})
+}
+
+func checkShapes(op string, a, b []int) {
+	if len(a) != len(b) {
+		panic("cpu: " + op + ": shape rank mismatch")
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			panic("cpu: " + op + ": shape mismatch")
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package half
+
+import "fmt"
+
+// LengthError is the panic value of a bulk conversion whose destination is
+// shorter than its source.
+type LengthError struct {
+	Op       string // the function called, e.g. "Float32ToFloat16"
+	Dst, Src int    // the two lengths
+}
+
+func (e LengthError) Error() string {
+	return fmt.Sprintf("half.%s: destination has %d elements, source %d: make dst at least as long as src", e.Op, e.Dst, e.Src)
+}
+
+func checkLen(op string, dst, src int) {
+	if dst < src {
+		panic(LengthError{op, dst, src})
+	}
+}
+
+// Float32ToFloat16 sets dst[i] = Float16FromFloat32(src[i]) for every i in
+// src, bit for bit, with SIMD where the CPU has it. It panics with a
+// LengthError if len(dst) < len(src); dst[len(src):] is left alone.
+func Float32ToFloat16(dst []Float16, src []float32) {
+	checkLen("Float32ToFloat16", len(dst), len(src))
+	convert(f32ToF16, dst, src, float32ToFloat16Go)
+}
+
+// Float16ToFloat32 sets dst[i] = src[i].Float32() for every i in src. It
+// panics with a LengthError if len(dst) < len(src).
+func Float16ToFloat32(dst []float32, src []Float16) {
+	checkLen("Float16ToFloat32", len(dst), len(src))
+	convert(f16ToF32, dst, src, float16ToFloat32Go)
+}
+
+// Float32ToBFloat16 sets dst[i] = BFloat16FromFloat32(src[i]) for every i
+// in src. It panics with a LengthError if len(dst) < len(src).
+func Float32ToBFloat16(dst []BFloat16, src []float32) {
+	checkLen("Float32ToBFloat16", len(dst), len(src))
+	convert(f32ToBF16, dst, src, float32ToBFloat16Go)
+}
+
+// BFloat16ToFloat32 sets dst[i] = src[i].Float32() for every i in src. It
+// panics with a LengthError if len(dst) < len(src).
+func BFloat16ToFloat32(dst []float32, src []BFloat16) {
+	checkLen("BFloat16ToFloat32", len(dst), len(src))
+	convert(bf16ToF32, dst, src, bfloat16ToFloat32Go)
+}
+
+// Float64ToFloat16 sets dst[i] = Float16FromFloat64(src[i]) for every i in
+// src. It panics with a LengthError if len(dst) < len(src).
+func Float64ToFloat16(dst []Float16, src []float64) {
+	checkLen("Float64ToFloat16", len(dst), len(src))
+	dst = dst[:len(src)]
+	for i, f := range src {
+		dst[i] = Float16FromFloat64(f)
+	}
+}
+
+// Float16ToFloat64 sets dst[i] = src[i].Float64() for every i in src. It
+// panics with a LengthError if len(dst) < len(src).
+func Float16ToFloat64(dst []float64, src []Float16) {
+	checkLen("Float16ToFloat64", len(dst), len(src))
+	dst = dst[:len(src)]
+	for i, h := range src {
+		dst[i] = h.Float64()
+	}
+}
+
+// Float64ToBFloat16 sets dst[i] = BFloat16FromFloat64(src[i]) for every i
+// in src. It panics with a LengthError if len(dst) < len(src).
+func Float64ToBFloat16(dst []BFloat16, src []float64) {
+	checkLen("Float64ToBFloat16", len(dst), len(src))
+	dst = dst[:len(src)]
+	for i, f := range src {
+		dst[i] = BFloat16FromFloat64(f)
+	}
+}
+
+// BFloat16ToFloat64 sets dst[i] = src[i].Float64() for every i in src. It
+// panics with a LengthError if len(dst) < len(src).
+func BFloat16ToFloat64(dst []float64, src []BFloat16) {
+	checkLen("BFloat16ToFloat64", len(dst), len(src))
+	dst = dst[:len(src)]
+	for i, b := range src {
+		dst[i] = b.Float64()
+	}
+}
+
+// The pure-Go twins of the assembly kernels: each kernel must give the same
+// bits as its twin. They also convert the tails the kernels leave and run
+// everything under the purego tag or off amd64. They expect len(dst) >=
+// len(src).
+
+func float32ToFloat16Go(dst []Float16, src []float32) {
+	dst = dst[:len(src)]
+	for i, f := range src {
+		dst[i] = Float16FromFloat32(f)
+	}
+}
+
+func float16ToFloat32Go(dst []float32, src []Float16) {
+	dst = dst[:len(src)]
+	for i, h := range src {
+		dst[i] = h.Float32()
+	}
+}
+
+func float32ToBFloat16Go(dst []BFloat16, src []float32) {
+	dst = dst[:len(src)]
+	for i, f := range src {
+		dst[i] = BFloat16FromFloat32(f)
+	}
+}
+
+func bfloat16ToFloat32Go(dst []float32, src []BFloat16) {
+	dst = dst[:len(src)]
+	for i, b := range src {
+		dst[i] = b.Float32()
+	}
+}
+
+// A kernel is one vectorised conversion loop: fn converts n elements, n a
+// positive multiple of lanes. The kernel tables (fastest first) come from
+// the per-architecture files; ok says whether this CPU can run the kernel.
+type kernel[D, S any] struct {
+	name  string
+	lanes int
+	ok    bool
+	fn    func(dst *D, src *S, n int)
+}
+
+// The kernels in use, picked once at init.
+var (
+	f32ToF16  = best(f32ToF16Kernels)
+	f16ToF32  = best(f16ToF32Kernels)
+	f32ToBF16 = best(f32ToBF16Kernels)
+	bf16ToF32 = best(bf16ToF32Kernels)
+)
+
+// best returns the first kernel this CPU can run, or the zero kernel, which
+// leaves all the work to the pure-Go twin.
+func best[D, S any](ks []kernel[D, S]) kernel[D, S] {
+	for _, k := range ks {
+		if k.ok {
+			return k
+		}
+	}
+	return kernel[D, S]{}
+}
+
+// convert runs k over the longest prefix of src it can take and the pure-Go
+// twin over the rest. len(dst) >= len(src).
+func convert[D, S any](k kernel[D, S], dst []D, src []S, twin func([]D, []S)) {
+	n := 0
+	if k.fn != nil {
+		n = len(src) - len(src)%k.lanes
+		if n > 0 {
+			k.fn(&dst[0], &src[0], n)
+		}
+	}
+	twin(dst[n:len(src)], src[n:])
+}

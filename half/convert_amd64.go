@@ -1,0 +1,114 @@
+//go:build !purego
+
+package half
+
+import "golang.org/x/sys/cpu"
+
+// CPU features the kernels need. x/sys/cpu sets the AVX flags only when the
+// OS saves the ymm/zmm state.
+var (
+	hasAVX512 = cpu.X86.HasAVX512F
+	hasF16C   = cpu.X86.HasF16C && cpu.X86.HasAVX
+	hasAVX2   = cpu.X86.HasAVX2
+)
+
+var (
+	f32ToF16Kernels = []kernel[Float16, float32]{
+		{"avx512", 16, hasAVX512, float32ToFloat16AVX512},
+		{"f16c", 8, hasF16C, float32ToFloat16F16C},
+	}
+	f16ToF32Kernels = []kernel[float32, Float16]{
+		{"avx512", 16, hasAVX512, float16ToFloat32AVX512},
+		{"f16c", 8, hasF16C, float16ToFloat32F16C},
+	}
+	f32ToBF16Kernels = []kernel[BFloat16, float32]{
+		{"avx512", 16, hasAVX512, float32ToBFloat16AVX512},
+		{"avx2", 16, hasAVX2, float32ToBFloat16AVX2},
+	}
+	bf16ToF32Kernels = []kernel[float32, BFloat16]{
+		{"avx512", 16, hasAVX512, bfloat16ToFloat32AVX512},
+		{"avx2", 8, hasAVX2, bfloat16ToFloat32AVX2},
+	}
+)
+
+// float32ToFloat16AVX512 converts n float32s, n a positive multiple of 16,
+// with VCVTPS2PH $0 (round to nearest even) on zmm registers. It equals
+//
+//	for i := range n {
+//		dst[i] = Float16FromFloat32(src[i])
+//	}
+//
+//go:noescape
+func float32ToFloat16AVX512(dst *Float16, src *float32, n int)
+
+// float32ToFloat16F16C is float32ToFloat16AVX512 on ymm registers (F16C),
+// n a positive multiple of 8. It equals
+//
+//	for i := range n {
+//		dst[i] = Float16FromFloat32(src[i])
+//	}
+//
+//go:noescape
+func float32ToFloat16F16C(dst *Float16, src *float32, n int)
+
+// float16ToFloat32AVX512 converts n Float16s, n a positive multiple of 16,
+// with VCVTPH2PS on zmm registers. It equals
+//
+//	for i := range n {
+//		dst[i] = src[i].Float32()
+//	}
+//
+//go:noescape
+func float16ToFloat32AVX512(dst *float32, src *Float16, n int)
+
+// float16ToFloat32F16C is float16ToFloat32AVX512 on ymm registers (F16C),
+// n a positive multiple of 8. It equals
+//
+//	for i := range n {
+//		dst[i] = src[i].Float32()
+//	}
+//
+//go:noescape
+func float16ToFloat32F16C(dst *float32, src *Float16, n int)
+
+// float32ToBFloat16AVX512 converts n float32s, n a positive multiple of 16,
+// rounding with AVX-512 integer arithmetic and patching NaN lanes (found by
+// VCMPPS unordered) to quiet NaNs. VCVTNEPS2BF16 is not used: it flushes
+// subnormal inputs and outputs to zero. It equals
+//
+//	for i := range n {
+//		dst[i] = BFloat16FromFloat32(src[i])
+//	}
+//
+//go:noescape
+func float32ToBFloat16AVX512(dst *BFloat16, src *float32, n int)
+
+// float32ToBFloat16AVX2 is float32ToBFloat16AVX512 on ymm registers, n a
+// positive multiple of 16. It equals
+//
+//	for i := range n {
+//		dst[i] = BFloat16FromFloat32(src[i])
+//	}
+//
+//go:noescape
+func float32ToBFloat16AVX2(dst *BFloat16, src *float32, n int)
+
+// bfloat16ToFloat32AVX512 widens n BFloat16s, n a positive multiple of 16,
+// by zero extension (VPMOVZXWD) and a 16-bit shift. It equals
+//
+//	for i := range n {
+//		dst[i] = src[i].Float32()
+//	}
+//
+//go:noescape
+func bfloat16ToFloat32AVX512(dst *float32, src *BFloat16, n int)
+
+// bfloat16ToFloat32AVX2 is bfloat16ToFloat32AVX512 on ymm registers, n a
+// positive multiple of 8. It equals
+//
+//	for i := range n {
+//		dst[i] = src[i].Float32()
+//	}
+//
+//go:noescape
+func bfloat16ToFloat32AVX2(dst *float32, src *BFloat16, n int)

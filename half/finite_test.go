@@ -1,0 +1,55 @@
+package half
+
+import (
+	"math"
+	"testing"
+)
+
+func TestFinite32(t *testing.T) {
+	for _, n := range []int{0, 1, 255, 256, 257, 1000} {
+		for _, bad := range []uint32{0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xffffffff} {
+			for _, pos := range []int{0, n / 2, n - 1} {
+				x := float32Inputs(n, 9)
+				for i := range x {
+					if u := math.Float32bits(x[i]); u&0x7f800000 == 0x7f800000 {
+						x[i] = 1
+					}
+				}
+				if !AllFinite32(x) {
+					t.Fatalf("n=%d: AllFinite32 false on finite input", n)
+				}
+				if inf, nan := CountNonFinite32(x); inf != 0 || nan != 0 {
+					t.Fatalf("n=%d: CountNonFinite32 = %d, %d on finite input", n, inf, nan)
+				}
+				if n == 0 {
+					continue
+				}
+				x[pos] = f32(bad)
+				if AllFinite32(x) {
+					t.Fatalf("n=%d: AllFinite32 missed %#08x at %d", n, bad, pos)
+				}
+				inf, nan := CountNonFinite32(x)
+				isInf := math.IsInf(float64(f32(bad)), 0)
+				if (isInf && (inf != 1 || nan != 0)) || (!isInf && (inf != 0 || nan != 1)) {
+					t.Fatalf("n=%d, %#08x at %d: CountNonFinite32 = %d, %d", n, bad, pos, inf, nan)
+				}
+			}
+		}
+	}
+	x := float32Inputs(100000, 10)
+	var inf, nan int
+	for _, f := range x {
+		switch {
+		case math.IsInf(float64(f), 0):
+			inf++
+		case f != f:
+			nan++
+		}
+	}
+	if gi, gn := CountNonFinite32(x); gi != inf || gn != nan {
+		t.Errorf("CountNonFinite32 = %d, %d, want %d, %d", gi, gn, inf, nan)
+	}
+	if AllFinite32(x) != (inf+nan == 0) {
+		t.Errorf("AllFinite32 disagrees with the count")
+	}
+}

@@ -1,0 +1,272 @@
+package tensor
+
+import "fmt"
+
+// backwardFn computes the gradients of an op's inputs from the gradient of its output.
+// It runs in bc, a Context with grad off and no autocast, so it runs in the dtypes the
+// forward ran in. A nil entry means "no gradient" for that input.
+type backwardFn func(bc *Context, g *Tensor) []*Tensor
+
+// node is the autograd record of one op application.
+type node struct {
+	op       *Op
+	inputs   []*Tensor
+	backward backwardFn
+	freed    bool
+	// reusable nodes save no tensors (casts), so Backward may run through them again:
+	// the weight-cast cache hands the same cast to every forward of a region.
+	reusable bool
+}
+
+var opBind = defOp("bind", Passthrough)
+
+// record attaches the autograd node to out when grad is on and an input needs grad.
+func (c *Context) record(op *Op, out *Tensor, ins []*Tensor, bw backwardFn) *Tensor {
+	if !c.GradEnabled() {
+		return out
+	}
+	need := false
+	for _, in := range ins {
+		if in != nil && in.requiresGrad {
+			need = true
+			break
+		}
+	}
+	if !need {
+		return out
+	}
+	out.requiresGrad = true
+	out.node = &node{op: op, inputs: ins, backward: bw, reusable: op == opCast}
+	return out
+}
+
+// RequiresGrad reports whether gradients flow to or through the tensor.
+func (t *Tensor) RequiresGrad() bool { return t.requiresGrad }
+
+// SetRequiresGrad marks a leaf tensor as needing a gradient (requires_grad_).
+func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
+	if t.node != nil {
+		fail("SetRequiresGrad", []*Tensor{t}, "only leaf tensors can change requires-grad; use Detach first")
+	}
+	t.requiresGrad = on
+	return t
+}
+
+// IsLeaf reports whether the tensor was not produced by a recorded op.
+func (t *Tensor) IsLeaf() bool { return t.node == nil }
+
+// Grad returns the accumulated gradient of a leaf (nil if none yet).
+func (t *Tensor) Grad() *Tensor { return t.grad }
+
+// SetGrad replaces the gradient (nil clears it, releasing the old one).
+func (t *Tensor) SetGrad(g *Tensor) {
+	if t.grad != nil && t.grad != g {
+		t.grad.Release()
+	}
+	t.grad = g
+}
+
+// ZeroGrad releases the gradient (PyTorch's zero_grad(set_to_none=True)).
+func (t *Tensor) ZeroGrad() { t.SetGrad(nil) }
+
+// RegisterHook adds a function called with the gradient arriving at this leaf before
+// it is accumulated; a non-nil result replaces the gradient.
+func (t *Tensor) RegisterHook(h func(g *Tensor) *Tensor) {
+	if t.node != nil {
+		fail("RegisterHook", []*Tensor{t}, "gradient hooks are supported on leaf tensors")
+	}
+	t.hooks = append(t.hooks, h)
+}
+
+// Detach returns a tensor sharing t's storage with no autograd history.
+func (t *Tensor) Detach() *Tensor {
+	return t.view(t.ctx, t.shape, t.strides, t.offset)
+}
+
+// BackwardOption configures Backward.
+type BackwardOption func(*bwOptions)
+
+type bwOptions struct {
+	grad   *Tensor
+	retain bool
+}
+
+// RetainGraph keeps the graph after backward so backward can run through it again.
+func RetainGraph() BackwardOption { return func(o *bwOptions) { o.retain = true } }
+
+// GradOutput sets the gradient of the tensor Backward starts from (required when it is
+// not a scalar).
+func GradOutput(g *Tensor) BackwardOption { return func(o *bwOptions) { o.grad = g } }
+
+// Backward computes the gradients of t with respect to every leaf that requires grad
+// and adds them into the leaves' Grad (so calls accumulate, which is how gradient
+// accumulation works). Intermediate gradients are released as soon as they are used;
+// without RetainGraph the graph's saved tensors are dropped afterwards.
+func (t *Tensor) Backward(opts ...BackwardOption) {
+	var o bwOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if !t.requiresGrad {
+		fail("backward", []*Tensor{t}, "tensor does not require grad (no input of the computation requires grad, or it ran with grad off)")
+	}
+	var g0 *Tensor
+	if o.grad == nil {
+		if t.Numel() != 1 {
+			fail("backward", []*Tensor{t}, "backward from a non-scalar needs GradOutput")
+		}
+		g0 = allocTensor(nil, t.dtype, t.device, t.shape)
+		g0.ref.b.Fill(g0.bview(), 1)
+	} else {
+		if !o.grad.shape.Equal(t.shape) {
+			fail("backward", []*Tensor{t, o.grad}, "GradOutput shape %v differs from the tensor's %v", o.grad.shape, t.shape)
+		}
+		g0 = o.grad.untrackedCopy(t.dtype)
+	}
+
+	order := topoOrder(t)
+	grads := map[*Tensor]*Tensor{t: g0}
+	if t.node == nil {
+		accumulateLeaf(t, g0)
+		return
+	}
+	for i := len(order) - 1; i >= 0; i-- {
+		out := order[i]
+		g := grads[out]
+		delete(grads, out)
+		n := out.node
+		if g == nil {
+			continue
+		}
+		if n.freed {
+			g.Release()
+			panic(&OpError{Op: "backward", Msg: fmt.Sprintf("the graph through %q was already freed by an earlier Backward; pass RetainGraph() to the first call to backward twice", n.op.Name)})
+		}
+		ins := runBackward(n, g)
+		if !o.retain && !n.reusable {
+			n.backward = nil
+			n.freed = true
+		}
+		for k, in := range n.inputs {
+			if k >= len(ins) {
+				break
+			}
+			gi := ins[k]
+			if gi == nil {
+				continue
+			}
+			if in == nil || !in.requiresGrad {
+				gi.Release()
+				continue
+			}
+			if !gi.shape.Equal(in.shape) || gi.dtype != in.dtype {
+				panic(fmt.Sprintf("tensor: internal error: backward of %q gave a %v %s gradient for a %v %s input", n.op.Name, gi.shape, gi.dtype, in.shape, in.dtype))
+			}
+			if in.node == nil {
+				accumulateLeaf(in, gi)
+				continue
+			}
+			if prev, ok := grads[in]; ok {
+				prev.ref.b.Binary(addOp, prev.bview(), prev.bview(), gi.bview())
+				gi.Release()
+			} else {
+				grads[in] = gi
+			}
+		}
+	}
+	for _, g := range grads {
+		g.Release()
+	}
+}
+
+// runBackward runs one node's backward in a scope of its own, keeps the input
+// gradients it returns and releases every temporary and g. Each returned gradient is a
+// distinct handle the caller owns.
+func runBackward(n *node, g *Tensor) []*Tensor {
+	nc := NewContext().NoGrad()
+	ins := n.backward(nc, g)
+	seen := map[*Tensor]bool{}
+	for k, gi := range ins {
+		if gi == nil {
+			continue
+		}
+		if gi == g || seen[gi] || gi.ctx == nil || gi.ctx.root != nc.root {
+			// Aliases of g, repeats and tensors from other scopes get their own handle.
+			gi = gi.view(nil, gi.shape, gi.strides, gi.offset)
+			ins[k] = gi
+		}
+		seen[gi] = true
+		nc.Keep(gi)
+	}
+	nc.root.Close()
+	g.Release()
+	return ins
+}
+
+// accumulateLeaf runs the leaf's hooks and adds g into its gradient, taking ownership
+// of g.
+func accumulateLeaf(leaf, g *Tensor) {
+	for _, h := range leaf.hooks {
+		if r := h(g); r != nil && r != g {
+			if !r.shape.Equal(leaf.shape) {
+				fail("hook", []*Tensor{leaf, r}, "a gradient hook returned shape %v for a leaf of shape %v", r.shape, leaf.shape)
+			}
+			r = r.untrackedCopy(leaf.dtype)
+			g.Release()
+			g = r
+		}
+	}
+	if leaf.grad == nil {
+		if g.ctx != nil || !g.IsContiguous() || g.dtype != leaf.dtype {
+			c := g.untrackedCopy(leaf.dtype)
+			g.Release()
+			g = c
+		}
+		leaf.grad = g
+		return
+	}
+	leaf.grad.ref.b.Binary(addOp, leaf.grad.bview(), leaf.grad.bview(), g.bview())
+	g.Release()
+}
+
+// untrackedCopy returns a contiguous copy of t in dtype dt owned by the caller.
+func (t *Tensor) untrackedCopy(dt DType) *Tensor {
+	c := allocTensor(nil, dt, t.device, t.shape)
+	c.ref.b.Copy(c.bview(), t.bview())
+	return c
+}
+
+// topoOrder returns the tensors with nodes reachable from t, each after all tensors it
+// depends on (so iterating backwards visits consumers before producers).
+func topoOrder(t *Tensor) []*Tensor {
+	var order []*Tensor
+	seen := map[*Tensor]bool{}
+	type frame struct {
+		t *Tensor
+		i int
+	}
+	if t.node == nil {
+		return nil
+	}
+	stack := []frame{{t, 0}}
+	seen[t] = true
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		if f.i < len(f.t.node.inputs) {
+			in := f.t.node.inputs[f.i]
+			f.i++
+			if in != nil && in.node != nil && !seen[in] {
+				seen[in] = true
+				stack = append(stack, frame{in, 0})
+			}
+			continue
+		}
+		order = append(order, f.t)
+		stack = stack[:len(stack)-1]
+	}
+	return order
+}
+
+// GraphSize counts the autograd nodes reachable from t (used to detect history that
+// grows across steps).
+func (t *Tensor) GraphSize() int { return len(topoOrder(t)) }

@@ -1,0 +1,22 @@
+// Package tensor is gamp's eager tensor library with autograd: dtypes (float32,
+// float16, bfloat16, float64, int32, int64, bool), strided views, devices, a registry of
+// ops each carrying its forward, backward and autocast category, and the Context that
+// carries grad mode, the autocast policy, the random generator and the memory scope
+// explicitly (Go has no goroutine-local storage).
+//
+//	ctx := tensor.NewContext()          // one scope per training step
+//	defer ctx.Close()                   // releases every intermediate of the step
+//	x := tensor.Randn(tensor.Shape{64, 784}, tensor.WithContext(ctx))
+//	loss := tensor.Linear(x, w, b).Relu().Square().Mean()
+//	loss.Backward()                     // w.Grad(), b.Grad() now hold gradients
+//
+// The pure-Go CPU backend is always linked in; other backends register themselves.
+//
+// Misuse (shape, dtype or device mismatch) panics with *OpError. Out of memory panics
+// with an error wrapping ErrOutOfMemory; CatchOOM turns it back into an error.
+package tensor
+
+import (
+	// The CPU backend always works, so it is always there.
+	_ "github.com/gamp-ml/gamp/backend/cpu"
+)

@@ -1,0 +1,233 @@
+package tensor
+
+import (
+	"github.com/gamp-ml/gamp/backend"
+)
+
+var (
+	opMatMul = defOp("matmul", LowerPrecision)
+	opLinear = defOp("linear", LowerPrecision)
+)
+
+// MatMul is the matrix product with NumPy semantics: 1-d operands are promoted to
+// matrices and the added dimension removed, leading (batch) dimensions broadcast.
+// Transposed views are passed to the GEMM as they are, never copied. Half inputs
+// accumulate in float32.
+func MatMul(a, b *Tensor) *Tensor { return resolve(opMatMul, a, b).matmul(a, b) }
+
+// MatMul returns t·o (see MatMul).
+func (t *Tensor) MatMul(o *Tensor) *Tensor { return MatMul(t, o) }
+
+func (c *Context) matmul(a, b *Tensor) *Tensor {
+	in := c.prep(opMatMul, a, b)
+	a, b = in[0], in[1]
+	if !a.dtype.IsFloat() || a.dtype != b.dtype {
+		fail("matmul", in, "operands must share one floating dtype; Cast one of them (or run under autocast)")
+	}
+	if a.Dim() == 0 || b.Dim() == 0 {
+		fail("matmul", in, "operands must have at least one dimension")
+	}
+	if a.Dim() == 1 {
+		out := c.matmul(c.reshape(a, Shape{1, a.shape[0]}), b)
+		return c.reshape(out, slices2(out.shape, -2))
+	}
+	if b.Dim() == 1 {
+		out := c.matmul(a, c.reshape(b, Shape{b.shape[0], 1}))
+		return c.reshape(out, slices2(out.shape, -1))
+	}
+	m, k := a.shape[a.Dim()-2], a.shape[a.Dim()-1]
+	k2, n := b.shape[b.Dim()-2], b.shape[b.Dim()-1]
+	if k != k2 {
+		fail("matmul", in, "inner dimensions differ (%d and %d)", k, k2)
+	}
+	batch := broadcastBatch(in, a.shape[:a.Dim()-2], b.shape[:b.Dim()-2])
+	out := allocTensor(c, a.dtype, a.device, append(batch.Clone(), m, n))
+	c.gemmInto(out, a, b, batch, 0)
+	return c.record(opMatMul, out, in, func(bc *Context, g *Tensor) []*Tensor {
+		var ga, gb *Tensor
+		if a.requiresGrad {
+			// dA = g·Bᵀ, summed over broadcast batch dimensions.
+			full := allocTensor(bc, g.dtype, g.device, append(batch.Clone(), m, k))
+			bc.gemmInto(full, g, b.mT(bc), batch, 0)
+			ga = bc.sumTo(full, a.shape)
+		}
+		if b.requiresGrad {
+			full := allocTensor(bc, g.dtype, g.device, append(batch.Clone(), k, n))
+			bc.gemmInto(full, a.mT(bc), g, batch, 0)
+			gb = bc.sumTo(full, b.shape)
+		}
+		return []*Tensor{ga, gb}
+	})
+}
+
+// slices2 returns s without dimension d (negative from the end).
+func slices2(s Shape, d int) Shape {
+	d += len(s)
+	out := append(Shape(nil), s[:d]...)
+	return append(out, s[d+1:]...)
+}
+
+func broadcastBatch(in []*Tensor, a, b []int) Shape {
+	n := max(len(a), len(b))
+	out := make(Shape, n)
+	for i := 0; i < n; i++ {
+		da, db := 1, 1
+		if j := i - (n - len(a)); j >= 0 {
+			da = a[j]
+		}
+		if j := i - (n - len(b)); j >= 0 {
+			db = b[j]
+		}
+		switch {
+		case da == db || db == 1:
+			out[i] = da
+		case da == 1:
+			out[i] = db
+		default:
+			fail("matmul", in, "batch dimensions cannot be broadcast")
+		}
+	}
+	return out
+}
+
+// mT returns a view of t with the last two dimensions swapped (not recorded).
+func (t *Tensor) mT(c *Context) *Tensor {
+	n := t.Dim()
+	shape := t.shape.Clone()
+	st := append([]int(nil), t.strides...)
+	shape[n-2], shape[n-1] = shape[n-1], shape[n-2]
+	st[n-2], st[n-1] = st[n-1], st[n-2]
+	return t.view(c, shape, st, t.offset)
+}
+
+// matLayout describes how a GEMM reads a (batched) matrix operand in place.
+type matLayout struct {
+	t           *Tensor
+	trans       bool
+	ld, bstride int
+}
+
+// layoutFor returns how to read t broadcast to batch as a stack of matrices, copying
+// it to dense storage only when its strides cannot be expressed as (batch stride,
+// leading dimension, transposed or not).
+func (c *Context) layoutFor(t *Tensor, batch Shape) matLayout {
+	n := t.Dim()
+	rows, cols := t.shape[n-2], t.shape[n-1]
+	rs, cs := t.strides[n-2], t.strides[n-1]
+	l := matLayout{t: t}
+	switch {
+	case cs == 1 && (rs >= cols || rows == 1):
+		l.ld = max(rs, cols)
+	case rs == 1 && (cs >= rows || cols == 1):
+		l.trans, l.ld = true, max(cs, rows)
+	default:
+		return c.layoutFor(t.dense(c), batch)
+	}
+	// Batch dims of t (broadcast to batch) must collapse to a single stride.
+	v := t.expandView(append(batch.Clone(), rows, cols))
+	bst := v.Strides[:len(batch)]
+	stride, ok := -1, true
+	expect := -1
+	for i := len(batch) - 1; i >= 0; i-- {
+		if batch[i] == 1 {
+			continue
+		}
+		if stride == -1 {
+			stride = bst[i]
+			expect = bst[i] * batch[i]
+			continue
+		}
+		if stride == 0 && bst[i] == 0 {
+			continue
+		}
+		if bst[i] != expect {
+			ok = false
+			break
+		}
+		expect = bst[i] * batch[i]
+	}
+	if !ok {
+		d := allocTensor(c, t.dtype, t.device, append(batch.Clone(), rows, cols))
+		t.ref.b.Copy(d.bview(), v)
+		return c.layoutFor(d, batch)
+	}
+	l.bstride = max(stride, 0)
+	return l
+}
+
+// gemmInto computes out = a·b (+ beta·out) over the batch dims.
+func (c *Context) gemmInto(out, a, b *Tensor, batch Shape, beta float32) {
+	la, lb := c.layoutFor(a, batch), c.layoutFor(b, batch)
+	m, k, n := out.shape[out.Dim()-2], a.shape[a.Dim()-1], out.shape[out.Dim()-1]
+	out.ref.b.MatMul(backend.MatMulArgs{
+		A: la.t.ref.s, B: lb.t.ref.s, C: out.ref.s,
+		OffA: la.t.offset, OffB: lb.t.offset, OffC: out.offset,
+		Batch: batch.Numel(), M: m, N: n, K: k,
+		TransA: la.trans, TransB: lb.trans,
+		LDA: la.ld, LDB: lb.ld, LDC: n,
+		StrideA: la.bstride, StrideB: lb.bstride, StrideC: m * n,
+		Alpha: 1, Beta: beta,
+	})
+}
+
+// Linear computes x·wᵀ + b for x [..., in], w [out, in] and b [out] (b may be nil), as
+// torch.nn.functional.linear. Under autocast it runs in the low dtype.
+func Linear(x, w, b *Tensor) *Tensor { return resolve(opLinear, x, w, b).linear(x, w, b) }
+
+func (c *Context) linear(x, w, b *Tensor) *Tensor {
+	var in []*Tensor
+	if b == nil {
+		in = c.prep(opLinear, x, w)
+		x, w = in[0], in[1]
+		in = append(in, nil)
+	} else {
+		in = c.prep(opLinear, x, w, b)
+		x, w, b = in[0], in[1], in[2]
+	}
+	if w.Dim() != 2 || x.Dim() < 1 || x.shape[x.Dim()-1] != w.shape[1] || (b != nil && (b.Dim() != 1 || b.shape[0] != w.shape[0])) {
+		fail("linear", in, "want x [..., in], w [out, in], b [out]")
+	}
+	if x.dtype != w.dtype || (b != nil && b.dtype != x.dtype) || !x.dtype.IsFloat() {
+		fail("linear", in, "x, w and b must share one floating dtype; Cast them (or run under autocast)")
+	}
+	inF, outF := w.shape[1], w.shape[0]
+	rows := x.Numel() / inF
+	x2 := c.reshapeRaw(x.dense(c), Shape{rows, inF})
+	outShape := append(x.shape[:x.Dim()-1].Clone(), outF)
+	out := allocTensor(c, x.dtype, x.device, Shape{rows, outF})
+	beta := float32(0)
+	if b != nil {
+		out.ref.b.Copy(out.bview(), b.expandView(Shape{rows, outF}))
+		beta = 1
+	}
+	c.gemmInto(out, x2, w.mT(c), Shape{}, beta)
+	out = c.reshapeRaw(out, outShape)
+	return c.record(opLinear, out, in, func(bc *Context, g *Tensor) []*Tensor {
+		g2 := bc.reshapeRaw(g.dense(bc), Shape{rows, outF})
+		var gx, gw, gb *Tensor
+		if x.requiresGrad {
+			gx = allocTensor(bc, g.dtype, g.device, Shape{rows, inF})
+			bc.gemmInto(gx, g2, w, Shape{}, 0)
+			gx = bc.reshapeRaw(gx, x.shape)
+		}
+		if w.requiresGrad {
+			gw = allocTensor(bc, g.dtype, g.device, Shape{outF, inF})
+			bc.gemmInto(gw, g2.mT(bc), x2, Shape{}, 0)
+		}
+		if b != nil && b.requiresGrad {
+			gb = bc.reduceRaw(backend.Sum, g2, []int{0}, false)
+		}
+		return []*Tensor{gx, gw, gb}
+	})
+}
+
+// reshapeRaw views a contiguous tensor with another shape, without recording.
+func (c *Context) reshapeRaw(t *Tensor, shape Shape) *Tensor {
+	if t.shape.Equal(shape) {
+		return t
+	}
+	if !t.IsContiguous() {
+		t = t.dense(c)
+	}
+	return t.view(c, shape, contiguousStrides(shape), t.offset)
+}
