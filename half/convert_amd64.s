@@ -100,7 +100,7 @@ h2f512four:
 	VMOVUPS   Z0, 0(DI)
 	VMOVUPS   Z1, 64(DI)
 	VMOVUPS   Z2, 128(DI)
-	VMOVUPS   Z2, 192(DI)
+	VMOVUPS   Z3, 192(DI)
 	ADDQ      $128, SI
 	ADDQ      $256, DI
 	SUBQ      $64, CX

@@ -187,7 +187,7 @@ func TestKernelsAllHalfPatterns(t *testing.T) {
 // sweep calls check on chunks of float32s whose bits are offset + i*41 for
 // i < count (mod 2^32): 41 is odd, so the points are distinct and spread
 // evenly over the whole space. Two goroutines share the work.
-func sweep(t *testing.T, count int, check func(src []float32) string) {
+func sweep(t *testing.T, count int64, check func(src []float32) string) {
 	const chunk = 1 << 16
 	var (
 		mu      sync.Mutex
@@ -195,16 +195,16 @@ func sweep(t *testing.T, count int, check func(src []float32) string) {
 		wg      sync.WaitGroup
 		checked atomic.Int64
 	)
-	workers := 2
+	const workers = 2
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			src := make([]float32, chunk)
-			for start := w * chunk; start < count; start += workers * chunk {
-				n := min(chunk, count-start)
+			for start := int64(w) * chunk; start < count; start += workers * chunk {
+				n := int(min(chunk, count-start))
 				for i := range n {
-					src[i] = f32(0x12345677 + uint32(start+i)*41)
+					src[i] = f32(0x12345677 + uint32(start+int64(i))*41)
 				}
 				checked.Add(int64(n))
 				if msg := check(src[:n]); msg != "" {
@@ -220,7 +220,7 @@ func sweep(t *testing.T, count int, check func(src []float32) string) {
 	for _, msg := range failed {
 		t.Error(msg)
 	}
-	if len(failed) == 0 && checked.Load() != int64(count) {
+	if len(failed) == 0 && checked.Load() != count {
 		t.Errorf("sweep checked %d inputs, want %d", checked.Load(), count)
 	}
 }
@@ -229,8 +229,8 @@ var exhaustive = flag.Bool("exhaustive", false, "sweep all 2^32 float32 inputs (
 
 // sweepCount is the number of float32 inputs the sweeps check: 104 M in a
 // normal run (41*104M is just under 2^32, so the sweep crosses every
-// exponent), fewer under -short, which the race detector needs.
-func sweepCount() int {
+// exponent); 2 M under -short, for quick runs with -race.
+func sweepCount() int64 {
 	if *exhaustive {
 		return 1 << 32
 	}

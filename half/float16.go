@@ -43,7 +43,9 @@ func Float16FromFloat32(f float32) Float16 {
 	// Inf through the exponent bits.
 	w := math.Float32bits(f)
 	abs2 := w + w // |f| bits shifted left one, sign gone
-	base := math.Float32frombits(w&0x7fffffff) * 0x1p112 * 0x1p-110
+	// The conversion keeps the compiler from fusing this exact scaling
+	// into the addition below (arm64 has FMA).
+	base := float32(math.Float32frombits(w&0x7fffffff) * 0x1p112 * 0x1p-110)
 	bias := max(abs2&0xff000000, 0x71000000)
 	sum := math.Float32bits(math.Float32frombits(bias>>1+0x07800000) + base)
 	o := sum>>13&0x7c00 + sum&0x0fff
