@@ -20,9 +20,9 @@ const (
 	normMomentum = 0.1
 )
 
-// bnShapes are the [N, C, S] batch-norm geometries checked; the last is large enough
-// to be split between workers.
-var bnShapes = []struct{ n, c, s int }{{2, 3, 5}, {16, 4, 1}, {8, 32, 256}}
+// bnShapes are the [N, C, S] batch-norm geometries checked: the third is large enough
+// to be split between workers, and S ranges from 1 to longer than a kernel's buffer.
+var bnShapes = []struct{ n, c, s int }{{2, 3, 5}, {16, 4, 1}, {8, 32, 300}, {2, 3, 1500}}
 
 // lnShapes are the [rows, cols] layer-norm geometries checked.
 var lnShapes = []struct{ rows, cols int }{{6, 10}, {3, 1}, {128, 768}}

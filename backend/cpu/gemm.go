@@ -15,11 +15,14 @@ import (
 // fixed order — ascending p within a KC slice into a zeroed register, then
 // slice by slice into C — whatever the number of workers or the schedule.
 
-// Blocking sizes, in elements. KC keeps one B micro-panel (KC×NR) in L1 and
-// an A block (MC×KC) in L2; NC bounds the packed B block.
+// Blocking sizes, in elements, tuned on the 2-core AMD Zen 5 (family 26)
+// development VM: 48 KB L1d and 1 MB L2 per core. KC = 512 halves the passes
+// over C against 256 at the cost of a B micro-panel (KC×NR, 64 KB) that
+// streams from L2; the A block (MC×KC, 288 KB) stays in L2; NC bounds the
+// packed B block. Sizes within ±50 % of these were within 5 %.
 const (
-	gemmKC = 256
-	gemmMC = 192
+	gemmKC = 512
+	gemmMC = 144
 	gemmNC = 4096
 	// gemmSerialFlops is the work below which waking the pool costs more
 	// than it saves.
@@ -105,8 +108,8 @@ func (e gemmArgError) Error() string { return string(e) }
 // A is stored m×k (k×m when transA), B k×n (n×k when transB). Each stride
 // must be at least max(1, stored width) and each slice long enough for its
 // matrix; otherwise Gemm panics. For a given (m, n, k) the result does not
-// depend on the number of workers or their schedule. Gemm is safe for
-// concurrent use on disjoint C.
+// depend on the number of workers or their schedule. C must not overlap A
+// or B. Gemm is safe for concurrent use on disjoint C.
 func Gemm[T float32 | float64](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	gemmWith(gemmKernelFor[T](), Workers(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
@@ -315,10 +318,21 @@ func (g *gemmCall[T]) packBPanel(q int) {
 		}
 		return
 	}
-	// op(B)[p][j] = B[j][p]: walk each stored row, scatter with stride nr.
-	for j := range cols {
-		src := b[(j0+j)*ldb+g.pc:][:kc]
-		for p, v := range src {
+	// op(B)[p][j] = B[j][p]: walk four stored rows at once, scattering with
+	// stride nr.
+	j := 0
+	for ; j+4 <= cols; j += 4 {
+		s0 := b[(j0+j)*ldb+g.pc:][:kc]
+		s1 := b[(j0+j+1)*ldb+g.pc:][:len(s0)]
+		s2 := b[(j0+j+2)*ldb+g.pc:][:len(s0)]
+		s3 := b[(j0+j+3)*ldb+g.pc:][:len(s0)]
+		for p := range s0 {
+			d := dst[p*nr+j:][:4]
+			d[0], d[1], d[2], d[3] = s0[p], s1[p], s2[p], s3[p]
+		}
+	}
+	for ; j < cols; j++ {
+		for p, v := range b[(j0+j)*ldb+g.pc:][:kc] {
 			dst[p*nr+j] = v
 		}
 	}
@@ -340,9 +354,21 @@ func (g *gemmCall[T]) packA(dst []T, i0, rows int) {
 		r0 := i0 + q*mr
 		nrow := min(mr, rows-q*mr)
 		if !g.transA {
-			for i := range nrow {
-				src := a[(r0+i)*lda+g.pc:][:kc]
-				for p, v := range src {
+			// Walk four rows at once: four read streams, one 4-wide write
+			// per p.
+			i := 0
+			for ; i+4 <= nrow; i += 4 {
+				s0 := a[(r0+i)*lda+g.pc:][:kc]
+				s1 := a[(r0+i+1)*lda+g.pc:][:len(s0)]
+				s2 := a[(r0+i+2)*lda+g.pc:][:len(s0)]
+				s3 := a[(r0+i+3)*lda+g.pc:][:len(s0)]
+				for p := range s0 {
+					dd := d[p*mr+i:][:4]
+					dd[0], dd[1], dd[2], dd[3] = alpha*s0[p], alpha*s1[p], alpha*s2[p], alpha*s3[p]
+				}
+			}
+			for ; i < nrow; i++ {
+				for p, v := range a[(r0+i)*lda+g.pc:][:kc] {
 					d[p*mr+i] = alpha * v
 				}
 			}

@@ -145,23 +145,36 @@ func indexAdd[I indexInt](d, s *storage, idx []I, outer, n, inner int) {
 		}
 	}
 	starts = append(starts, m)
-	groups := len(starts) - 1
+	if computeF64(d.dt, s.dt) {
+		indexAddGroups[float64](d, s, idx, order, starts, outer, n, inner)
+	} else {
+		indexAddGroups[float32](d, s, idx, order, starts, outer, n, inner)
+	}
+}
+
+// indexAddGroups runs one task per (outer, target, column chunk): the target row's
+// current values plus its sources, in order, summed in float64 and stored once.
+func indexAddGroups[C numeric, I indexInt](d, s *storage, idx []I, order, starts []int, outer, n, inner int) {
+	m, groups := len(idx), len(starts)-1
 	ncol := (inner + chunk - 1) / chunk
+	dr, sr := elemRunOf[C](d), elemRunOf[C](s)
 	work := max(1, m/groups) * min(inner, chunk)
 	ParallelFor(outer*groups*ncol, max(1, grainElems/work), func(lo, hi int) {
-		var acc, buf [chunk]float64
+		var buf [chunk]C
+		var acc [chunk]float64
 		for it := lo; it < hi; it++ {
 			col, rest := it%ncol, it/ncol
 			g, o := rest%groups, rest/groups
 			c0 := col * chunk
 			w := min(chunk, inner-c0)
-			a, x := acc[:w], buf[:w]
+			a := acc[:w]
 			doff := (o*n+int(idx[order[starts[g]]]))*inner + c0
-			d.loadF64(a, doff)
+			for c, v := range dr.read(buf[:w], doff) {
+				a[c] = float64(v)
+			}
 			for _, j := range order[starts[g]:starts[g+1]] {
-				s.loadF64(x, (o*m+j)*inner+c0)
-				for c, v := range x {
-					a[c] += v
+				for c, v := range sr.read(buf[:w], (o*m+j)*inner+c0) {
+					a[c] += float64(v)
 				}
 			}
 			d.storeF64(doff, a)

@@ -33,12 +33,12 @@ func normOperands(op string, n int, names []string, ss ...backend.Storage) []*st
 }
 
 // statParam returns the first n elements of a Float32 statistics or affine storage, or
-// nil when s is nil and not required.
-func statParam(op, name string, s backend.Storage, n int, required bool) []float32 {
+// nil when s is nil; need, when not empty, says why s may not be nil.
+func statParam(op, name string, s backend.Storage, n int, need string) []float32 {
 	c := st(s)
 	switch {
-	case c == nil && required:
-		panic(fmt.Sprintf("cpu: %s: %s is required here", op, name))
+	case c == nil && need != "":
+		panic(fmt.Sprintf("cpu: %s: %s is nil; %s", op, name, need))
 	case c == nil:
 		return nil
 	case c.dt != backend.Float32:
@@ -63,32 +63,44 @@ func param(p []float32, i int, def float64) float64 {
 	return float64(p[i])
 }
 
-// bnWalk visits the values of channels [lo, hi) of tensors viewed as [N, C, S]: for
-// each sample those channels' rows are adjacent, so ins are loaded into bufs (one per
-// input) a buffer at a time. fn gets each run [q, e) of buffer positions belonging to
-// channel c; when out is non-nil, bufs[0] as fn left it is stored there. Every channel's
-// values are visited in (n, s) order whatever [lo, hi) is, which keeps per-channel sums
-// independent of how channels are split between workers.
-func bnWalk[C numeric](a *backend.NormArgs, lo, hi int, ins []*storage, bufs [][]C, out *storage, fn func(c, q, e int)) {
-	seg := (hi - lo) * a.S
-	bl := len(bufs[0])
-	for n := 0; n < a.N; n++ {
-		base := (n*a.C + lo) * a.S
-		for p := 0; p < seg; p += bl {
-			m := min(bl, seg-p)
-			for k, in := range ins {
-				load(bufs[k][:m], in, base+p, 1)
-			}
-			for q := 0; q < m; {
-				c := (p + q) / a.S
-				e := min(m, q+a.S-(p+q)%a.S)
-				fn(lo+c, q, e)
-				q = e
-			}
-			if out != nil {
-				store(out, base+p, 1, bufs[0][:m])
+// A batch-norm tile is at most chunk positions of one sample's [C, S] slab that lie
+// together in memory: the whole rows of several channels when S < chunk, else a piece of
+// one channel's row. The kernels run over the samples tile by tile with per-position
+// accumulators and coefficients, so their inner loops are plain vector loops whatever S
+// is (S = 1 for BatchNorm1d). A channel's tiles depend on S alone, not on which channels
+// a worker got, so per-channel sums come out the same for any worker count.
+type bnTile struct {
+	off int   // offset of the tile in sample 0; sample n adds n·C·S
+	ch  []int // ch[j]: the channel of position j, relative to the worker's first one
+}
+
+// bnTiles calls fn with each tile of channels [lo, hi), in order.
+func bnTiles(a *backend.NormArgs, lo, hi int, fn func(t bnTile)) {
+	if a.S == 0 {
+		return
+	}
+	ch := make([]int, 0, chunk)
+	if a.S >= chunk {
+		for c := lo; c < hi; c++ {
+			for s0 := 0; s0 < a.S; s0 += chunk {
+				ch = ch[:min(chunk, a.S-s0)]
+				for j := range ch {
+					ch[j] = c - lo
+				}
+				fn(bnTile{c*a.S + s0, ch})
 			}
 		}
+		return
+	}
+	per := chunk / a.S
+	for c0 := lo; c0 < hi; c0 += per {
+		ch = ch[:0]
+		for c := c0; c < min(hi, c0+per); c++ {
+			for range a.S {
+				ch = append(ch, c-lo)
+			}
+		}
+		fn(bnTile{c0 * a.S, ch})
 	}
 }
 
@@ -102,13 +114,17 @@ func (b *Backend) BatchNorm(a backend.NormArgs) {
 	const op = "BatchNorm"
 	checkNormSize(op, &a)
 	xy := normOperands(op, a.N*a.C*a.S, []string{"X", "Y"}, a.X, a.Y)
+	evalNeed := ""
+	if !a.Training {
+		evalNeed = "eval mode normalises with the running statistics"
+	}
 	p := bnParams{
-		w:    statParam(op, "Weight", a.Weight, a.C, false),
-		bias: statParam(op, "Bias", a.Bias, a.C, false),
-		rm:   statParam(op, "RunningMean", a.RunningMean, a.C, !a.Training),
-		rv:   statParam(op, "RunningVar", a.RunningVar, a.C, !a.Training),
-		sm:   statParam(op, "SaveMean", a.SaveMean, a.C, false),
-		si:   statParam(op, "SaveInvStd", a.SaveInvStd, a.C, false),
+		w:    statParam(op, "Weight", a.Weight, a.C, ""),
+		bias: statParam(op, "Bias", a.Bias, a.C, ""),
+		rm:   statParam(op, "RunningMean", a.RunningMean, a.C, evalNeed),
+		rv:   statParam(op, "RunningVar", a.RunningVar, a.C, evalNeed),
+		sm:   statParam(op, "SaveMean", a.SaveMean, a.C, ""),
+		si:   statParam(op, "SaveInvStd", a.SaveInvStd, a.C, ""),
 	}
 	if a.Training && a.N*a.S < 2 && a.C > 0 {
 		panic(fmt.Sprintf("cpu: %s: training needs more than one value per channel, got N·S = %d", op, a.N*a.S))
@@ -127,32 +143,47 @@ type bnParams struct {
 }
 
 func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
-	cnt := a.N * a.S
+	cnt, stride := a.N*a.S, a.C*a.S
 	ParallelFor(a.C, max(1, grainElems/max(cnt, 1)), func(lo, hi int) {
 		k := hi - lo
 		mean, invstd := make([]float64, k), make([]float64, k)
-		cm, scale, shift := make([]C, k), make([]C, k), make([]C, k)
-		bufs := [][]C{make([]C, chunk)}
-		in := []*storage{x}
+		buf := make([]C, chunk)
 		if a.Training {
-			bnWalk(a, lo, hi, in, bufs, nil, func(c, q, e int) {
-				s := 0.0
-				for _, v := range bufs[0][q:e] {
-					s += float64(v)
+			// Two passes: the mean, then the mean squared deviation from it.
+			sum, sq := make([]float64, k), make([]float64, k)
+			acc, em := make([]float64, chunk), make([]float64, chunk)
+			bnTiles(a, lo, hi, func(t bnTile) {
+				m := len(t.ch)
+				clear(acc[:m])
+				for n := 0; n < a.N; n++ {
+					load(buf[:m], x, t.off+n*stride, 1)
+					for j, v := range buf[:m] {
+						acc[j] += float64(v)
+					}
 				}
-				mean[c-lo] += s
+				for j, c := range t.ch {
+					sum[c] += acc[j]
+				}
 			})
-			sq := make([]float64, k)
 			for i := range mean {
-				mean[i] /= float64(cnt)
+				mean[i] = sum[i] / float64(cnt)
 			}
-			bnWalk(a, lo, hi, in, bufs, nil, func(c, q, e int) {
-				m, s := mean[c-lo], 0.0
-				for _, v := range bufs[0][q:e] {
-					d := float64(v) - m
-					s += d * d
+			bnTiles(a, lo, hi, func(t bnTile) {
+				m := len(t.ch)
+				clear(acc[:m])
+				for j, c := range t.ch {
+					em[j] = mean[c]
 				}
-				sq[c-lo] += s
+				for n := 0; n < a.N; n++ {
+					load(buf[:m], x, t.off+n*stride, 1)
+					for j, v := range buf[:m] {
+						d := float64(v) - em[j]
+						acc[j] += d * d
+					}
+				}
+				for j, c := range t.ch {
+					sq[c] += acc[j]
+				}
 			})
 			for i := range k {
 				c := lo + i
@@ -172,6 +203,7 @@ func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 				invstd[i] = 1 / math.Sqrt(float64(p.rv[lo+i])+a.Eps)
 			}
 		}
+		cm, scale, shift := make([]C, k), make([]C, k), make([]C, k)
 		for i := range k {
 			c := lo + i
 			if p.sm != nil {
@@ -186,11 +218,20 @@ func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 		}
 		// y = (x − mean)·(invstd·w) + b; subtracting first keeps a large mean from
 		// cancelling against the shift.
-		bnWalk(a, lo, hi, in, bufs, y, func(c, q, e int) {
-			m, sc, sh := cm[c-lo], scale[c-lo], shift[c-lo]
-			v := bufs[0][q:e]
-			for j := range v {
-				v[j] = (v[j]-m)*sc + sh
+		em, es, eb := make([]C, chunk), make([]C, chunk), make([]C, chunk)
+		bnTiles(a, lo, hi, func(t bnTile) {
+			m := len(t.ch)
+			for j, c := range t.ch {
+				em[j], es[j], eb[j] = cm[c], scale[c], shift[c]
+			}
+			for n := 0; n < a.N; n++ {
+				off := t.off + n*stride
+				v := buf[:m]
+				load(v, x, off, 1)
+				for j := range v {
+					v[j] = (v[j]-em[j])*es[j] + eb[j]
+				}
+				store(y, off, 1, v)
 			}
 		})
 	})
@@ -209,16 +250,18 @@ func (b *Backend) BatchNormBackward(a backend.NormArgs) {
 	checkNormSize(op, &a)
 	ops := normOperands(op, a.N*a.C*a.S, []string{"X", "GY", "GX"}, a.X, a.GY, a.GX)
 	p := bnParams{
-		w:  statParam(op, "Weight", a.Weight, a.C, false),
-		gw: statParam(op, "GWeight", a.GWeight, a.C, false),
-		gb: statParam(op, "GBias", a.GBias, a.C, false),
+		w:  statParam(op, "Weight", a.Weight, a.C, ""),
+		gw: statParam(op, "GWeight", a.GWeight, a.C, ""),
+		gb: statParam(op, "GBias", a.GBias, a.C, ""),
 	}
 	if a.Training {
-		p.sm = statParam(op, "SaveMean", a.SaveMean, a.C, true)
-		p.si = statParam(op, "SaveInvStd", a.SaveInvStd, a.C, true)
+		const need = "training mode needs the statistics the forward call saved"
+		p.sm = statParam(op, "SaveMean", a.SaveMean, a.C, need)
+		p.si = statParam(op, "SaveInvStd", a.SaveInvStd, a.C, need)
 	} else {
-		p.rm = statParam(op, "RunningMean", a.RunningMean, a.C, true)
-		p.rv = statParam(op, "RunningVar", a.RunningVar, a.C, true)
+		const need = "eval mode uses the running statistics"
+		p.rm = statParam(op, "RunningMean", a.RunningMean, a.C, need)
+		p.rv = statParam(op, "RunningVar", a.RunningVar, a.C, need)
 	}
 	if computeF64(ops[0].dt) {
 		batchNormBackward[float64](&a, ops[0], ops[1], ops[2], &p)
@@ -228,7 +271,7 @@ func (b *Backend) BatchNormBackward(a backend.NormArgs) {
 }
 
 func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx *storage, p *bnParams) {
-	cnt := float64(a.N * a.S)
+	cnt, stride := float64(a.N*a.S), a.C*a.S
 	ParallelFor(a.C, max(1, grainElems/max(a.N*a.S, 1)), func(lo, hi int) {
 		k := hi - lo
 		mean, invstd := make([]float64, k), make([]float64, k)
@@ -240,19 +283,32 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx *storage, p *bn
 				invstd[i] = 1 / math.Sqrt(float64(p.rv[lo+i])+a.Eps)
 			}
 		}
-		bufs := [][]C{make([]C, chunk), make([]C, chunk)}
+		gb, xb := make([]C, chunk), make([]C, chunk)
 		// sg = Σ gy and sgx = Σ gy·(x − mean), per channel.
 		sg, sgx := make([]float64, k), make([]float64, k)
 		if a.Training || p.gw != nil || p.gb != nil {
-			bnWalk(a, lo, hi, []*storage{gy, x}, bufs, nil, func(c, q, e int) {
-				m := mean[c-lo]
-				g, gxs := 0.0, 0.0
-				for j, v := range bufs[0][q:e] {
-					g += float64(v)
-					gxs += float64(v) * (float64(bufs[1][q+j]) - m)
+			acc1, acc2, em := make([]float64, chunk), make([]float64, chunk), make([]float64, chunk)
+			bnTiles(a, lo, hi, func(t bnTile) {
+				m := len(t.ch)
+				clear(acc1[:m])
+				clear(acc2[:m])
+				for j, c := range t.ch {
+					em[j] = mean[c]
 				}
-				sg[c-lo] += g
-				sgx[c-lo] += gxs
+				for n := 0; n < a.N; n++ {
+					off := t.off + n*stride
+					load(gb[:m], gy, off, 1)
+					load(xb[:m], x, off, 1)
+					for j, v := range gb[:m] {
+						g := float64(v)
+						acc1[j] += g
+						acc2[j] += g * (float64(xb[j]) - em[j])
+					}
+				}
+				for j, c := range t.ch {
+					sg[c] += acc1[j]
+					sgx[c] += acc2[j]
+				}
 			})
 		}
 		// gx = ca·gy + cb·(x − mean) + cc.
@@ -260,7 +316,7 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx *storage, p *bn
 		for i := range k {
 			c := lo + i
 			if p.gw != nil {
-				p.gw[c] = float32(sgx[i])
+				p.gw[c] = float32(sgx[i] * invstd[i])
 			}
 			if p.gb != nil {
 				p.gb[c] = float32(sg[i])
@@ -272,12 +328,21 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx *storage, p *bn
 				cc[i] = C(-f * sg[i] / cnt)
 			}
 		}
-		bnWalk(a, lo, hi, []*storage{gy, x}, bufs, gx, func(c, q, e int) {
-			i := c - lo
-			fa, fb, fc, m := ca[i], cb[i], cc[i], cm[i]
-			g, xs := bufs[0][q:e], bufs[1][q:e]
-			for j := range g {
-				g[j] = fa*g[j] + fb*(xs[j]-m) + fc
+		ea, eb, ec, em := make([]C, chunk), make([]C, chunk), make([]C, chunk), make([]C, chunk)
+		bnTiles(a, lo, hi, func(t bnTile) {
+			m := len(t.ch)
+			for j, c := range t.ch {
+				ea[j], eb[j], ec[j], em[j] = ca[c], cb[c], cc[c], cm[c]
+			}
+			for n := 0; n < a.N; n++ {
+				off := t.off + n*stride
+				g, xs := gb[:m], xb[:m]
+				load(g, gy, off, 1)
+				load(xs, x, off, 1)
+				for j := range g {
+					g[j] = ea[j]*g[j] + eb[j]*(xs[j]-em[j]) + ec[j]
+				}
+				store(gx, off, 1, g)
 			}
 		})
 	})
@@ -292,10 +357,10 @@ func (b *Backend) LayerNorm(a backend.NormArgs) {
 	checkNormSize(op, &a)
 	xy := normOperands(op, a.N*a.C, []string{"X", "Y"}, a.X, a.Y)
 	p := bnParams{
-		w:    statParam(op, "Weight", a.Weight, a.C, false),
-		bias: statParam(op, "Bias", a.Bias, a.C, false),
-		sm:   statParam(op, "SaveMean", a.SaveMean, a.N, false),
-		si:   statParam(op, "SaveInvStd", a.SaveInvStd, a.N, false),
+		w:    statParam(op, "Weight", a.Weight, a.C, ""),
+		bias: statParam(op, "Bias", a.Bias, a.C, ""),
+		sm:   statParam(op, "SaveMean", a.SaveMean, a.N, ""),
+		si:   statParam(op, "SaveInvStd", a.SaveInvStd, a.N, ""),
 	}
 	if computeF64(xy[0].dt) {
 		layerNorm[float64](&a, xy[0], xy[1], &p)
@@ -382,14 +447,15 @@ const lnMaxBlocks = 64
 // only) and the blocks are added in order, so they do not depend on the worker count.
 func (b *Backend) LayerNormBackward(a backend.NormArgs) {
 	const op = "LayerNormBackward"
+	const lnNeed = "the backward pass needs the statistics the forward call saved"
 	checkNormSize(op, &a)
 	ops := normOperands(op, a.N*a.C, []string{"X", "GY", "GX"}, a.X, a.GY, a.GX)
 	p := bnParams{
-		w:  statParam(op, "Weight", a.Weight, a.C, false),
-		sm: statParam(op, "SaveMean", a.SaveMean, a.N, true),
-		si: statParam(op, "SaveInvStd", a.SaveInvStd, a.N, true),
-		gw: statParam(op, "GWeight", a.GWeight, a.C, false),
-		gb: statParam(op, "GBias", a.GBias, a.C, false),
+		w:  statParam(op, "Weight", a.Weight, a.C, ""),
+		sm: statParam(op, "SaveMean", a.SaveMean, a.N, lnNeed),
+		si: statParam(op, "SaveInvStd", a.SaveInvStd, a.N, lnNeed),
+		gw: statParam(op, "GWeight", a.GWeight, a.C, ""),
+		gb: statParam(op, "GBias", a.GBias, a.C, ""),
 	}
 	if computeF64(ops[0].dt) {
 		layerNormBackward[float64](&a, ops[0], ops[1], ops[2], &p)

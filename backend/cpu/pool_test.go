@@ -2,7 +2,10 @@ package cpu
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -70,6 +73,28 @@ func TestPoolWorkers(t *testing.T) {
 	} {
 		if got := poolWorkerCount(tc.env, tc.def); got != tc.want {
 			t.Errorf("poolWorkerCount(%q, %d) = %d, want %d", tc.env, tc.def, got, tc.want)
+		}
+	}
+}
+
+// TestPoolThreadsEnv runs this test binary again with GAMP_CPU_THREADS set
+// and checks that the pool picks it up.
+func TestPoolThreadsEnv(t *testing.T) {
+	if want := os.Getenv("GAMP_TEST_WANT_WORKERS"); want != "" {
+		if got := strconv.Itoa(Workers()); got != want {
+			t.Fatalf("Workers() = %s, want %s", got, want)
+		}
+		poolCover(t, 1000, 1)
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts a subprocess")
+	}
+	for _, n := range []string{"1", "3"} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestPoolThreadsEnv$", "-test.count=1")
+		cmd.Env = append(os.Environ(), poolThreadsEnv+"="+n, "GAMP_TEST_WANT_WORKERS="+n)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s=%s: %v\n%s", poolThreadsEnv, n, err, out)
 		}
 	}
 }

@@ -146,6 +146,13 @@ func (s *storage) loadF64(dst []float64, off int) {
 			dst[i] = b2f[float64](v)
 		}
 	default:
+		if n <= 64 {
+			// Short rows: a stack buffer would cost more to clear than the work.
+			for i := range dst {
+				dst[i] = float64(scalarF32(s, off+i))
+			}
+			return
+		}
 		var buf [256]float32
 		for lo := 0; lo < n; lo += len(buf) {
 			m := min(len(buf), n-lo)
