@@ -183,22 +183,28 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 // gradients it returns and releases every temporary and g. Each returned gradient is a
 // distinct handle the caller owns.
 func runBackward(n *node, g *Tensor) []*Tensor {
-	nc := NewContext().NoGrad()
+	nc := NewContext(NoGradMode())
 	ins := n.backward(nc, g)
-	seen := map[*Tensor]bool{}
+	seen := map[*storageRef]bool{}
 	for k, gi := range ins {
 		if gi == nil {
 			continue
 		}
-		if gi == g || seen[gi] || gi.ctx == nil || gi.ctx.root != nc.root {
-			// Aliases of g, repeats and tensors from other scopes get their own handle.
+		switch {
+		case seen[gi.ref]:
+			// Two gradients sharing storage (add gives g to both inputs) would alias:
+			// accumulating into one in place would change the other. Copy.
+			gi = gi.untrackedCopy(gi.dtype)
+			ins[k] = gi
+		case gi == g || gi.ctx == nil || gi.ctx.root != nc.root:
+			// Aliases of g and tensors from other scopes get their own handle.
 			gi = gi.view(nil, gi.shape, gi.strides, gi.offset)
 			ins[k] = gi
 		}
-		seen[gi] = true
+		seen[gi.ref] = true
 		nc.Keep(gi)
 	}
-	nc.root.Close()
+	nc.Close()
 	g.Release()
 	return ins
 }

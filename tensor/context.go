@@ -34,12 +34,36 @@ type Context struct {
 	castCache map[*Tensor]*Tensor
 }
 
-// NewContext returns a root Context: grad enabled, no autocast, the default generators.
-func NewContext() *Context {
+// ContextOption configures a root Context.
+type ContextOption func(*Context)
+
+// NoGradMode makes the root Context record no autograd graph (inference, updates).
+func NoGradMode() ContextOption { return func(c *Context) { c.noGrad = true } }
+
+// UseGenerator makes random ops in the Context draw from g.
+func UseGenerator(g *Generator) ContextOption { return func(c *Context) { c.gen = g } }
+
+// UseAutocast puts the whole root Context under policy p (it owns the weight-cast
+// cache, dropped at Close).
+func UseAutocast(p Autocaster) ContextOption {
+	return func(c *Context) { c.policy, c.hasCast = p, true }
+}
+
+// NewContext returns a root Context — a memory scope — with grad enabled, no autocast
+// and the default generators unless options say otherwise. Close releases everything
+// created in it. (NoGrad, WithAutocast and WithGenerator derive Contexts for nested
+// regions; closing a derived Context ends only that region.)
+func NewContext(opts ...ContextOption) *Context {
 	c := &Context{}
 	c.root = c
+	for _, o := range opts {
+		o(c)
+	}
 	return c
 }
+
+// Root returns the memory scope c belongs to.
+func (c *Context) Root() *Context { return c.root }
 
 func (c *Context) derive() *Context {
 	if c == nil {

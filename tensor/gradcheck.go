@@ -39,9 +39,11 @@ func GradCheck(f func(xs []*Tensor) *Tensor, inputs []*Tensor, o GradCheckOption
 	}
 	var proj []float64
 	objective := func(grad bool) (float64, *Context) {
-		c := NewContext()
-		if !grad {
-			c = c.NoGrad()
+		var c *Context
+		if grad {
+			c = NewContext()
+		} else {
+			c = NewContext(NoGradMode())
 		}
 		xs := make([]*Tensor, len(inputs))
 		for i, x := range inputs {
@@ -67,7 +69,7 @@ func GradCheck(f func(xs []*Tensor) *Tensor, inputs []*Tensor, o GradCheckOption
 		x.ZeroGrad()
 	}
 	_, c := objective(true)
-	c.root.Close()
+	c.Close()
 	for i, x := range inputs {
 		if !x.requiresGrad {
 			continue
@@ -84,11 +86,11 @@ func GradCheck(f func(xs []*Tensor) *Tensor, inputs []*Tensor, o GradCheckOption
 			vals[j] = orig + o.Eps
 			x.ref.b.Upload(x.ref.s, x.offset, vals)
 			lp, c1 := objective(false)
-			c1.root.Close()
+			c1.Close()
 			vals[j] = orig - o.Eps
 			x.ref.b.Upload(x.ref.s, x.offset, vals)
 			lm, c2 := objective(false)
-			c2.root.Close()
+			c2.Close()
 			vals[j] = orig
 			x.ref.b.Upload(x.ref.s, x.offset, vals)
 			num := (lp - lm) / (2 * o.Eps)

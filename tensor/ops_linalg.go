@@ -27,6 +27,11 @@ func (c *Context) matmul(a, b *Tensor) *Tensor {
 	if a.Dim() == 0 || b.Dim() == 0 {
 		fail("matmul", in, "operands must have at least one dimension")
 	}
+	if a.Dim() == 1 && b.Dim() == 1 {
+		// The dot product: [1, k]·[k, 1] viewed as a 0-d result.
+		out := c.matmul(c.reshape(a, Shape{1, a.shape[0]}), c.reshape(b, Shape{b.shape[0], 1}))
+		return c.reshape(out, Shape{})
+	}
 	if a.Dim() == 1 {
 		out := c.matmul(c.reshape(a, Shape{1, a.shape[0]}), b)
 		return c.reshape(out, slices2(out.shape, -2))

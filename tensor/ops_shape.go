@@ -33,8 +33,11 @@ func (t *Tensor) Flatten(start, end int) *Tensor {
 	return t.Reshape(shape...)
 }
 
-func (c *Context) reshape(t *Tensor, shape Shape) *Tensor {
-	in := c.prep(opReshape, t)
+func (c *Context) reshape(t *Tensor, shape Shape) *Tensor { return c.reshapeOp(opReshape, t, shape) }
+
+// reshapeOp is reshape recorded as op (squeeze and unsqueeze are reshapes).
+func (c *Context) reshapeOp(op *Op, t *Tensor, shape Shape) *Tensor {
+	in := c.prep(op, t)
 	t = in[0]
 	shape = inferShape(t, shape)
 	if shape.Equal(t.shape) {
@@ -50,7 +53,7 @@ func (c *Context) reshape(t *Tensor, shape Shape) *Tensor {
 		t.ref.b.Copy(dst, t.bview())
 	}
 	orig := t.shape
-	return c.record(opReshape, out, in, func(bc *Context, g *Tensor) []*Tensor {
+	return c.record(op, out, in, func(bc *Context, g *Tensor) []*Tensor {
 		return []*Tensor{bc.reshape(g, orig)}
 	})
 }
@@ -153,7 +156,7 @@ func (t *Tensor) Squeeze(d int) *Tensor {
 		fail("squeeze", []*Tensor{t}, "dimension %d has size %d, not 1", d, t.shape[d])
 	}
 	s := slices.Delete(t.shape.Clone(), d, d+1)
-	return resolve(opSqueeze, t).reshape(t, s)
+	return resolve(opSqueeze, t).reshapeOp(opSqueeze, t, s)
 }
 
 // Unsqueeze inserts a dimension of size 1 at position d.
@@ -165,5 +168,5 @@ func (t *Tensor) Unsqueeze(d int) *Tensor {
 		fail("unsqueeze", []*Tensor{t}, "position %d out of range", d)
 	}
 	s := slices.Insert(t.shape.Clone(), d, 1)
-	return resolve(opUnsqueeze, t).reshape(t, s)
+	return resolve(opUnsqueeze, t).reshapeOp(opUnsqueeze, t, s)
 }

@@ -413,4 +413,3 @@ func (t *Tensor) contiguousCopy() *Tensor {
 	c.ref.b.Copy(c.bview(), t.bview())
 	return c
 }
-

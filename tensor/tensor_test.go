@@ -78,8 +78,8 @@ func TestLikeConstructorsFollowDTypeDeviceAndContext(t *testing.T) {
 
 func TestRandReproducible(t *testing.T) {
 	g := NewGenerator(7)
-	c := NewContext().WithGenerator(g)
-	defer c.root.Close()
+	c := NewContext(UseGenerator(g))
+	defer c.Close()
 	st := g.State()
 	a := Randn(Shape{1000}, WithContext(c)).Float64s()
 	g.SetState(st)
@@ -232,11 +232,11 @@ func TestContextCloseReleasesEverything(t *testing.T) {
 func TestThousandStepsLeakNothing(t *testing.T) {
 	dev := CPUDevice(3)
 	g := NewGenerator(1)
-	init := NewContext().WithGenerator(g)
+	init := NewContext(UseGenerator(g))
 	w1 := Randn(Shape{16, 8}, WithDevice(dev), WithContext(init)).MulScalar(0.3)
 	w2 := Randn(Shape{1, 16}, WithDevice(dev), WithContext(init)).MulScalar(0.3)
 	init.Keep(w1, w2)
-	init.root.Close()
+	init.Close()
 	w1.SetRequiresGrad(true)
 	w2.SetRequiresGrad(true)
 	b1 := Zeros(Shape{16}, WithDevice(dev), WithGrad())
@@ -244,7 +244,7 @@ func TestThousandStepsLeakNothing(t *testing.T) {
 	var after1 int64
 	var firstLoss, lastLoss float64
 	for step := 1; step <= 1000; step++ {
-		c := NewContext().WithGenerator(g)
+		c := NewContext(UseGenerator(g))
 		x := Randn(Shape{32, 8}, WithDevice(dev), WithContext(c))
 		target := x.Sum(1).Unsqueeze(1).Tanh()
 		h := Linear(x, w1, b1).Relu()
@@ -261,7 +261,7 @@ func TestThousandStepsLeakNothing(t *testing.T) {
 			p.ref.b.Binary(backend.Add, p.bview(), p.bview(), upd.bview())
 			p.ZeroGrad()
 		}
-		c.root.Close()
+		c.Close()
 		if step == 1 {
 			after1 = cpuAllocated(t, dev)
 		}

@@ -1,0 +1,238 @@
+package tensor
+
+import (
+	"github.com/gamp-ml/gamp/backend"
+)
+
+var (
+	// batch_norm is Passthrough: the nn layer keeps its parameters and statistics in
+	// FP32 and casts at its boundary, and an all-half (O3) model must be able to run it
+	// in half.
+	opBatchNorm = defOp("batch_norm", Passthrough)
+	opLayerNorm = defOp("layer_norm", FP32)
+)
+
+// storageOf returns t's storage, or a nil Storage for a nil tensor (optional kernel
+// operands).
+func storageOf(t *Tensor) backend.Storage {
+	if t == nil {
+		return nil
+	}
+	return t.ref.s
+}
+
+// float32Operand returns t as a dense, offset-0 Float32 tensor for the normalisation
+// kernels, whose statistics and affine operands are always FP32: t itself when it
+// already is one, else a converted copy in c (nil stays nil).
+func (c *Context) float32Operand(t *Tensor) *Tensor {
+	if t == nil || (t.dtype == Float32 && t.offset == 0 && t.IsContiguous()) {
+		return t
+	}
+	out := allocTensor(c, Float32, t.device, t.shape)
+	t.ref.b.Copy(out.bview(), t.bview())
+	return out
+}
+
+// float32Copy returns a fresh dense Float32 copy of t in c.
+func (c *Context) float32Copy(t *Tensor) *Tensor {
+	out := allocTensor(c, Float32, t.device, t.shape)
+	t.ref.b.Copy(out.bview(), t.bview())
+	return out
+}
+
+// paramGrad converts a Float32 kernel gradient to the dtype of the parameter it
+// belongs to (nil stays nil).
+func (c *Context) paramGrad(g32, p *Tensor) *Tensor {
+	if g32 == nil {
+		return nil
+	}
+	return c.cast(g32, p.dtype)
+}
+
+// BatchNorm is torch.nn.functional.batch_norm on x [N, C] or [N, C, …] with statistics
+// per channel C. weight and bias ([C], nil: no affine) and the running statistics ([C],
+// both nil: none) may have any floating dtype; the statistics are computed in FP32
+// whatever their dtype, and the output has x's dtype. In training it normalises with
+// the batch mean and biased variance and updates runningMean and runningVar in place
+// (new = (1−momentum)·old + momentum·batch, with the unbiased variance), rounding them
+// to their own dtype — so a half model gets half running statistics, which overflow
+// where FP32 ones would not. In eval it normalises with the running statistics.
+// Gradients flow to x, weight and bias, each in its own dtype.
+func BatchNorm(x, weight, bias, runningMean, runningVar *Tensor, training bool, momentum, eps float64) *Tensor {
+	return resolve(opBatchNorm, x, weight, bias, runningMean, runningVar).
+		batchNorm(x, weight, bias, runningMean, runningVar, training, momentum, eps)
+}
+
+func (c *Context) batchNorm(x, weight, bias, rm, rv *Tensor, training bool, momentum, eps float64) *Tensor {
+	const name = "batch_norm"
+	in := c.prep(opBatchNorm, x, weight, bias)
+	x, weight, bias = in[0], in[1], in[2]
+	// The running statistics are updated in place, so they never go through autocast.
+	all := []*Tensor{x, weight, bias, rm, rv}
+	for _, t := range all {
+		if t == nil {
+			continue
+		}
+		t.mustLive(name)
+		if t.device != x.device {
+			fail(name, all, "inputs are on different devices (%s and %s); move them with To first", x.device, t.device)
+		}
+		if !t.dtype.IsFloat() {
+			fail(name, all, "needs floating-point tensors; Cast them first")
+		}
+	}
+	if x.Dim() < 2 {
+		fail(name, all, "input must be [N, C] or [N, C, …], got %d-d", x.Dim())
+	}
+	n, ch := x.shape[0], x.shape[1]
+	s := Shape(x.shape[2:]).Numel()
+	for i, t := range all[1:] {
+		if t != nil && (t.Dim() != 1 || t.shape[0] != ch) {
+			fail(name, all, "%s must be [%d] (one per channel of the input's dimension 1), got %v",
+				[...]string{"weight", "bias", "runningMean", "runningVar"}[i], ch, t.shape)
+		}
+	}
+	switch {
+	case (rm == nil) != (rv == nil):
+		fail(name, all, "give both runningMean and runningVar, or neither")
+	case !training && rm == nil:
+		fail(name, all, "eval mode normalises with the running statistics, and none were given; pass them, or training=true to use batch statistics")
+	case training && n*s < 2 && ch > 0:
+		fail(name, all, "training needs more than one value per channel, got %d (batch %d × spatial %d)", n*s, n, s)
+	}
+
+	xd := x.dense(c)
+	y := allocTensor(c, x.dtype, x.device, x.shape)
+	w32, b32 := c.float32Operand(weight), c.float32Operand(bias)
+	a := backend.NormArgs{
+		X: xd.ref.s, Y: y.ref.s, Weight: storageOf(w32), Bias: storageOf(b32),
+		N: n, C: ch, S: s, Training: training, Momentum: momentum, Eps: eps,
+	}
+	// What backward reads: the batch statistics in training, a snapshot of the running
+	// ones in eval (the caller may update them before backward runs).
+	var save []*Tensor
+	var rm32, rv32 *Tensor
+	if training {
+		mean := allocTensor(c, Float32, x.device, Shape{ch})
+		invstd := allocTensor(c, Float32, x.device, Shape{ch})
+		save = []*Tensor{mean, invstd}
+		a.SaveMean, a.SaveInvStd = mean.ref.s, invstd.ref.s
+		rm32, rv32 = c.float32Operand(rm), c.float32Operand(rv)
+	} else {
+		rm32, rv32 = c.float32Copy(rm), c.float32Copy(rv)
+		save = []*Tensor{rm32, rv32}
+	}
+	a.RunningMean, a.RunningVar = storageOf(rm32), storageOf(rv32)
+	x.ref.b.BatchNorm(a)
+	if training {
+		// Write the updated statistics back, rounded to the caller's dtype.
+		for _, p := range [][2]*Tensor{{rm, rm32}, {rv, rv32}} {
+			if p[0] != nil && p[0] != p[1] {
+				p[0].ref.b.Copy(p[0].bview(), p[1].bview())
+				p[1].Release()
+			}
+		}
+	}
+	releaseTemp(b32, bias)
+
+	out := c.record(opBatchNorm, y, in, func(bc *Context, g *Tensor) []*Tensor {
+		gd := g.dense(bc)
+		gx := allocTensor(bc, x.dtype, x.device, x.shape)
+		var gw32, gb32 *Tensor
+		if weight != nil && weight.requiresGrad {
+			gw32 = allocTensor(bc, Float32, x.device, weight.shape)
+		}
+		if bias != nil && bias.requiresGrad {
+			gb32 = allocTensor(bc, Float32, x.device, bias.shape)
+		}
+		ba := backend.NormArgs{
+			X: xd.ref.s, GY: gd.ref.s, GX: gx.ref.s, Weight: storageOf(w32),
+			GWeight: storageOf(gw32), GBias: storageOf(gb32),
+			N: n, C: ch, S: s, Training: training, Eps: eps,
+		}
+		if training {
+			ba.SaveMean, ba.SaveInvStd = save[0].ref.s, save[1].ref.s
+		} else {
+			ba.RunningMean, ba.RunningVar = save[0].ref.s, save[1].ref.s
+		}
+		g.ref.b.BatchNormBackward(ba)
+		return []*Tensor{gx, bc.paramGrad(gw32, weight), bc.paramGrad(gb32, bias)}
+	})
+	if out.node == nil {
+		// No backward will read them.
+		for _, t := range save {
+			t.Release()
+		}
+		releaseTemp(w32, weight)
+		releaseTemp(xd, x)
+	}
+	return out
+}
+
+// LayerNorm is torch.nn.functional.layer_norm: x is normalised over its last
+// len(normShape) dimensions, which must equal normShape, with the mean and biased
+// variance of each such slice, then scaled by weight and shifted by bias (shape
+// normShape; nil: none). Statistics are FP32 and the output has x's dtype; under
+// autocast it runs in float32. Gradients flow to x, weight and bias.
+func LayerNorm(x *Tensor, normShape Shape, weight, bias *Tensor, eps float64) *Tensor {
+	return resolve(opLayerNorm, x, weight, bias).layerNorm(x, normShape, weight, bias, eps)
+}
+
+func (c *Context) layerNorm(x *Tensor, normShape Shape, weight, bias *Tensor, eps float64) *Tensor {
+	const name = "layer_norm"
+	in := c.prep(opLayerNorm, x, weight, bias)
+	x, weight, bias = in[0], in[1], in[2]
+	for _, t := range in {
+		if t != nil && !t.dtype.IsFloat() {
+			fail(name, in, "needs floating-point tensors; Cast them first")
+		}
+	}
+	k := len(normShape)
+	if k == 0 || k > x.Dim() || !Shape(x.shape[x.Dim()-k:]).Equal(normShape) {
+		fail(name, in, "normalized shape %v must be non-empty and equal the input's trailing dimensions", normShape)
+	}
+	for i, t := range []*Tensor{weight, bias} {
+		if t != nil && !t.shape.Equal(normShape) {
+			fail(name, in, "%s must have the normalized shape %v, got %v", [...]string{"weight", "bias"}[i], normShape, t.shape)
+		}
+	}
+	cols := normShape.Numel()
+	rows := Shape(x.shape[:x.Dim()-k]).Numel()
+
+	xd := x.dense(c)
+	y := allocTensor(c, x.dtype, x.device, x.shape)
+	w32, b32 := c.float32Operand(weight), c.float32Operand(bias)
+	mean := allocTensor(c, Float32, x.device, Shape{rows})
+	invstd := allocTensor(c, Float32, x.device, Shape{rows})
+	x.ref.b.LayerNorm(backend.NormArgs{
+		X: xd.ref.s, Y: y.ref.s, Weight: storageOf(w32), Bias: storageOf(b32),
+		SaveMean: mean.ref.s, SaveInvStd: invstd.ref.s, N: rows, C: cols, Eps: eps,
+	})
+	releaseTemp(b32, bias)
+
+	out := c.record(opLayerNorm, y, in, func(bc *Context, g *Tensor) []*Tensor {
+		gd := g.dense(bc)
+		gx := allocTensor(bc, x.dtype, x.device, x.shape)
+		var gw32, gb32 *Tensor
+		if weight != nil && weight.requiresGrad {
+			gw32 = allocTensor(bc, Float32, x.device, weight.shape)
+		}
+		if bias != nil && bias.requiresGrad {
+			gb32 = allocTensor(bc, Float32, x.device, bias.shape)
+		}
+		g.ref.b.LayerNormBackward(backend.NormArgs{
+			X: xd.ref.s, GY: gd.ref.s, GX: gx.ref.s, Weight: storageOf(w32),
+			SaveMean: mean.ref.s, SaveInvStd: invstd.ref.s,
+			GWeight: storageOf(gw32), GBias: storageOf(gb32),
+			N: rows, C: cols, Eps: eps,
+		})
+		return []*Tensor{gx, bc.paramGrad(gw32, weight), bc.paramGrad(gb32, bias)}
+	})
+	if out.node == nil {
+		mean.Release()
+		invstd.Release()
+		releaseTemp(w32, weight)
+		releaseTemp(xd, x)
+	}
+	return out
+}
