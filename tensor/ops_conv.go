@@ -109,8 +109,8 @@ type gemmOperand struct {
 	trans           bool
 }
 
-// gemmRaw computes C[k] = op(A[k])·op(B[k]) + beta·C[k] for k < batch, with op(A) m×k
-// and op(B) kk×n. Unlike gemmInto it takes explicit strides for C, so one call can
+// gemmRaw computes C[i] = op(A[i])·op(B[i]) + beta·C[i] for i < batch, with op(A)
+// m×k and op(B) k×n. Unlike gemmInto it takes explicit strides for C, so one call can
 // write a group's channels inside a wider output.
 func gemmRaw(batch, m, n, k int, a, b, out gemmOperand, beta float32) {
 	out.t.ref.b.MatMul(backend.MatMulArgs{

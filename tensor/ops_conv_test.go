@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -412,4 +413,54 @@ func TestConvPoolReleaseMemory(t *testing.T) {
 	require.Equal(t, int64(32*32*4), cpuAllocated(t, dev)-mid, "only the float32 output stays")
 	root.Close()
 	require.Equal(t, before, cpuAllocated(t, dev))
+}
+
+// dot is Σ a·b.
+func dot(a, b []float64) float64 {
+	s := 0.0
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// TestConv2dLargeAdjoint checks shapes big enough to split Im2Col, Col2Im and the GEMMs
+// over workers: the forward against direct convolution, and both gradients through
+// the adjoint identities of a bilinear map, ⟨g, conv(x, w)⟩ = ⟨gx, x⟩ = ⟨gw, w⟩.
+func TestConv2dLargeAdjoint(t *testing.T) {
+	c := NewContext()
+	defer c.Close()
+	xs, ws := Shape{3, 8, 20, 18}, Shape{12, 4, 3, 3}
+	o := ConvOptions{Padding: [2]int{1, 2}, Stride: [2]int{1, 2}, Groups: 2}
+	xv, wv := randVals(71, xs.Numel(), 1), randVals(72, ws.Numel(), 1)
+	want, ys := refConv2d(xv, wv, nil, xs, ws, o)
+	x := FromSlice(xv, xs, WithContext(c), WithGrad())
+	w := FromSlice(wv, ws, WithContext(c), WithGrad())
+	y := Conv2d(x, w, nil, o)
+	require.Equal(t, ys, y.Shape())
+	requireClose(t, want, y.Float64s(), 1e-12, "forward")
+	gv := randVals(73, ys.Numel(), 1)
+	y.Backward(GradOutput(FromSlice(gv, ys, WithContext(c))))
+	lhs := dot(gv, want)
+	require.InDelta(t, lhs, dot(x.Grad().Float64s(), xv), 1e-9*math.Abs(lhs))
+	require.InDelta(t, lhs, dot(w.Grad().Float64s(), wv), 1e-9*math.Abs(lhs))
+
+	// float32 agrees with float64 at this size too.
+	x32 := FromSlice(xv, xs, WithDType(Float32), WithContext(c), WithGrad())
+	w32 := FromSlice(wv, ws, WithDType(Float32), WithContext(c), WithGrad())
+	Conv2d(x32, w32, nil, o).Backward(GradOutput(FromSlice(gv, ys, WithDType(Float32), WithContext(c))))
+	requireClose(t, x.Grad().Float64s(), x32.Grad().Float64s(), 1e-4, "float32 gx")
+	requireClose(t, w.Grad().Float64s(), w32.Grad().Float64s(), 1e-4, "float32 gw")
+}
+
+func ExampleConv2d() {
+	// Sum each 2×2 block of a 4×4 image: a ones kernel with stride 2.
+	x := Arange(1, 17, 1).Reshape(1, 1, 4, 4)
+	w := Ones(Shape{1, 1, 2, 2})
+	y := Conv2d(x, w, nil, ConvOptions{Stride: [2]int{2, 2}})
+	fmt.Println(y.Shape(), y.Float64s())
+	fmt.Println(MaxPool2d(x, [2]int{2, 2}, [2]int{}, [2]int{}).Float64s())
+	// Output:
+	// [1 1 2 2] [14 22 46 54]
+	// [6 8 14 16]
 }

@@ -409,3 +409,71 @@ func TestNormReleaseMemory(t *testing.T) {
 	c.Close()
 	require.Equal(t, before, cpuAllocated(t, dev))
 }
+
+// compositeNorm normalises x over dims with the engine's elementwise ops (float64,
+// autograd through every step): the reference for the fused kernels' gradients.
+func compositeNorm(x, w, b *Tensor, dims []int, eps float64) *Tensor {
+	d := x.Sub(x.MeanKeep(dims...))
+	y := d.Mul(d.Square().MeanKeep(dims...).AddScalar(eps).Rsqrt())
+	return y.Mul(w).Add(b)
+}
+
+// TestNormLargeMatchesComposite runs the fused norms on shapes that split their
+// kernels over workers (long channel rows for batch norm, many row blocks for layer
+// norm) and compares values and all three gradients with the composite.
+func TestNormLargeMatchesComposite(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		xs   Shape
+	}{
+		{"batch_norm long rows", Shape{3, 5, 40, 40}},
+		{"batch_norm many channels", Shape{6, 70, 20}},
+		{"layer_norm many rows", Shape{300, 4, 50}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewContext()
+			defer c.Close()
+			isBN := tc.name[0] == 'b'
+			xv := randVals(81, tc.xs.Numel(), 2)
+			var ps Shape // parameter shape
+			if isBN {
+				ps = Shape{tc.xs[1]}
+			} else {
+				ps = tc.xs[1:]
+			}
+			wv := roundTo(randVals(82, ps.Numel(), 1), Float32)
+			bv := roundTo(randVals(83, ps.Numel(), 1), Float32)
+			gv := randVals(84, tc.xs.Numel(), 1)
+			run := func(fused bool) (y []float64, grads [3][]float64) {
+				x := FromSlice(xv, tc.xs, WithContext(c), WithGrad())
+				w := FromSlice(wv, ps, WithContext(c), WithGrad())
+				b := FromSlice(bv, ps, WithContext(c), WithGrad())
+				var out *Tensor
+				switch {
+				case fused && isBN:
+					out = BatchNorm(x, w, b, nil, nil, true, 0.1, 1e-5)
+				case fused:
+					out = LayerNorm(x, ps, w, b, 1e-5)
+				case isBN:
+					// Parameters as [1, C, 1, …]; statistics over every dimension but 1.
+					bshape, dims := Shape{1, ps[0]}, []int{0}
+					for i := 2; i < len(tc.xs); i++ {
+						bshape, dims = append(bshape, 1), append(dims, i)
+					}
+					out = compositeNorm(x, w.Reshape(bshape...), b.Reshape(bshape...), dims, 1e-5)
+				default:
+					out = compositeNorm(x, w, b, []int{1, 2}, 1e-5)
+				}
+				out.Backward(GradOutput(FromSlice(gv, tc.xs, WithContext(c))))
+				return out.Float64s(), [3][]float64{x.Grad().Float64s(), w.Grad().Float64s(), b.Grad().Float64s()}
+			}
+			y, g := run(true)
+			wantY, wantG := run(false)
+			requireClose(t, wantY, y, 1e-6, "output")
+			for i, name := range []string{"gx", "gweight", "gbias"} {
+				// Parameter gradients are sums over thousands of terms, stored in float32.
+				requireClose(t, wantG[i], g[i], 1e-5, name)
+			}
+		})
+	}
+}
