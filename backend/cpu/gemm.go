@@ -107,9 +107,13 @@ func (e gemmArgError) Error() string { return string(e) }
 //
 // A is stored m×k (k×m when transA), B k×n (n×k when transB). Each stride
 // must be at least max(1, stored width) and each slice long enough for its
-// matrix; otherwise Gemm panics. For a given (m, n, k) the result does not
-// depend on the number of workers or their schedule. C must not overlap A
-// or B. Gemm is safe for concurrent use on disjoint C.
+// matrix; otherwise Gemm panics. C must not overlap A or B. Gemm is safe for
+// concurrent use on disjoint C.
+//
+// For a given (m, n, k) the result does not depend on the number of workers
+// or their schedule. float32 runs an AVX-512 or AVX2 assembly micro-kernel
+// where the CPU has one (the two give bit-identical results) and a pure-Go
+// one otherwise or with the purego build tag; float64 always runs pure Go.
 func Gemm[T float32 | float64](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	gemmWith(gemmKernelFor[T](), Workers(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }

@@ -287,25 +287,36 @@ func TestGemmMicroKernel(t *testing.T) {
 }
 
 // TestGemmDeterministic checks that the result is bit-identical whatever the
-// worker count (which changes the task split and schedule).
+// worker count (which changes the task split and schedule), and across the
+// FMA micro-kernels, whose tile shapes differ but whose per-element
+// arithmetic does not.
 func TestGemmDeterministic(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, sh := range []gemmShape{{300, 200, 500}, {37, 4133, 71}} {
+	var kernels []*gemmKernel[float32]
+	for _, k := range gemmKernels32() {
+		if k == gemmKernel32 || k.name[:2] != "go" {
+			kernels = append(kernels, k)
+		}
+	}
+	for _, sh := range []gemmShape{{300, 200, 1100}, {37, 4133, 71}} {
 		g := newGemmCase(rng, sh)
 		a, lda := gemmStore[float32](g.opA, sh.m, sh.k, true, 0)
 		b, ldb := gemmStore[float32](g.opB, sh.k, sh.n, false, 0)
 		c0, ldc := gemmStore[float32](g.c0, sh.m, sh.n, false, 0)
 		var want []float32
-		for _, w := range []int{1, 2, 3, 7, 16} {
-			c := append([]float32(nil), c0...)
-			gemmWith(gemmKernel32, w, true, false, sh.m, sh.n, sh.k, 0.75, a, lda, b, ldb, 0.5, c, ldc)
-			if want == nil {
-				want = c
-				continue
-			}
-			for i := range c {
-				if math.Float32bits(want[i]) != math.Float32bits(c[i]) {
-					t.Fatalf("workers=%d: element %d is %v, with one worker %v", w, i, c[i], want[i])
+		for _, kern := range kernels {
+			for _, w := range []int{1, 2, 3, 7, 16} {
+				c := append([]float32(nil), c0...)
+				gemmWith(kern, w, true, false, sh.m, sh.n, sh.k, 0.75, a, lda, b, ldb, 0.5, c, ldc)
+				if want == nil {
+					want = c
+					continue
+				}
+				for i := range c {
+					if math.Float32bits(want[i]) != math.Float32bits(c[i]) {
+						t.Fatalf("%s, workers=%d: element %d is %v, with %s and one worker %v",
+							kern.name, w, i, c[i], kernels[0].name, want[i])
+					}
 				}
 			}
 		}

@@ -104,6 +104,9 @@ func poolWorkerCount(env string, def int) int {
 }
 
 func poolWorker() {
+	// fn calling runtime.Goexit (t.FailNow in a test) ends this goroutine;
+	// replace it so the pool keeps its size.
+	defer func() { go poolWorker() }()
 	for {
 		j := poolNextJob()
 		j.run()
@@ -133,9 +136,13 @@ func poolNextJob() *poolJob {
 // goroutines (two models training at once) and re-entrant (fn may itself call
 // ParallelFor: nested calls must not deadlock — run nested work inline).
 //
-// A panic in fn is re-raised on the calling goroutine, with the same value,
-// after every chunk already started has finished; chunks not yet started are
-// skipped. The pool survives it.
+// Nested calls never wait for a busy worker: each runs inline on its own
+// goroutine, except for the chunks an idle worker picks up.
+//
+// A panic in fn is re-raised on the calling goroutine, with the same value
+// (the stack of the original panic is lost), after every chunk already
+// started has finished; chunks not yet started are skipped. The pool
+// survives it.
 func ParallelFor(n, grain int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
@@ -161,14 +168,15 @@ func ParallelFor(n, grain int, fn func(lo, hi int)) {
 	j.panicV = nil
 	helpers := min(nChunks-1, w-1)
 	j.refs.Store(int32(1 + helpers))
+offer:
 	for i := range helpers {
 		select {
 		case workerPool.jobs <- j:
 		default:
-			// Every worker is busy (or the queue is full): the caller runs
-			// the chunks itself.
+			// The queue is full (every worker busy): the caller runs the
+			// chunks itself. Drop the references of the offers not made.
 			j.refs.Add(int32(i - helpers))
-			helpers = i
+			break offer
 		}
 	}
 	j.run()

@@ -114,10 +114,11 @@ func TestPoolInline(t *testing.T) {
 }
 
 func TestPoolConcurrentCallers(t *testing.T) {
+	// More callers than the job queue holds, so that offers also fail.
 	var wg sync.WaitGroup
-	for g := range 8 {
+	for g := range 32 {
 		wg.Go(func() {
-			for r := range 50 {
+			for r := range 20 {
 				n := 1 + (g*131+r*17)%5000
 				var sum atomic.Int64
 				ParallelFor(n, 7, func(lo, hi int) {
@@ -199,6 +200,24 @@ func TestPoolPanic(t *testing.T) {
 		}()
 		poolCover(t, 10000, 3)
 	}
+}
+
+// TestPoolGoexit checks that fn calling runtime.Goexit (as t.FailNow does)
+// ends only the goroutine it runs on and leaves the pool working.
+func TestPoolGoexit(t *testing.T) {
+	for range 20 {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			ParallelFor(4, 1, func(lo, hi int) {
+				if lo == 3 {
+					runtime.Goexit()
+				}
+			})
+		}()
+		<-done
+	}
+	poolCover(t, 10000, 3)
 }
 
 // BenchmarkParallelFor measures the cost of one parallel call with trivial
