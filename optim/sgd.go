@@ -1,0 +1,164 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gamp-ml/gamp/nn"
+	"github.com/gamp-ml/gamp/tensor"
+)
+
+// SGDConfig holds SGD's hyper-parameters (torch.optim.SGD's arguments). The zero value
+// is plain SGD with a learning rate of 0: set LR.
+type SGDConfig struct {
+	LR          float64
+	Momentum    float64 // ≥ 0; 0 disables the momentum buffer
+	Dampening   float64 // momentum dampening; must be 0 with Nesterov
+	WeightDecay float64 // L2 penalty, added to the gradient (≥ 0)
+	Nesterov    bool    // Nesterov momentum (needs Momentum > 0 and Dampening 0)
+	Maximize    bool    // maximize the objective instead of minimizing
+}
+
+func (c SGDConfig) validate() error {
+	if err := checkLR("SGD", c.LR); err != nil {
+		return err
+	}
+	switch {
+	case !(c.Momentum >= 0) || math.IsInf(c.Momentum, 0):
+		return fmt.Errorf("%w: SGD: momentum must be finite and ≥ 0, got %g", ErrConfig, c.Momentum)
+	case math.IsNaN(c.Dampening) || math.IsInf(c.Dampening, 0):
+		return fmt.Errorf("%w: SGD: dampening must be finite, got %g", ErrConfig, c.Dampening)
+	case !(c.WeightDecay >= 0) || math.IsInf(c.WeightDecay, 0):
+		return fmt.Errorf("%w: SGD: weight decay must be finite and ≥ 0, got %g", ErrConfig, c.WeightDecay)
+	case c.Nesterov && (c.Momentum <= 0 || c.Dampening != 0):
+		return fmt.Errorf("%w: SGD: Nesterov momentum needs Momentum > 0 and Dampening 0 (got momentum %g, dampening %g)", ErrConfig, c.Momentum, c.Dampening)
+	}
+	return nil
+}
+
+// SGD is stochastic gradient descent with optional momentum, dampening, Nesterov
+// momentum and weight decay, exactly as torch.optim.SGD:
+//
+//	d = g + wd·w                                   (if wd ≠ 0; g negated first if Maximize)
+//	b = d on the first step, else momentum·b + (1-dampening)·d
+//	d = d + momentum·b if Nesterov, else b          (if momentum ≠ 0)
+//	w = w - lr·d
+type SGD struct {
+	core
+	cfg SGDConfig
+	buf []*tensor.Tensor // momentum buffers, nil until a parameter's first step
+}
+
+// NewSGD returns an SGD optimizer over params, or an error wrapping ErrConfig for a bad
+// configuration. Masters of half parameters are made now, from their current values.
+func NewSGD(params []*nn.Param, cfg SGDConfig) (*SGD, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c, err := newCore("SGD", params, cfg.LR)
+	if err != nil {
+		return nil, err
+	}
+	return &SGD{core: c, cfg: cfg, buf: make([]*tensor.Tensor, len(params))}, nil
+}
+
+// Config returns the hyper-parameters, with LR the current learning rate.
+func (o *SGD) Config() SGDConfig {
+	c := o.cfg
+	c.LR = o.lr
+	return c
+}
+
+// Step implements Optimizer.
+func (o *SGD) Step() {
+	cfg := o.cfg
+	o.eachUpdate(func(ctx *tensor.Context, i int, w, g *tensor.Tensor) {
+		d := g
+		if cfg.Maximize {
+			d = ctx.Bind(g).Neg()
+		}
+		if cfg.WeightDecay != 0 {
+			wd := ctx.Bind(w).MulScalar(cfg.WeightDecay)
+			d = wd.AddInPlace(d)
+		}
+		if cfg.Momentum != 0 {
+			b := o.buf[i]
+			if b == nil {
+				b = newState(w, w.DType()).CopyFrom(d)
+				o.buf[i] = b
+			} else {
+				b.MulScalarInPlace(cfg.Momentum)
+				if cfg.Dampening == 0 {
+					b.AddInPlace(d)
+				} else {
+					b.AddInPlace(ctx.Bind(d).MulScalar(1 - cfg.Dampening))
+				}
+			}
+			if cfg.Nesterov {
+				d = ctx.Bind(b).MulScalar(cfg.Momentum).AddInPlace(d)
+			} else {
+				d = b
+			}
+		}
+		w.SubInPlace(ctx.Bind(d).MulScalar(o.lr))
+	})
+}
+
+// Release frees the optimizer's state (momentum buffers, masters, master gradients).
+// The optimizer must not be used afterwards.
+func (o *SGD) Release() {
+	for i, b := range o.buf {
+		b.Release()
+		o.buf[i] = nil
+	}
+	o.release()
+}
+
+var sgdSpec = stateSpec{
+	hyper:   []string{"momentum", "dampening", "weight_decay", "nesterov", "maximize"},
+	tensors: []string{"momentum_buffer"},
+}
+
+// StateDict implements Optimizer: hyper-parameters, the step count, momentum buffers
+// and masters. The tensors are snapshots owned by the caller (State.Release frees
+// them).
+func (o *SGD) StateDict() State {
+	s := o.baseState()
+	s.Scalars["momentum"] = o.cfg.Momentum
+	s.Scalars["dampening"] = o.cfg.Dampening
+	s.Scalars["weight_decay"] = o.cfg.WeightDecay
+	s.Scalars["nesterov"] = bool01(o.cfg.Nesterov)
+	s.Scalars["maximize"] = bool01(o.cfg.Maximize)
+	for i, b := range o.buf {
+		if b != nil {
+			s.Tensors[stateKey(i, "momentum_buffer")] = snapshot(b)
+		}
+	}
+	return s
+}
+
+// LoadStateDict implements Optimizer. It returns an error wrapping ErrStateMismatch
+// or ErrConfig, and changes nothing, when s does not fit.
+func (o *SGD) LoadStateDict(s State) error {
+	if err := o.checkState(s, sgdSpec); err != nil {
+		return err
+	}
+	cfg := SGDConfig{
+		LR:          s.Scalars["lr"],
+		Momentum:    s.Scalars["momentum"],
+		Dampening:   s.Scalars["dampening"],
+		WeightDecay: s.Scalars["weight_decay"],
+		Nesterov:    s.Scalars["nesterov"] != 0,
+		Maximize:    s.Scalars["maximize"] != 0,
+	}
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	o.cfg = cfg
+	o.loadBase(s)
+	for i, sl := range o.slots {
+		w := sl.weight()
+		o.buf[i] = loadBuffer(o.buf[i], s.Tensors[stateKey(i, "momentum_buffer")], w, w.DType())
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gamp-ml/gamp/tensor"
+)
+
+// stateKey names a per-parameter entry: "state.<index>.<name>".
+func stateKey(i int, name string) string { return "state." + strconv.Itoa(i) + "." + name }
+
+// parseStateKey splits "state.<index>.<name>".
+func parseStateKey(k string) (i int, name string, ok bool) {
+	rest, ok := strings.CutPrefix(k, "state.")
+	if !ok {
+		return 0, "", false
+	}
+	idx, name, ok := strings.Cut(rest, ".")
+	if !ok {
+		return 0, "", false
+	}
+	i, err := strconv.Atoi(idx)
+	if err != nil || i < 0 {
+		return 0, "", false
+	}
+	return i, name, true
+}
+
+// snapshot returns a copy of t outside any Context, owned by the caller.
+func snapshot(t *tensor.Tensor) *tensor.Tensor {
+	return newState(t, t.DType()).CopyFrom(t)
+}
+
+// copyInto copies src into dst (converting the dtype), bringing src to dst's device
+// first when it lives elsewhere (a state loaded from disk onto a GPU optimizer).
+func copyInto(dst, src *tensor.Tensor) {
+	if src.Device() != dst.Device() {
+		moved := src.To(dst.Device())
+		defer moved.Release()
+		src = moved
+	}
+	dst.CopyFrom(src)
+}
+
+// loadBuffer makes cur hold src (nil src: no buffer), allocating it in dt shaped like
+// like when needed; it returns the new buffer.
+func loadBuffer(cur, src, like *tensor.Tensor, dt tensor.DType) *tensor.Tensor {
+	if src == nil {
+		cur.Release()
+		return nil
+	}
+	if cur == nil {
+		cur = newState(like, dt)
+	}
+	copyInto(cur, src)
+	return cur
+}
+
+// bool01 encodes a flag as a scalar.
+func bool01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// stateSpec says what an optimizer's State holds besides lr, step, num_params and
+// masters.
+type stateSpec struct {
+	hyper   []string // required hyper-parameter scalars
+	tensors []string // optional per-parameter tensors
+	scalars []string // optional per-parameter scalars
+}
+
+// baseState returns the scalars every optimizer saves and snapshots of the masters.
+func (c *core) baseState() State {
+	s := State{
+		Scalars: map[string]float64{"lr": c.lr, "step": float64(c.steps), "num_params": float64(len(c.slots))},
+		Tensors: map[string]*tensor.Tensor{},
+	}
+	for i, sl := range c.slots {
+		if sl.master != nil {
+			s.Tensors[stateKey(i, "master")] = snapshot(sl.master)
+		}
+	}
+	return s
+}
+
+// checkState validates s against the optimizer before anything is loaded, so a bad
+// state leaves the optimizer as it was.
+func (c *core) checkState(s State, spec stateSpec) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrStateMismatch, c.kind, fmt.Sprintf(format, args...))
+	}
+	for _, k := range append([]string{"lr", "step", "num_params"}, spec.hyper...) {
+		v, ok := s.Scalars[k]
+		if !ok {
+			return bad("no %q scalar (was the state saved by another kind of optimizer?)", k)
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return bad("scalar %q is %g", k, v)
+		}
+	}
+	if n := s.Scalars["num_params"]; n != float64(len(c.slots)) {
+		return bad("the state is for %g parameters, the optimizer has %d", n, len(c.slots))
+	}
+	if err := checkCount("step", s.Scalars["step"]); err != nil {
+		return bad("%v", err)
+	}
+	for k, v := range s.Scalars {
+		if k == "lr" || k == "step" || k == "num_params" || slices.Contains(spec.hyper, k) {
+			continue
+		}
+		i, name, ok := parseStateKey(k)
+		if !ok || i >= len(c.slots) || !slices.Contains(spec.scalars, name) {
+			return bad("unknown scalar %q", k)
+		}
+		if err := checkCount(k, v); err != nil {
+			return bad("%v", err)
+		}
+	}
+	for k, t := range s.Tensors {
+		i, name, ok := parseStateKey(k)
+		if !ok || i >= len(c.slots) || (name != "master" && !slices.Contains(spec.tensors, name)) {
+			return bad("unknown tensor %q", k)
+		}
+		sl := c.slots[i]
+		switch {
+		case t == nil || t.Released():
+			return bad("tensor %q is nil or released", k)
+		case !t.DType().IsFloat():
+			return bad("tensor %q is %s, want a floating-point tensor", k, t.DType())
+		case !t.Shape().Equal(sl.p.T.Shape()):
+			return bad("tensor %q has shape %v, parameter %d (%q) has shape %v", k, t.Shape(), i, sl.p.Name, sl.p.T.Shape())
+		case name == "master" && sl.master == nil:
+			return bad("%q is an FP32 master, but parameter %d (%q) is %s (the state was saved from a half-precision model)", k, i, sl.p.Name, sl.p.T.DType())
+		}
+	}
+	return nil
+}
+
+func checkCount(name string, v float64) error {
+	if v < 0 || v != math.Trunc(v) || v > 1<<53 {
+		return fmt.Errorf("%s must be a non-negative integer, got %g", name, v)
+	}
+	return nil
+}
+
+// loadBase restores lr, the step count and the masters (writing each back, rounded,
+// into its half parameter so parameter and master agree). Call it after checkState.
+func (c *core) loadBase(s State) {
+	c.lr = s.Scalars["lr"]
+	c.steps = int64(s.Scalars["step"])
+	for i, sl := range c.slots {
+		if m := s.Tensors[stateKey(i, "master")]; m != nil {
+			copyInto(sl.master, m)
+			sl.writeBack()
+		}
+		sl.dropMasterGrad()
+	}
+}
