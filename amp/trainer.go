@@ -1,0 +1,203 @@
+package amp
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/gamp-ml/gamp/autocast"
+	"github.com/gamp-ml/gamp/nn"
+	"github.com/gamp-ml/gamp/optim"
+	"github.com/gamp-ml/gamp/scaler"
+	"github.com/gamp-ml/gamp/tensor"
+)
+
+// LossFunc computes a scalar loss from the model output and the target.
+type LossFunc func(out, target *tensor.Tensor) *tensor.Tensor
+
+// Trainer runs the mixed-precision training step PyTorch users write by hand:
+//
+//	for each micro-batch:  forward under autocast → loss / N → scaler.Scale(loss).Backward()
+//	at the window's end:   unscale → clip → step (skipped on inf/NaN) → update scale → zero grad
+//
+// Every micro-batch runs in a Context of its own that is closed before the next, so
+// the activation memory of a step is released deterministically.
+type Trainer struct {
+	Model  nn.Module
+	Opt    optim.Optimizer
+	Scaler *scaler.GradScaler
+	// Sched, when set, is advanced after every step that was not skipped.
+	Sched *optim.Scheduler
+	Loss  LossFunc
+	// Gen is the generator dropout and other random ops draw from; it is part of the
+	// saved training state.
+	Gen *tensor.Generator
+
+	cfg    Config
+	low    tensor.DType
+	policy *autocast.Policy
+	steps  int64
+}
+
+// Result reports one optimizer step.
+type Result struct {
+	Loss     float64 // mean loss over the micro-batches (unscaled)
+	Skipped  bool    // the step was skipped because a gradient was Inf or NaN
+	Scale    float64 // the loss scale after the update
+	GradNorm float64 // global 2-norm of the unscaled gradients before clipping
+	Step     int64   // optimizer steps taken so far (skipped ones included)
+}
+
+// NewTrainer checks cfg and builds a Trainer for a model already Prepared for
+// cfg.Level, its optimizer and a loss function. dev picks the default half dtype.
+func NewTrainer(model nn.Module, opt optim.Optimizer, loss LossFunc, dev tensor.Device, cfg Config) (*Trainer, error) {
+	if cfg.Level < O0 || cfg.Level > O3 {
+		return nil, fmt.Errorf("amp: bad opt level %d", cfg.Level)
+	}
+	if cfg.Accum == 0 {
+		cfg.Accum = 1
+	}
+	if cfg.Accum < 0 {
+		return nil, fmt.Errorf("amp: Accum must be ≥ 1, got %d", cfg.Accum)
+	}
+	if cfg.ClipNorm < 0 || math.IsNaN(cfg.ClipNorm) {
+		return nil, fmt.Errorf("amp: ClipNorm must be ≥ 0, got %g", cfg.ClipNorm)
+	}
+	low := resolveLow(cfg.Low, dev)
+	if cfg.Low != 0 && !cfg.Low.IsHalf() {
+		return nil, fmt.Errorf("amp: Low must be float16 or bfloat16, not %s", cfg.Low)
+	}
+	pol := cfg.policy(low)
+	if pol != nil {
+		if err := pol.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	sc := cfg.Scaler
+	if sc == (scaler.Config{}) {
+		// An unset scaler config means PyTorch's defaults (dynamic, 2^16, enabled);
+		// NewFor still disables it for bfloat16.
+		sc = scaler.DefaultConfig()
+	}
+	if cfg.Level == O0 || cfg.Level == O3 {
+		sc.Enabled = false
+	}
+	s, err := scaler.NewFor(low, sc)
+	if err != nil {
+		return nil, err
+	}
+	return &Trainer{
+		Model: model, Opt: opt, Scaler: s, Loss: loss, Gen: tensor.NewGenerator(0),
+		cfg: cfg, low: low, policy: pol,
+	}, nil
+}
+
+// LowDType is the half dtype the trainer computes in (at O1–O3).
+func (t *Trainer) LowDType() tensor.DType { return t.low }
+
+// Config returns the configuration.
+func (t *Trainer) Config() Config { return t.cfg }
+
+// Steps returns the number of optimizer steps taken (skipped ones included).
+func (t *Trainer) Steps() int64 { return t.steps }
+
+// Forward runs the model on x inside ctx as the opt level says (autocast region for O1,
+// half input for O2/O3) and returns the output in float32 (O3: in half), still inside
+// the region, plus the region's Context (close it after use).
+func (t *Trainer) Forward(ctx *tensor.Context, x *tensor.Tensor) (*tensor.Tensor, *tensor.Context) {
+	region := ctx
+	if t.policy != nil {
+		region = autocast.Enter(ctx, *t.policy)
+	} else {
+		region = ctx.WithAutocast(nil)
+	}
+	x = region.Bind(x)
+	if (t.cfg.Level == O2 || t.cfg.Level == O3) && x.DType().IsFloat() {
+		x = x.Cast(t.low)
+	}
+	out := t.Model.Forward(x)
+	if t.cfg.Level == O2 {
+		out = out.Cast(tensor.Float32)
+	}
+	return out, region
+}
+
+// Step runs one optimizer step from len(xs) == Accum micro-batches. The tensors in xs
+// and ys stay the caller's; everything the step creates is released before it
+// returns. An error is returned for bad input and for the scaler's skip alarm (the
+// step itself still completed).
+func (t *Trainer) Step(xs, ys []*tensor.Tensor) (Result, error) {
+	if len(xs) != t.cfg.Accum || len(ys) != len(xs) {
+		return Result{}, fmt.Errorf("amp: Step needs %d micro-batches (Accum) of inputs and targets, got %d and %d", t.cfg.Accum, len(xs), len(ys))
+	}
+	t.Model.SetTraining(true)
+	var total float64
+	for i := range xs {
+		l, err := t.microStep(xs[i], ys[i])
+		if err != nil {
+			return Result{}, err
+		}
+		total += l
+	}
+	t.Scaler.Unscale(t.Opt)
+	norm := optim.ClipGradNorm(t.Opt.MasterGrads(), clipOrInf(t.cfg.ClipNorm), 2)
+	stepped := t.Scaler.Step(t.Opt)
+	uerr := t.Scaler.Update()
+	if t.Sched != nil {
+		t.Sched.Step(stepped)
+	}
+	t.Opt.ZeroGrad()
+	t.steps++
+	return Result{
+		Loss: total / float64(len(xs)), Skipped: !stepped, Scale: t.Scaler.ScaleValue(),
+		GradNorm: norm, Step: t.steps,
+	}, uerr
+}
+
+func clipOrInf(v float64) float64 {
+	if v <= 0 {
+		return math.Inf(1)
+	}
+	return v
+}
+
+// microStep runs forward and scaled backward for one micro-batch in its own Context.
+func (t *Trainer) microStep(x, y *tensor.Tensor) (loss float64, err error) {
+	ctx := tensor.NewContext(tensor.UseGenerator(t.Gen))
+	defer ctx.Close()
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(error); ok && errors.Is(e, tensor.ErrOutOfMemory) {
+				err = e
+				return
+			}
+			panic(r)
+		}
+	}()
+	out, region := t.Forward(ctx, x)
+	defer region.Close()
+	l := t.Loss(out, region.Bind(y))
+	if t.cfg.Accum > 1 {
+		l = l.MulScalar(1 / float64(t.cfg.Accum))
+	}
+	t.Scaler.Scale(l).Backward()
+	return l.Item() * float64(t.cfg.Accum), nil
+}
+
+// Evaluate runs the model in eval mode without gradients on x and returns the float32
+// output, kept out of any Context (the caller releases it).
+func (t *Trainer) Evaluate(x *tensor.Tensor) *tensor.Tensor {
+	t.Model.SetTraining(false)
+	defer t.Model.SetTraining(true)
+	ctx := tensor.NewContext(tensor.NoGradMode())
+	defer ctx.Close()
+	out, region := t.Forward(ctx, x)
+	defer region.Close()
+	out = out.Cast(tensor.Float32)
+	res := out.Contiguous()
+	if res == out {
+		res = out.MulScalar(1)
+	}
+	ctx.Keep(res)
+	return res
+}

@@ -1,0 +1,323 @@
+// Command fashion trains an MLP or a CNN on Fashion-MNIST with mixed precision — gamp's
+// main job. It shows a progress bar with loss and throughput and, with -json, ends with
+// one JSON line for scripts:
+//
+//	fashion -model cnn -precision bf16 -epochs 3
+//	fashion -model mlp -precision fp16 -opt-level O2 -json
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gamp-ml/gamp/amp"
+	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/data"
+	"github.com/gamp-ml/gamp/nn"
+	"github.com/gamp-ml/gamp/optim"
+	"github.com/gamp-ml/gamp/tensor"
+)
+
+type options struct {
+	model, precision, optLevel, device, dataDir, save, resume string
+	epochs, batch, accum, limit                               int
+	lr                                                        float64
+	seed                                                      uint64
+	jsonOut, quiet                                            bool
+}
+
+// summary is the JSON line printed with -json.
+type summary struct {
+	Model            string  `json:"model"`
+	Precision        string  `json:"precision"`
+	OptLevel         string  `json:"opt_level"`
+	Device           string  `json:"device"`
+	Epochs           int     `json:"epochs"`
+	Steps            int64   `json:"steps"`
+	SkippedSteps     int64   `json:"skipped_steps"`
+	FinalScale       float64 `json:"final_scale"`
+	TrainSeconds     float64 `json:"train_seconds"`
+	SamplesPerSecond float64 `json:"samples_per_second"`
+	TestAccuracy     float64 `json:"test_accuracy"`
+	PeakMemoryBytes  int64   `json:"peak_memory_bytes"`
+	FinalLoss        float64 `json:"final_loss"`
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.model, "model", "cnn", "mlp or cnn (2×[conv 5×5 + BatchNorm + ReLU + max-pool] + 2 linear)")
+	flag.StringVar(&o.precision, "precision", "bf16", "fp32, fp16 or bf16")
+	flag.StringVar(&o.optLevel, "opt-level", "", "O0, O1, O2 or O3 (default: O0 for fp32, O1 otherwise)")
+	flag.IntVar(&o.epochs, "epochs", 3, "training epochs")
+	flag.IntVar(&o.batch, "batch", 128, "examples per optimizer step (split into -accum micro-batches)")
+	flag.Float64Var(&o.lr, "lr", 1e-3, "AdamW learning rate")
+	flag.IntVar(&o.accum, "accum", 1, "micro-batches per optimizer step (gradient accumulation)")
+	flag.StringVar(&o.device, "device", "", "cpu, cpu:N or cuda:N (default: the best device present)")
+	flag.StringVar(&o.dataDir, "data", "/usr/share/datasets/fashion-mnist", "directory with the Fashion-MNIST IDX files")
+	flag.Uint64Var(&o.seed, "seed", 1, "random seed (initialisation, shuffling, dropout)")
+	flag.StringVar(&o.save, "save", "", "save the training state to FILE after each epoch")
+	flag.StringVar(&o.resume, "resume", "", "resume from a state FILE written by -save")
+	flag.BoolVar(&o.jsonOut, "json", false, "end with one JSON line of results on stdout")
+	flag.IntVar(&o.limit, "limit", 0, "use only the first N training examples (0: all)")
+	flag.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	flag.Parse()
+	s, err := run(o, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fashion:", err)
+		os.Exit(1)
+	}
+	if o.jsonOut {
+		b, _ := json.Marshal(s)
+		fmt.Println(string(b))
+	}
+}
+
+func pickDevice(name string) (tensor.Device, error) {
+	if name == "" {
+		// The best device present: a GPU when one is usable, else the CPU.
+		if _, err := backend.Get(tensor.CUDA(0)); err == nil {
+			return tensor.CUDA(0), nil
+		}
+		return tensor.CPU, nil
+	}
+	d, err := tensor.ParseDevice(name)
+	if err != nil {
+		return d, err
+	}
+	if _, err := backend.Get(d); err != nil {
+		return d, fmt.Errorf("device %s is not available: %w", d, err)
+	}
+	return d, nil
+}
+
+func levelFor(o options) (amp.OptLevel, tensor.DType, error) {
+	var low tensor.DType
+	switch strings.ToLower(o.precision) {
+	case "fp32", "float32":
+	case "fp16", "float16":
+		low = tensor.Float16
+	case "bf16", "bfloat16":
+		low = tensor.BFloat16
+	default:
+		return 0, 0, fmt.Errorf("unknown -precision %q (want fp32, fp16 or bf16)", o.precision)
+	}
+	level := amp.O0
+	if low != 0 {
+		level = amp.O1
+	}
+	if o.optLevel != "" {
+		l, err := amp.ParseOptLevel(o.optLevel)
+		if err != nil {
+			return 0, 0, err
+		}
+		if l != amp.O0 && low == 0 {
+			return 0, 0, fmt.Errorf("-opt-level %s needs -precision fp16 or bf16", l)
+		}
+		level = l
+	}
+	if low == 0 {
+		low = tensor.BFloat16 // unused at O0
+	}
+	return level, low, nil
+}
+
+// buildModel returns the network; seeded init makes runs reproducible.
+func buildModel(kind string, seed uint64) (nn.Module, string, error) {
+	init := nn.Seeded(seed)
+	switch kind {
+	case "mlp":
+		return nn.NewSequential(
+			nn.NewFlatten(),
+			nn.NewLinear(784, 256, init), nn.NewReLU(),
+			nn.NewLinear(256, 128, init), nn.NewReLU(),
+			nn.NewLinear(128, 10, init),
+		), data.ShapeFlat, nil
+	case "cnn":
+		conv := func(in, out int) []nn.Module {
+			return []nn.Module{
+				nn.NewConv2d(in, out, [2]int{5, 5}, tensor.ConvOptions{Padding: [2]int{2, 2}}, init),
+				nn.NewBatchNorm2d(out), nn.NewReLU(),
+				nn.NewMaxPool2d([2]int{2, 2}, [2]int{2, 2}, [2]int{}),
+			}
+		}
+		layers := append(conv(1, 16), conv(16, 32)...)
+		layers = append(layers, nn.NewFlatten(), nn.NewLinear(32*7*7, 128, init), nn.NewReLU(), nn.NewLinear(128, 10, init))
+		return nn.NewSequential(layers...), data.ShapeImage, nil
+	}
+	return nil, "", fmt.Errorf("unknown -model %q (want mlp or cnn)", kind)
+}
+
+func run(o options, log io.Writer) (summary, error) {
+	if o.epochs < 1 || o.batch < 1 || o.accum < 1 || o.lr <= 0 || math.IsNaN(o.lr) {
+		return summary{}, errors.New("-epochs, -batch and -accum must be ≥ 1 and -lr > 0")
+	}
+	if o.batch%o.accum != 0 {
+		return summary{}, fmt.Errorf("-batch %d is not divisible by -accum %d", o.batch, o.accum)
+	}
+	dev, err := pickDevice(o.device)
+	if err != nil {
+		return summary{}, err
+	}
+	if err := tensor.SetDefaultDevice(dev); err != nil {
+		return summary{}, err
+	}
+	level, low, err := levelFor(o)
+	if err != nil {
+		return summary{}, err
+	}
+	train, test, err := data.LoadFashionMNIST(o.dataDir)
+	if err != nil {
+		return summary{}, err
+	}
+	if o.limit > 0 && o.limit < train.Len() {
+		train = train.Head(o.limit)
+	}
+	model, shape, err := buildModel(o.model, o.seed)
+	if err != nil {
+		return summary{}, err
+	}
+	nn.To(model, dev)
+	amp.Prepare(model, level, low)
+	opt, err := optim.NewAdamW(model.Params(), optim.AdamWConfig{LR: o.lr, WeightDecay: 1e-4})
+	if err != nil {
+		return summary{}, err
+	}
+	lossFn := func(out, y *tensor.Tensor) *tensor.Tensor { return tensor.CrossEntropy(out, y, 0) }
+	tr, err := amp.NewTrainer(model, opt, lossFn, dev, amp.Config{Level: level, Low: low, Accum: o.accum})
+	if err != nil {
+		return summary{}, err
+	}
+	tr.Gen.Seed(o.seed)
+	startEpoch := 0
+	if o.resume != "" {
+		st, err := amp.Load(o.resume, tr)
+		if err != nil {
+			return summary{}, err
+		}
+		startEpoch = st.Epoch
+		fmt.Fprintf(log, "resumed from %s at epoch %d (step %d)\n", o.resume, startEpoch, tr.Steps())
+	}
+	micro := o.batch / o.accum
+	loader, err := data.NewLoader(train, data.LoaderOptions{BatchSize: micro, Shuffle: true, Seed: o.seed, DropLast: true, Shape: shape, Device: dev})
+	if err != nil {
+		return summary{}, err
+	}
+	be := backend.MustGet(dev)
+	be.ResetPeak()
+	res := summary{Model: o.model, Precision: o.precision, OptLevel: level.String(), Device: dev.String(), Epochs: o.epochs}
+	if !o.quiet {
+		fmt.Fprintf(log, "fashion: %s, %s (%s, %s), %d train / %d test examples, batch %d×%d\n",
+			o.model, dev, o.precision, level, train.Len(), test.Len(), o.accum, micro)
+	}
+	var trainTime time.Duration
+	var samples int
+	for epoch := startEpoch; epoch < o.epochs; epoch++ {
+		it := loader.Epoch(epoch)
+		perEpoch := train.Len() / micro / o.accum
+		start := time.Now()
+		var xs, ys []*tensor.Tensor
+		step := 0
+		for it.Next() {
+			b := it.Batch()
+			x, y := b.Tensors()
+			xs, ys = append(xs, x), append(ys, y)
+			if len(xs) < o.accum {
+				continue
+			}
+			r, err := tr.Step(xs, ys)
+			for i := range xs {
+				xs[i].Release()
+				ys[i].Release()
+			}
+			xs, ys = xs[:0], ys[:0]
+			if err != nil {
+				it.Close()
+				return res, err
+			}
+			step++
+			samples += o.batch
+			res.FinalLoss = r.Loss
+			if r.Skipped {
+				res.SkippedSteps++
+			}
+			if !o.quiet && (step%10 == 0 || step == perEpoch) {
+				el := time.Since(start).Seconds()
+				progress(log, epoch+1, o.epochs, step, perEpoch, r.Loss, float64(step*o.batch)/el, r.Scale)
+			}
+		}
+		for i := range xs {
+			xs[i].Release()
+			ys[i].Release()
+		}
+		if err := it.Err(); err != nil {
+			return res, err
+		}
+		it.Close()
+		trainTime += time.Since(start)
+		acc, err := evaluate(tr, test, shape, dev)
+		if err != nil {
+			return res, err
+		}
+		res.TestAccuracy = acc
+		if !o.quiet {
+			fmt.Fprintf(log, "\nepoch %d: test accuracy %.4f\n", epoch+1, acc)
+		}
+		if o.save != "" {
+			if err := amp.Save(o.save, tr, amp.SaveInfo{Epoch: epoch + 1}); err != nil {
+				return res, err
+			}
+		}
+	}
+	res.Steps = tr.Steps()
+	res.FinalScale = tr.Scaler.ScaleValue()
+	res.TrainSeconds = trainTime.Seconds()
+	if res.TrainSeconds > 0 {
+		res.SamplesPerSecond = float64(samples) / res.TrainSeconds
+	}
+	res.PeakMemoryBytes = be.MemoryStats().PeakAllocated
+	return res, nil
+}
+
+func progress(w io.Writer, epoch, epochs, step, total int, loss, sps, scale float64) {
+	const width = 30
+	done := width * step / max(total, 1)
+	bar := strings.Repeat("█", done) + strings.Repeat("·", width-done)
+	fmt.Fprintf(w, "\repoch %d/%d %s %5d/%d  loss %.4f  %7.0f samples/s  scale %g ", epoch, epochs, bar, step, total, loss, sps, scale)
+}
+
+// evaluate computes test accuracy in eval mode without gradients.
+func evaluate(tr *amp.Trainer, test *data.Dataset, shape string, dev tensor.Device) (float64, error) {
+	loader, err := data.NewLoader(test, data.LoaderOptions{BatchSize: 500, Shape: shape, Device: dev})
+	if err != nil {
+		return 0, err
+	}
+	it := loader.Epoch(0)
+	defer it.Close()
+	correct, total := 0, 0
+	for it.Next() {
+		x, y := it.Batch().Tensors()
+		out := tr.Evaluate(x)
+		pred := out.ArgMax(1, false).Int64s()
+		labels := y.Int64s()
+		for i := range pred {
+			if pred[i] == labels[i] {
+				correct++
+			}
+		}
+		total += len(pred)
+		out.Release()
+		x.Release()
+		y.Release()
+	}
+	if err := it.Err(); err != nil {
+		return 0, err
+	}
+	return float64(correct) / float64(max(total, 1)), nil
+}
