@@ -2,11 +2,21 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 # Packages whose code starts goroutines (worker pool, loaders) run under the race detector.
-RACE_PKGS = ./backend/cpu/ ./tensor/
+RACE_PKGS = ./backend/cpu/ ./tensor/ ./data/ ./autocast/
 
-.PHONY: demo test test-short race bench lint fmt vet
+.PHONY: demo fitdemo test test-short race bench lint fmt vet
 
+# The main job: the Fashion-MNIST CNN trained with AMP on the best device present
+# (bf16 autocast on the CPU, fp16 on a GPU).
+DATA ?= /usr/share/datasets/fashion-mnist
+EPOCHS ?= 2
 demo:
+	@command -v $(GO) >/dev/null || { echo "Go is missing: install Go 1.26 (https://go.dev/dl) and put it on PATH"; exit 1; }
+	@scripts/ensure-data.sh $(DATA)
+	$(GO) run ./examples/fashion -model cnn -precision auto -epochs $(EPOCHS) -data $(DATA)
+
+# The end-to-end autograd check from the foundation milestone (no data needed).
+fitdemo:
 	$(GO) run ./examples/fitdemo
 
 test: vet

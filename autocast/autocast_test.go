@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/tensor"
 	"github.com/stretchr/testify/require"
 )
@@ -287,4 +288,44 @@ func TestKindsLimitThePolicy(t *testing.T) {
 	ac := Enter(ctx, q)
 	x := ac.Bind(tensor.Randn(tensor.Shape{2, 2}, tensor.WithContext(ctx)))
 	require.Equal(t, tensor.Float32, tensor.MatMul(x, x).DType())
+}
+
+// Two goroutines train two models at once, one under FP16 autocast and one in FP32:
+// neither sees the other's state (PyTorch's thread-local autocast broke DataParallel,
+// pytorch#50170). Each records the dtype its linear layers produced at every step.
+func TestTwoGoroutinesTwoPolicies(t *testing.T) {
+	type result struct {
+		dtypes map[tensor.DType]int
+		grads  tensor.DType
+	}
+	train := func(p *Policy, seed uint64, out *result) {
+		m := nn.NewSequential(nn.NewLinear(8, 16, nn.Seeded(seed)), nn.NewReLU(), nn.NewLinear(16, 4, nn.Seeded(seed+1)))
+		out.dtypes = map[tensor.DType]int{}
+		g := tensor.NewGenerator(seed)
+		for step := 0; step < 100; step++ {
+			ctx := tensor.NewContext(tensor.UseGenerator(g))
+			region := ctx
+			if p != nil {
+				region = Enter(ctx, *p)
+			}
+			x := region.Bind(tensor.Randn(tensor.Shape{8, 8}, tensor.WithContext(ctx)))
+			y := m.Forward(x)
+			out.dtypes[y.DType()]++
+			tensor.MSELoss(y, tensor.ZerosLike(y)).Backward()
+			region.Close()
+			ctx.Close()
+		}
+		out.grads = m.Params()[0].Grad().DType()
+	}
+	var a, b result
+	fp16 := Half(tensor.Float16)
+	done := make(chan bool)
+	go func() { train(&fp16, 1, &a); done <- true }()
+	go func() { train(nil, 2, &b); done <- true }()
+	<-done
+	<-done
+	require.Equal(t, map[tensor.DType]int{tensor.Float16: 100}, a.dtypes)
+	require.Equal(t, map[tensor.DType]int{tensor.Float32: 100}, b.dtypes)
+	require.Equal(t, tensor.Float32, a.grads, "gradients of FP32 parameters land in FP32")
+	require.Equal(t, tensor.Float32, b.grads)
 }

@@ -10,6 +10,11 @@
 //	loss := tensor.Linear(x, w, b).Relu().Square().Mean()
 //	loss.Backward()                     // w.Grad(), b.Grad() now hold gradients
 //
+// An op runs in the innermost Context of its inputs. An op none of whose inputs carries
+// a Context (say, casting a parameter that lives outside every step) gives an untracked
+// result: Release it, or Bind the input into the step's Context first so the result is
+// released with the step. Untracked tensors are freed by the GC as a last resort.
+//
 // The pure-Go CPU backend is always linked in; other backends register themselves.
 //
 // Misuse (shape, dtype or device mismatch) panics with *OpError. Out of memory panics

@@ -53,7 +53,7 @@ type summary struct {
 func main() {
 	var o options
 	flag.StringVar(&o.model, "model", "cnn", "mlp or cnn (2×[conv 5×5 + BatchNorm + ReLU + max-pool] + 2 linear)")
-	flag.StringVar(&o.precision, "precision", "bf16", "fp32, fp16 or bf16")
+	flag.StringVar(&o.precision, "precision", "auto", "fp32, fp16, bf16 or auto (bf16 on the CPU, fp16 on a GPU)")
 	flag.StringVar(&o.optLevel, "opt-level", "", "O0, O1, O2 or O3 (default: O0 for fp32, O1 otherwise)")
 	flag.IntVar(&o.epochs, "epochs", 3, "training epochs")
 	flag.IntVar(&o.batch, "batch", 128, "examples per optimizer step (split into -accum micro-batches)")
@@ -167,6 +167,12 @@ func run(o options, log io.Writer) (summary, error) {
 	}
 	if err := tensor.SetDefaultDevice(dev); err != nil {
 		return summary{}, err
+	}
+	if o.precision == "auto" {
+		o.precision = "bf16"
+		if dev.Kind == backend.KindCUDA {
+			o.precision = "fp16"
+		}
 	}
 	level, low, err := levelFor(o)
 	if err != nil {

@@ -1,0 +1,87 @@
+package cpu
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gamp-ml/gamp/backend"
+)
+
+func TestParseBytes(t *testing.T) {
+	cases := map[string]int64{
+		"1073741824": 1 << 30, "512MiB": 512 << 20, "2GiB": 2 << 30, "1.5G": 3 << 29,
+		"64MB": 64 << 20, "10k": 10 << 10, "7B": 7, " 3 GiB ": 3 << 30,
+	}
+	for in, want := range cases {
+		got, err := ParseBytes(in)
+		if err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "lots", "-1G", "1.2.3M"} {
+		if _, err := ParseBytes(bad); err == nil {
+			t.Errorf("ParseBytes(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestMemoryLimitFromEnvironment(t *testing.T) {
+	t.Setenv("GAMP_CPU_MEMORY_LIMIT", "1MiB")
+	b, err := New(40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Alloc(backend.Float32, 1<<20); !errors.Is(err, backend.ErrOutOfMemory) {
+		t.Fatalf("4 MiB under a 1 MiB cap: err = %v, want out of memory", err)
+	}
+	s, err := b.Alloc(backend.Float32, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Free(s)
+	st := b.MemoryStats()
+	if st.NumOOMs != 1 || st.Limit != 1<<20 {
+		t.Fatalf("stats %+v", st)
+	}
+	t.Setenv("GAMP_CPU_MEMORY_LIMIT", "a lot")
+	if _, err := New(41); err == nil || !strings.Contains(err.Error(), "GAMP_CPU_MEMORY_LIMIT") {
+		t.Fatalf("bad env value: err = %v", err)
+	}
+}
+
+// Freed blocks are cached and reused; EmptyCache returns them, and a cap that only the
+// cache is in the way of is met by emptying it and retrying once.
+func TestCachingAllocatorReuseAndRetry(t *testing.T) {
+	b, _ := New(42)
+	s1, _ := b.Alloc(backend.Float16, 1000)
+	b.Free(s1)
+	st := b.MemoryStats()
+	if st.Allocated != 0 || st.Reserved == 0 {
+		t.Fatalf("after free: %+v", st)
+	}
+	s2, _ := b.Alloc(backend.Float16, 1000)
+	if got := b.MemoryStats().Reserved; got != st.Reserved {
+		t.Fatalf("reuse grew reserved from %d to %d", st.Reserved, got)
+	}
+	b.Free(s2)
+	b.SetMemoryLimit(st.Reserved + 3000) // fits the new block alone, not beside the cached one
+	s3, err := b.Alloc(backend.Float32, 1000) // needs more than the cap minus the cached block
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.MemoryStats().NumRetries != 1 {
+		t.Fatalf("want one retry after emptying the cache: %+v", b.MemoryStats())
+	}
+	b.Free(s3)
+	b.EmptyCache()
+	if r := b.MemoryStats().Reserved; r != 0 {
+		t.Fatalf("EmptyCache left %d reserved", r)
+	}
+	sum := backend.MemorySummary(b)
+	for _, want := range []string{"Allocated memory", "Reserved memory", "float16", "float32", "Alloc retries"} {
+		if !strings.Contains(sum, want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum)
+		}
+	}
+}
