@@ -65,7 +65,7 @@ func TestCachingAllocatorReuseAndRetry(t *testing.T) {
 		t.Fatalf("reuse grew reserved from %d to %d", st.Reserved, got)
 	}
 	b.Free(s2)
-	b.SetMemoryLimit(st.Reserved + 3000) // fits the new block alone, not beside the cached one
+	b.SetMemoryLimit(st.Reserved + 3000)      // fits the new block alone, not beside the cached one
 	s3, err := b.Alloc(backend.Float32, 1000) // needs more than the cap minus the cached block
 	if err != nil {
 		t.Fatal(err)
