@@ -1,6 +1,9 @@
 package tensor
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // backwardFn computes the gradients of an op's inputs from the gradient of its output.
 // It runs in bc, a Context with grad off and no autocast, so it runs in the dtypes the
@@ -16,12 +19,20 @@ type node struct {
 	// reusable nodes save no tensors (casts), so Backward may run through them again:
 	// the weight-cast cache hands the same cast to every forward of a region.
 	reusable bool
+	// obs saw the forward; tag is what it returned then.
+	obs Observer
+	tag any
 }
 
 var opBind = defOp("bind", Passthrough)
 
 // record attaches the autograd node to out when grad is on and an input needs grad.
 func (c *Context) record(op *Op, out *Tensor, ins []*Tensor, bw backwardFn) *Tensor {
+	var tag any
+	obs := c.Observer()
+	if obs != nil {
+		tag = obs.Forward(c, op, ins, out)
+	}
 	if !c.GradEnabled() {
 		return out
 	}
@@ -36,7 +47,7 @@ func (c *Context) record(op *Op, out *Tensor, ins []*Tensor, bw backwardFn) *Ten
 		return out
 	}
 	out.requiresGrad = true
-	out.node = &node{op: op, inputs: ins, backward: bw, reusable: op == opCast}
+	out.node = &node{op: op, inputs: ins, backward: bw, reusable: op == opCast, obs: obs, tag: tag}
 	return out
 }
 
@@ -184,7 +195,11 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 // distinct handle the caller owns.
 func runBackward(n *node, g *Tensor) []*Tensor {
 	nc := NewContext(NoGradMode())
+	start := time.Now()
 	ins := n.backward(nc, g)
+	if n.obs != nil {
+		n.observeBackward(g, ins, time.Since(start))
+	}
 	seen := map[*storageRef]bool{}
 	for k, gi := range ins {
 		if gi == nil {

@@ -27,6 +27,7 @@ type Context struct {
 	policy  Autocaster
 	hasCast bool // this Context sets the policy (owns a weight-cast cache)
 	gen     *Generator
+	obs     Observer
 
 	mu        sync.Mutex
 	tracked   []*Tensor
@@ -70,7 +71,7 @@ func (c *Context) derive() *Context {
 		// Deriving from "no Context" starts a new root scope with the defaults.
 		return NewContext()
 	}
-	d := &Context{parent: c, root: c.root, depth: c.depth + 1, noGrad: c.noGrad, policy: c.policy, gen: c.gen}
+	d := &Context{parent: c, root: c.root, depth: c.depth + 1, noGrad: c.noGrad, policy: c.policy, gen: c.gen, obs: c.obs}
 	return d
 }
 

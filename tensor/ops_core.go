@@ -10,6 +10,7 @@ const addOp = backend.Add
 // device (mixed devices never copy silently), then applies autocast — the one hook
 // point where a policy casts inputs. It returns the inputs to compute with.
 func (c *Context) prep(op *Op, ins ...*Tensor) []*Tensor {
+	c.begin(op)
 	var dev *Device
 	for _, t := range ins {
 		if t == nil {

@@ -1,0 +1,51 @@
+package tensor
+
+import "time"
+
+// Observer sees every op a Context runs: the overflow harness and the profiler are
+// Observers. Attach one with Context.WithObserver or the UseObserver option; like the
+// autocast policy it flows with the tensors, so two models watched by two Observers in
+// two goroutines never mix.
+//
+// Begin is called when an op starts (before autocast casts its inputs) and Forward when
+// it has produced its output; ops nested inside another op (an autocast cast, a sum
+// inside a loss) get their own Begin/Forward pairs in between. Forward's result is kept
+// with the op's autograd node and handed to Backward when backward runs through that
+// node, with the time the node's backward took. Calls come from the goroutine running
+// the ops.
+type Observer interface {
+	Begin(c *Context, op *Op)
+	Forward(c *Context, op *Op, inputs []*Tensor, output *Tensor) (tag any)
+	Backward(op *Op, tag any, gradOut *Tensor, gradIn []*Tensor, took time.Duration)
+}
+
+// UseObserver attaches an Observer to a root Context.
+func UseObserver(o Observer) ContextOption { return func(c *Context) { c.obs = o } }
+
+// WithObserver returns a Context whose ops are reported to o (nil: none).
+func (c *Context) WithObserver(o Observer) *Context {
+	d := c.derive()
+	d.obs = o
+	return d
+}
+
+// Observer returns the Context's observer (nil: none).
+func (c *Context) Observer() Observer {
+	if c == nil {
+		return nil
+	}
+	return c.obs
+}
+
+func (c *Context) begin(op *Op) {
+	if c != nil && c.obs != nil {
+		c.obs.Begin(c, op)
+	}
+}
+
+// observeBackward reports a node's backward to the Observer that saw its forward.
+func (n *node) observeBackward(g *Tensor, ins []*Tensor, took time.Duration) {
+	if n.obs != nil {
+		n.obs.Backward(n.op, n.tag, g, ins, took)
+	}
+}
