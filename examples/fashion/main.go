@@ -20,6 +20,7 @@ import (
 	"github.com/gamp-ml/gamp/amp"
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/data"
+	"github.com/gamp-ml/gamp/models"
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/optim"
 	"github.com/gamp-ml/gamp/tensor"
@@ -130,26 +131,11 @@ func levelFor(o options) (amp.OptLevel, tensor.DType, error) {
 
 // buildModel returns the network; seeded init makes runs reproducible.
 func buildModel(kind string, seed uint64) (nn.Module, string, error) {
-	init := nn.Seeded(seed)
 	switch kind {
 	case "mlp":
-		return nn.NewSequential(
-			nn.NewFlatten(),
-			nn.NewLinear(784, 256, init), nn.NewReLU(),
-			nn.NewLinear(256, 128, init), nn.NewReLU(),
-			nn.NewLinear(128, 10, init),
-		), data.ShapeFlat, nil
+		return models.MLP(784, []int{256, 128}, 10, nn.Seeded(seed)), data.ShapeFlat, nil
 	case "cnn":
-		conv := func(in, out int) []nn.Module {
-			return []nn.Module{
-				nn.NewConv2d(in, out, [2]int{5, 5}, tensor.ConvOptions{Padding: [2]int{2, 2}}, init),
-				nn.NewBatchNorm2d(out), nn.NewReLU(),
-				nn.NewMaxPool2d([2]int{2, 2}, [2]int{2, 2}, [2]int{}),
-			}
-		}
-		layers := append(conv(1, 16), conv(16, 32)...)
-		layers = append(layers, nn.NewFlatten(), nn.NewLinear(32*7*7, 128, init), nn.NewReLU(), nn.NewLinear(128, 10, init))
-		return nn.NewSequential(layers...), data.ShapeImage, nil
+		return models.FashionCNN(models.CNNConfig{}, nn.Seeded(seed)), data.ShapeImage, nil
 	}
 	return nil, "", fmt.Errorf("unknown -model %q (want mlp or cnn)", kind)
 }
