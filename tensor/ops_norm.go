@@ -136,15 +136,7 @@ func (c *Context) batchNorm(x, weight, bias, rm, rv *Tensor, training bool, mome
 	releaseTemp(b32, bias)
 
 	out := c.record(opBatchNorm, y, in, func(bc *Context, g *Tensor) []*Tensor {
-		gd := g.dense(bc)
-		gx := allocTensor(bc, x.dtype, x.device, x.shape)
-		var gw32, gb32 *Tensor
-		if weight != nil && weight.requiresGrad {
-			gw32 = allocTensor(bc, Float32, x.device, weight.shape)
-		}
-		if bias != nil && bias.requiresGrad {
-			gb32 = allocTensor(bc, Float32, x.device, bias.shape)
-		}
+		gd, gx, gw32, gb32 := bc.normGradBuffers(g, x, weight, bias)
 		ba := backend.NormArgs{
 			X: xd.ref.s, GY: gd.ref.s, GX: gx.ref.s, Weight: storageOf(w32),
 			GWeight: storageOf(gw32), GBias: storageOf(gb32),
@@ -211,15 +203,7 @@ func (c *Context) layerNorm(x *Tensor, normShape Shape, weight, bias *Tensor, ep
 	releaseTemp(b32, bias)
 
 	out := c.record(opLayerNorm, y, in, func(bc *Context, g *Tensor) []*Tensor {
-		gd := g.dense(bc)
-		gx := allocTensor(bc, x.dtype, x.device, x.shape)
-		var gw32, gb32 *Tensor
-		if weight != nil && weight.requiresGrad {
-			gw32 = allocTensor(bc, Float32, x.device, weight.shape)
-		}
-		if bias != nil && bias.requiresGrad {
-			gb32 = allocTensor(bc, Float32, x.device, bias.shape)
-		}
+		gd, gx, gw32, gb32 := bc.normGradBuffers(g, x, weight, bias)
 		g.ref.b.LayerNormBackward(backend.NormArgs{
 			X: xd.ref.s, GY: gd.ref.s, GX: gx.ref.s, Weight: storageOf(w32),
 			SaveMean: mean.ref.s, SaveInvStd: invstd.ref.s,
@@ -235,4 +219,19 @@ func (c *Context) layerNorm(x *Tensor, normShape Shape, weight, bias *Tensor, ep
 		releaseTemp(xd, x)
 	}
 	return out
+}
+
+// normGradBuffers returns what a norm backward kernel writes into: the dense output
+// gradient, the input gradient (x's dtype) and FP32 weight/bias gradients (nil where the
+// parameter is absent or needs no gradient).
+func (c *Context) normGradBuffers(g, x, weight, bias *Tensor) (gd, gx, gw32, gb32 *Tensor) {
+	gd = g.dense(c)
+	gx = allocTensor(c, x.dtype, x.device, x.shape)
+	if weight != nil && weight.requiresGrad {
+		gw32 = allocTensor(c, Float32, x.device, weight.shape)
+	}
+	if bias != nil && bias.requiresGrad {
+		gb32 = allocTensor(c, Float32, x.device, bias.shape)
+	}
+	return gd, gx, gw32, gb32
 }
