@@ -128,27 +128,16 @@ func requireOpError(t *testing.T, f func()) *OpError {
 	return oe
 }
 
-// gradCheckAllowList names differentiable ops whose gradcheck lives elsewhere.
-var gradCheckAllowList = map[string]string{
-	"conv2d":     "ops_conv tests",
-	"max_pool2d": "ops_conv tests",
-	"avg_pool2d": "ops_conv tests",
-	"batch_norm": "ops_norm tests",
-	"layer_norm": "ops_norm tests",
-}
 
 func TestEveryDifferentiableOpHasGradCheck(t *testing.T) {
 	covered := map[string]bool{}
-	for _, cs := range [][]gradCase{coreGradCases(), nnGradCases(), indexGradCases()} {
+	for _, cs := range [][]gradCase{coreGradCases(), nnGradCases(), indexGradCases(), convGradCases(), normGradCases()} {
 		for _, c := range cs {
 			covered[c.op] = true
 		}
 	}
 	for _, op := range Ops() {
 		if !op.Differentiable || covered[op.Name] {
-			continue
-		}
-		if _, ok := gradCheckAllowList[op.Name]; ok {
 			continue
 		}
 		t.Errorf("differentiable op %q has no gradcheck row; add one to the gradCase tables", op.Name)

@@ -27,7 +27,7 @@ import (
 )
 
 type options struct {
-	model, precision, optLevel, device, dataDir, save, resume string
+	model, precision, optLevel, device, dataDir, save, resume, schedule string
 	epochs, batch, accum, limit                               int
 	lr                                                        float64
 	seed                                                      uint64
@@ -58,7 +58,8 @@ func main() {
 	flag.StringVar(&o.optLevel, "opt-level", "", "O0, O1, O2 or O3 (default: O0 for fp32, O1 otherwise)")
 	flag.IntVar(&o.epochs, "epochs", 3, "training epochs")
 	flag.IntVar(&o.batch, "batch", 128, "examples per optimizer step (split into -accum micro-batches)")
-	flag.Float64Var(&o.lr, "lr", 1e-3, "AdamW learning rate")
+	flag.Float64Var(&o.lr, "lr", 2e-3, "AdamW peak learning rate")
+	flag.StringVar(&o.schedule, "schedule", "cosine", "learning-rate schedule: cosine (anneal to 0 over the run) or constant")
 	flag.IntVar(&o.accum, "accum", 1, "micro-batches per optimizer step (gradient accumulation)")
 	flag.StringVar(&o.device, "device", "", "cpu, cpu:N or cuda:N (default: the best device present)")
 	flag.StringVar(&o.dataDir, "data", "/usr/share/datasets/fashion-mnist", "directory with the Fashion-MNIST IDX files")
@@ -187,6 +188,19 @@ func run(o options, log io.Writer) (summary, error) {
 		return summary{}, err
 	}
 	tr.Gen.Seed(o.seed)
+	micro := o.batch / o.accum
+	stepsPerEpoch := int64(train.Len() / micro / o.accum)
+	switch o.schedule {
+	case "cosine", "":
+		sched, err := optim.NewScheduler(opt, optim.CosineAnnealing{TMax: stepsPerEpoch * int64(o.epochs)})
+		if err != nil {
+			return summary{}, err
+		}
+		tr.Sched = sched
+	case "constant":
+	default:
+		return summary{}, fmt.Errorf("unknown -schedule %q (want cosine or constant)", o.schedule)
+	}
 	startEpoch := 0
 	if o.resume != "" {
 		st, err := amp.Load(o.resume, tr)
@@ -196,7 +210,6 @@ func run(o options, log io.Writer) (summary, error) {
 		startEpoch = st.Epoch
 		fmt.Fprintf(log, "resumed from %s at epoch %d (step %d)\n", o.resume, startEpoch, tr.Steps())
 	}
-	micro := o.batch / o.accum
 	loader, err := data.NewLoader(train, data.LoaderOptions{BatchSize: micro, Shuffle: true, Seed: o.seed, DropLast: true, Shape: shape, Device: dev})
 	if err != nil {
 		return summary{}, err
