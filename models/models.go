@@ -141,11 +141,11 @@ func (t *Transformer) Forward(ids *tensor.Tensor) *tensor.Tensor {
 		panic(&tensor.OpError{Op: "transformer", Msg: fmt.Sprintf("want token ids [N, T≤%d], got %v", t.cfg.SeqLen, ids.Shape())})
 	}
 	T := ids.Shape()[1]
-	x := t.tok.Forward(ids)                                  // [N, T, D]
+	x := nn.Call(t.tok, ids)                                 // [N, T, D]
 	x = x.Add(ids.Context().Bind(t.pos.T).Slice(0, 0, T, 1)) // + position
-	x = t.blocks.Forward(x)
-	x = t.norm.Forward(x.Mean(1)) // mean over tokens → [N, D]
-	return t.head.Forward(x)
+	x = nn.Call(t.blocks, x)
+	x = nn.Call(t.norm, x.Mean(1)) // mean over tokens → [N, D]
+	return nn.Call(t.head, x)
 }
 
 // EncoderBlock is one pre-LayerNorm transformer block.
@@ -178,9 +178,9 @@ func NewEncoderBlock(dim, heads int, dropout float64, init nn.Init) *EncoderBloc
 
 // Forward implements nn.Module.
 func (b *EncoderBlock) Forward(x *tensor.Tensor) *tensor.Tensor {
-	x = x.Add(b.drop.Forward(b.attn.Forward(b.ln1.Forward(x))))
-	h := b.fc2.Forward(b.act.Forward(b.fc1.Forward(b.ln2.Forward(x))))
-	return x.Add(b.drop.Forward(h))
+	x = x.Add(nn.Call(b.drop, nn.Call(b.attn, nn.Call(b.ln1, x))))
+	h := nn.Call(b.fc2, nn.Call(b.act, nn.Call(b.fc1, nn.Call(b.ln2, x))))
+	return x.Add(nn.Call(b.drop, h))
 }
 
 // MultiHeadAttention is scaled dot-product self-attention with Heads heads. Its
@@ -213,10 +213,10 @@ func (m *MultiHeadAttention) Forward(x *tensor.Tensor) *tensor.Tensor {
 	split := func(y *tensor.Tensor) *tensor.Tensor { // [N, T, D] → [N, H, T, Dh]
 		return y.Reshape(n, t, m.heads, dh).Permute(0, 2, 1, 3)
 	}
-	q, k, v := split(m.q.Forward(x)), split(m.k.Forward(x)), split(m.v.Forward(x))
+	q, k, v := split(nn.Call(m.q, x)), split(nn.Call(m.k, x)), split(nn.Call(m.v, x))
 	scores := tensor.MatMul(q, k.T()).MulScalar(1 / math.Sqrt(float64(dh))) // [N, H, T, T]
 	att := tensor.Softmax(scores, -1)
 	y := tensor.MatMul(att, v) // [N, H, T, Dh]
 	y = y.Permute(0, 2, 1, 3).Reshape(n, t, d)
-	return m.out.Forward(y)
+	return nn.Call(m.out, y)
 }

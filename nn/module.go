@@ -56,6 +56,7 @@ type Base struct {
 	name     string // the name under which parent registered this module
 	training bool
 	inited   bool
+	hooks    hookState // forward hooks (hooks.go)
 }
 
 type child struct {

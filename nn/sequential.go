@@ -36,10 +36,11 @@ func (s *Sequential) Len() int { return len(s.layers) }
 // At returns layer i.
 func (s *Sequential) At(i int) Module { return s.layers[i] }
 
-// Forward feeds x through every layer in order.
+// Forward feeds x through every layer in order (through Call, so the layers' hooks
+// run).
 func (s *Sequential) Forward(x *tensor.Tensor) *tensor.Tensor {
 	for _, m := range s.layers {
-		x = m.Forward(x)
+		x = Call(m, x)
 	}
 	return x
 }
