@@ -55,6 +55,9 @@ type Config struct {
 	Accum int
 	// ClipNorm clips the global gradient 2-norm when > 0 (after unscaling).
 	ClipNorm float64
+	// ReportGradNorm computes the gradient norm for Result.GradNorm even when not
+	// clipping (it costs a pass over every gradient).
+	ReportGradNorm bool
 }
 
 // Prepare casts model for the opt level: O2 to Low except KeepFP32 parameters

@@ -160,10 +160,10 @@ func TestAccumulationMatchesFullBatch(t *testing.T) {
 		return m, opt
 	}
 	m1, o1 := mk()
-	full, err := NewTrainer(m1, o1, ce, tensor.CPU, Config{Level: O0})
+	full, err := NewTrainer(m1, o1, ce, tensor.CPU, Config{Level: O0, ReportGradNorm: true})
 	require.NoError(t, err)
 	m4, o4 := mk()
-	acc, err := NewTrainer(m4, o4, ce, tensor.CPU, Config{Level: O0, Accum: 4})
+	acc, err := NewTrainer(m4, o4, ce, tensor.CPU, Config{Level: O0, Accum: 4, ReportGradNorm: true})
 	require.NoError(t, err)
 	for s := 0; s < 3; s++ {
 		x, y := batch(s, 32)

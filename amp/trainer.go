@@ -44,7 +44,7 @@ type Result struct {
 	Loss     float64 // mean loss over the micro-batches (unscaled)
 	Skipped  bool    // the step was skipped because a gradient was Inf or NaN
 	Scale    float64 // the loss scale after the update
-	GradNorm float64 // global 2-norm of the unscaled gradients before clipping
+	GradNorm float64 // global 2-norm of the unscaled gradients before clipping (NaN unless ClipNorm > 0 or ReportGradNorm)
 	Step     int64   // optimizer steps taken so far (skipped ones included)
 }
 
@@ -140,7 +140,10 @@ func (t *Trainer) Step(xs, ys []*tensor.Tensor) (Result, error) {
 		total += l
 	}
 	t.Scaler.Unscale(t.Opt)
-	norm := optim.ClipGradNorm(t.Opt.MasterGrads(), clipOrInf(t.cfg.ClipNorm), 2)
+	norm := math.NaN()
+	if t.cfg.ClipNorm > 0 || t.cfg.ReportGradNorm {
+		norm = optim.ClipGradNorm(t.Opt.MasterGrads(), clipOrInf(t.cfg.ClipNorm), 2)
+	}
 	stepped := t.Scaler.Step(t.Opt)
 	uerr := t.Scaler.Update()
 	if t.Sched != nil {

@@ -135,17 +135,26 @@ func scaled(t *tensor.Tensor, s float64) *tensor.Tensor {
 // Config returns the configuration with defaults filled in.
 func (t *Transformer) Config() TransformerConfig { return t.cfg }
 
-// Forward implements nn.Module.
-func (t *Transformer) Forward(ids *tensor.Tensor) *tensor.Tensor {
+// Blocks returns the chain of encoder blocks (to checkpoint it, for example).
+func (t *Transformer) Blocks() *nn.Sequential { return t.blocks }
+
+// Embed returns token plus position embeddings of ids [N, T]: the blocks' input.
+func (t *Transformer) Embed(ids *tensor.Tensor) *tensor.Tensor {
 	if ids.Dim() != 2 || ids.Shape()[1] > t.cfg.SeqLen {
 		panic(&tensor.OpError{Op: "transformer", Msg: fmt.Sprintf("want token ids [N, T≤%d], got %v", t.cfg.SeqLen, ids.Shape())})
 	}
-	T := ids.Shape()[1]
-	x := nn.Call(t.tok, ids)                                 // [N, T, D]
-	x = x.Add(ids.Context().Bind(t.pos.T).Slice(0, 0, T, 1)) // + position
-	x = nn.Call(t.blocks, x)
-	x = nn.Call(t.norm, x.Mean(1)) // mean over tokens → [N, D]
-	return nn.Call(t.head, x)
+	x := nn.Call(t.tok, ids) // [N, T, D]
+	return x.Add(ids.Context().Bind(t.pos.T).Slice(0, 0, ids.Shape()[1], 1))
+}
+
+// Head pools the blocks' output [N, T, D] over tokens and classifies it.
+func (t *Transformer) Head(x *tensor.Tensor) *tensor.Tensor {
+	return nn.Call(t.head, nn.Call(t.norm, x.Mean(1)))
+}
+
+// Forward implements nn.Module.
+func (t *Transformer) Forward(ids *tensor.Tensor) *tensor.Tensor {
+	return t.Head(nn.Call(t.blocks, t.Embed(ids)))
 }
 
 // EncoderBlock is one pre-LayerNorm transformer block.

@@ -27,7 +27,9 @@ type Tensor struct {
 	name         string
 	origin       string // creating source line, when debug tracking is on
 
-	released atomic.Bool
+	// released is set once the tensor gave up its storage. It lives in its own
+	// allocation so the GC cleanup can watch it without keeping the tensor alive.
+	released *atomic.Bool
 }
 
 // storageRef counts the tensors that share a storage, so the storage is freed exactly
@@ -87,7 +89,7 @@ func allocTensor(c *Context, dt DType, dev Device, shape Shape) *Tensor {
 	}
 	ref := &storageRef{s: s, b: b}
 	ref.refs.Store(1)
-	t := &Tensor{ref: ref, shape: shape.Clone(), strides: contiguousStrides(shape), dtype: dt, device: dev}
+	t := &Tensor{ref: ref, shape: shape.Clone(), strides: contiguousStrides(shape), dtype: dt, device: dev, released: new(atomic.Bool)}
 	adopt(c, t)
 	return t
 }
@@ -104,7 +106,7 @@ func adopt(c *Context, t *Tensor) {
 		c.track(t)
 		return
 	}
-	runtime.AddCleanup(t, func(r *releaseToken) { r.run() }, &releaseToken{ref: t.ref, done: &t.released})
+	runtime.AddCleanup(t, func(r *releaseToken) { r.run() }, &releaseToken{ref: t.ref, done: t.released})
 }
 
 // adoptInto moves an untracked tensor (made by allocTensor(nil, …)) under c.
@@ -132,7 +134,7 @@ func (r *releaseToken) run() {
 func (t *Tensor) view(c *Context, shape Shape, strides []int, offset int) *Tensor {
 	t.mustLive("view")
 	t.ref.retain()
-	v := &Tensor{ref: t.ref, shape: shape, strides: strides, offset: offset, dtype: t.dtype, device: t.device}
+	v := &Tensor{ref: t.ref, shape: shape, strides: strides, offset: offset, dtype: t.dtype, device: t.device, released: new(atomic.Bool)}
 	adopt(c, v)
 	return v
 }
@@ -316,7 +318,7 @@ func FromSlice[T Element](data []T, shape Shape, opts ...Option) *Tensor {
 		if o.ctx != nil {
 			// Move under the context: it owns the storage from now on.
 			src.released.Store(true)
-			t := &Tensor{ref: src.ref, shape: src.shape, strides: src.strides, dtype: src.dtype, device: src.device}
+			t := &Tensor{ref: src.ref, shape: src.shape, strides: src.strides, dtype: src.dtype, device: src.device, released: new(atomic.Bool)}
 			adopt(o.ctx, t)
 			t.requiresGrad = o.requiresGrad
 			return t

@@ -3,8 +3,10 @@ package tensor
 import (
 	"errors"
 	"math"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/stretchr/testify/require"
@@ -371,4 +373,17 @@ func TestOpRegistryRowsHaveCategories(t *testing.T) {
 	require.Equal(t, FP32, s.Cast)
 	a, _ := LookupOp("add")
 	require.Equal(t, Promote, a.Cast)
+}
+
+// A tensor outside every Context that nobody references is freed by the GC cleanup
+// (the last resort: the token must not keep the tensor itself alive).
+func TestUntrackedTensorFreedByGC(t *testing.T) {
+	dev := CPUDevice(6)
+	before := cpuAllocated(t, dev)
+	func() { Zeros(Shape{1 << 16}, WithDevice(dev)) }()
+	for i := 0; i < 50 && cpuAllocated(t, dev) != before; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(t, before, cpuAllocated(t, dev))
 }

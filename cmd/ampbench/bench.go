@@ -1,0 +1,456 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gamp-ml/gamp/amp"
+	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/backend/cpu"
+	"github.com/gamp-ml/gamp/data"
+	"github.com/gamp-ml/gamp/models"
+	"github.com/gamp-ml/gamp/nn"
+	"github.com/gamp-ml/gamp/optim"
+	"github.com/gamp-ml/gamp/scaler"
+	"github.com/gamp-ml/gamp/tensor"
+)
+
+// The optimizer every configuration trains with.
+var sgdConfig = optim.SGDConfig{LR: 0.01, Momentum: 0.9}
+
+// maxPool bounds the distinct batches generated: steps past it reuse them in turn.
+const maxPool = 8
+
+// variant is one precision setting to compare.
+type variant struct {
+	precision string       // fp32, fp16 or bf16
+	level     amp.OptLevel // O0 for fp32
+	low       tensor.DType // the half dtype; 0 for fp32
+}
+
+func (v variant) String() string {
+	if v.low == 0 {
+		return v.precision
+	}
+	return v.precision + " " + v.level.String()
+}
+
+// plan is the validated options.
+type plan struct {
+	options
+	variants []variant
+	dev      tensor.Device // the requested device (its kind decides the per-configuration devices)
+	micro    int           // examples per micro-batch
+}
+
+// resolve checks the options; every error is a usageError.
+func resolve(o options) (plan, error) {
+	p := plan{options: o}
+	if _, ok := modelBatch[o.model]; !ok {
+		return p, usagef("unknown -model %q (want mlp, cnn or transformer)", o.model)
+	}
+	if o.batch == 0 {
+		p.batch = modelBatch[o.model]
+	}
+	switch {
+	case p.batch < 0:
+		return p, usagef("-batch must be ≥ 1, got %d", p.batch)
+	case o.steps <= 0:
+		return p, usagef("-steps must be ≥ 1, got %d", o.steps)
+	case o.warmup < 0:
+		return p, usagef("-warmup must be ≥ 0, got %d", o.warmup)
+	case o.accum <= 0:
+		return p, usagef("-accum must be ≥ 1, got %d", o.accum)
+	case p.batch%o.accum != 0:
+		return p, usagef("-batch %d is not divisible by -accum %d (the batch is split into -accum micro-batches)", p.batch, o.accum)
+	}
+	p.micro = p.batch / o.accum
+	if o.plot != "" {
+		if _, err := plotFormat(o.plot); err != nil {
+			return p, err
+		}
+	}
+	var err error
+	if p.variants, err = parseVariants(o.precision, o.optLevel); err != nil {
+		return p, err
+	}
+	if p.dev, err = pickDevice(o.device); err != nil {
+		return p, err
+	}
+	if p.dev.Kind == backend.KindCPU {
+		p.dev = tensor.CPU // the configurations get cpu:1, cpu:2, … whichever was named
+	}
+	if p.dev.Kind == backend.KindCPU && len(p.variants) > cpu.MaxDevices-1 {
+		return p, usagef("%d configurations do not fit on the %d logical CPU devices (cpu:1 … cpu:%d)", len(p.variants), cpu.MaxDevices-1, cpu.MaxDevices-1)
+	}
+	return p, nil
+}
+
+// modelBatch is the default batch of each model, and the set of model names.
+var modelBatch = map[string]int{"mlp": 256, "cnn": 128, "transformer": 32}
+
+// parseVariants expands the precision list: fp32 once at O0, each half precision at
+// each opt level.
+func parseVariants(precisions, levels string) ([]variant, error) {
+	var lv []amp.OptLevel
+	for _, s := range splitList(levels) {
+		l, err := amp.ParseOptLevel(s)
+		if err != nil {
+			return nil, usagef("bad -opt-level: %v", err)
+		}
+		if l == amp.O0 {
+			return nil, usagef("-opt-level O0 is plain FP32; list fp32 in -precision instead and give O1, O2 or O3 for the half precisions")
+		}
+		if slices.Contains(lv, l) {
+			return nil, usagef("-opt-level lists %s twice", l)
+		}
+		lv = append(lv, l)
+	}
+	var out []variant
+	seen := map[string]bool{}
+	for _, s := range splitList(precisions) {
+		var v variant
+		switch strings.ToLower(s) {
+		case "fp32", "float32":
+			v = variant{precision: "fp32", level: amp.O0}
+		case "fp16", "float16", "half":
+			v = variant{precision: "fp16", low: tensor.Float16}
+		case "bf16", "bfloat16":
+			v = variant{precision: "bf16", low: tensor.BFloat16}
+		default:
+			return nil, usagef("unknown precision %q in -precision (want fp32, fp16 or bf16, comma-separated)", s)
+		}
+		if seen[v.precision] {
+			return nil, usagef("-precision lists %s twice", v.precision)
+		}
+		seen[v.precision] = true
+		if v.low == 0 {
+			out = append(out, v)
+			continue
+		}
+		if len(lv) == 0 {
+			return nil, usagef("-opt-level is empty; give O1, O2 or O3 for %s", v.precision)
+		}
+		for _, l := range lv {
+			v.level = l
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return nil, usagef("-precision is empty; give e.g. fp32,fp16,bf16")
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// pickDevice returns the requested device, or the best one present: CUDA when it
+// opens, else the CPU.
+func pickDevice(name string) (tensor.Device, error) {
+	if name == "" {
+		if _, err := backend.Get(tensor.CUDA(0)); err == nil {
+			return tensor.CUDA(0), nil
+		}
+		return tensor.CPU, nil
+	}
+	d, err := tensor.ParseDevice(name)
+	if err != nil {
+		return d, usagef("bad -device: %v", err)
+	}
+	if _, err := backend.Get(d); err != nil {
+		return d, usagef("-device %s is not available: %v", d, err)
+	}
+	return d, nil
+}
+
+// buildModel returns a freshly initialised network on the default device.
+func buildModel(kind string, seed uint64) nn.Module {
+	init := nn.Seeded(seed)
+	switch kind {
+	case "cnn":
+		return models.FashionCNN(models.CNNConfig{}, init)
+	case "transformer":
+		return models.NewTransformer(models.TransformerConfig{}, init)
+	}
+	return models.MLP(784, []int{1024, 1024}, 10, init)
+}
+
+// describe names the network for the header.
+func describe(kind string) string {
+	switch kind {
+	case "cnn":
+		return "Fashion-MNIST CNN: 2×[conv 5×5 + BatchNorm + ReLU + max-pool] 16/32 channels, linear 1568-128-10"
+	case "transformer":
+		c := transformerConfig()
+		return fmt.Sprintf("transformer encoder: %d layers, width %d, %d heads, %d tokens of %d, %d classes",
+			c.Layers, c.Dim, c.Heads, c.SeqLen, c.Vocab, c.Classes)
+	}
+	return "MLP 784-1024-1024-10, ReLU"
+}
+
+// transformerConfig is the default transformer configuration with its defaults
+// filled in.
+var transformerConfig = sync.OnceValue(func() models.TransformerConfig {
+	m := models.NewTransformer(models.TransformerConfig{}, nn.Seeded(0))
+	defer releaseModel(m)
+	return m.Config()
+})
+
+// releaseModel frees m's parameters, buffers and gradients.
+func releaseModel(m nn.Module) {
+	for _, p := range append(m.Params(), m.Buffers()...) {
+		p.T.ZeroGrad()
+		p.T.Release()
+	}
+}
+
+// hostBatch is one micro-batch on the host: float32 features or int64 token ids, and
+// int64 labels.
+type hostBatch struct {
+	x     []float32
+	ids   []int64
+	y     []int64
+	shape tensor.Shape
+}
+
+// upload copies the batch to dev as tensors outside any Context (the caller releases
+// them).
+func (b hostBatch) upload(dev tensor.Device) (x, y *tensor.Tensor) {
+	if b.ids != nil {
+		x = tensor.FromSlice(b.ids, b.shape, tensor.WithDevice(dev))
+	} else {
+		x = tensor.FromSlice(b.x, b.shape, tensor.WithDevice(dev))
+	}
+	return x, tensor.FromSlice(b.y, tensor.Shape{len(b.y)}, tensor.WithDevice(dev))
+}
+
+// makeBatches generates n micro-batches of size micro once; every configuration
+// trains on the same ones. The MLP and the CNN see Fashion-MNIST-shaped Gaussian
+// blobs, the transformer random tokens with random labels.
+func makeBatches(kind string, n, micro int, seed uint64) []hostBatch {
+	out := make([]hostBatch, n)
+	if kind == "transformer" {
+		c := transformerConfig()
+		r := rand.New(rand.NewPCG(seed, 0x70c3))
+		for i := range out {
+			b := hostBatch{ids: make([]int64, micro*c.SeqLen), y: make([]int64, micro), shape: tensor.Shape{micro, c.SeqLen}}
+			for j := range b.ids {
+				b.ids[j] = r.Int64N(int64(c.Vocab))
+			}
+			for j := range b.y {
+				b.y[j] = r.Int64N(int64(c.Classes))
+			}
+			out[i] = b
+		}
+		return out
+	}
+	ds := data.Synthetic(n*micro, 10, tensor.Shape{1, 28, 28}, seed)
+	f := ds.Features()
+	for i := range out {
+		b := hostBatch{x: make([]float32, 0, micro*f), y: make([]int64, micro), shape: tensor.Shape{micro, 1, 28, 28}}
+		for j := range micro {
+			x, y := ds.Example(i*micro + j)
+			b.x = append(b.x, x...)
+			b.y[j] = y
+		}
+		out[i] = b
+	}
+	return out
+}
+
+// bench is one configuration being measured.
+type bench struct {
+	variant
+	dev   tensor.Device
+	be    backend.Backend
+	model nn.Module
+	tr    *amp.Trainer
+
+	times   []time.Duration // timed steps
+	held    int64           // bytes held between steps: params, optimizer state, masters
+	peak    int64           // highest bytes in use during a timed step
+	act     int64           // highest bytes a timed step added to what was held before it (inputs included)
+	skipped int
+	loss    float64
+}
+
+// alloc is the bytes the configuration's device has in use.
+func (b *bench) alloc() int64 { return b.be.MemoryStats().Allocated }
+
+// setup builds the model on b.dev, prepares it for the opt level and makes the
+// optimizer and trainer. What it leaves allocated is the configuration's held memory.
+func (b *bench) setup(p plan) (err error) {
+	if b.be, err = backend.Get(b.dev); err != nil {
+		return fmt.Errorf("%s: %w", b.dev, err)
+	}
+	before := b.alloc()
+	b.model = buildModel(p.model, p.seed)
+	nn.To(b.model, b.dev)
+	if p.checkpoint {
+		if b.model, err = withCheckpointing(b.model); err != nil {
+			return err
+		}
+	}
+	low := b.low
+	if low == 0 {
+		low = tensor.BFloat16 // unused at O0
+	}
+	amp.Prepare(b.model, b.level, low)
+	opt, err := optim.NewSGD(b.model.Params(), sgdConfig)
+	if err != nil {
+		return err
+	}
+	loss := func(out, y *tensor.Tensor) *tensor.Tensor { return tensor.CrossEntropy(out, y, 0) }
+	b.tr, err = amp.NewTrainer(b.model, opt, loss, b.dev, amp.Config{Level: b.level, Low: low, Accum: p.accum})
+	if err != nil {
+		return err
+	}
+	b.tr.Gen.Seed(p.seed)
+	b.held = b.alloc() - before
+	return nil
+}
+
+// step runs one optimizer step on batches and records it. Memory is accounted in
+// deltas of the device's counters, so the figures are this configuration's own even
+// when configurations share a device (CUDA).
+func (b *bench) step(batches []hostBatch, timed bool) error {
+	a0 := b.alloc()
+	xs := make([]*tensor.Tensor, len(batches))
+	ys := make([]*tensor.Tensor, len(batches))
+	for i, hb := range batches {
+		xs[i], ys[i] = hb.upload(b.dev)
+	}
+	defer func() {
+		for i := range xs {
+			xs[i].Release()
+			ys[i].Release()
+		}
+	}()
+	b.be.ResetPeak()
+	start := time.Now()
+	res, err := b.tr.Step(xs, ys)
+	if err != nil && !errors.Is(err, scaler.ErrSkipAlarm) {
+		return fmt.Errorf("%s: step: %w", b.variant, err)
+	}
+	if err := b.be.Synchronize(); err != nil {
+		return fmt.Errorf("%s: %w", b.variant, err)
+	}
+	took := time.Since(start)
+	pk := b.be.MemoryStats().PeakAllocated
+	for i := range xs {
+		xs[i].Release()
+		ys[i].Release()
+	}
+	heldBefore := b.held
+	b.held += b.alloc() - a0
+	if res.Skipped {
+		b.skipped++
+	}
+	b.loss = res.Loss
+	if timed {
+		b.times = append(b.times, took)
+		b.act = max(b.act, pk-a0)
+		b.peak = max(b.peak, heldBefore+(pk-a0))
+	}
+	return nil
+}
+
+// release frees the model's tensors. optim offers no way to release the optimizer's
+// state (momentum buffers, masters): that is left to the GC.
+func (b *bench) release() {
+	if b.model == nil {
+		return
+	}
+	releaseModel(b.model)
+	b.model, b.tr = nil, nil
+}
+
+// run measures every configuration and writes the report.
+func run(o options, stdout, stderr io.Writer) error {
+	p, err := resolve(o)
+	if err != nil {
+		return err
+	}
+	benches := make([]*bench, len(p.variants))
+	for i, v := range p.variants {
+		dev := p.dev
+		if dev.Kind == backend.KindCPU {
+			// A logical device per configuration: its allocator statistics are its own.
+			dev = tensor.CPUDevice(1 + i)
+		}
+		benches[i] = &bench{variant: v, dev: dev}
+	}
+	defer settle(benches)
+	for _, b := range benches {
+		if err := b.setup(p); err != nil {
+			return err
+		}
+	}
+	rounds := p.warmup + p.steps
+	pool := makeBatches(p.model, min(rounds, maxPool)*p.accum, p.micro, p.seed)
+	if !p.jsonOut {
+		fmt.Fprintf(stderr, "ampbench: %d configurations × %d steps (%d warm-up), interleaved…\n", len(benches), rounds, p.warmup)
+	}
+	for r := range rounds {
+		k := (r % (len(pool) / p.accum)) * p.accum
+		for _, b := range benches {
+			if err := b.step(pool[k:k+p.accum], r >= p.warmup); err != nil {
+				return err
+			}
+		}
+	}
+	rep := newReport(p, benches)
+	if p.plot != "" {
+		if err := writePlot(p.plot, rep); err != nil {
+			return err
+		}
+	}
+	if p.jsonOut {
+		return rep.writeJSON(stdout)
+	}
+	rep.writeTable(stdout)
+	return nil
+}
+
+// settle releases the models and gives the GC a moment to return what is left (the
+// optimizer state, which optim offers no way to release), so that a later run in the
+// same process (the tests) does not see those frees in the middle of its steps. It
+// waits until the CPU devices' counters are zero or stop moving.
+func settle(benches []*bench) {
+	for _, b := range benches {
+		b.release()
+	}
+	total := func() (n int64) {
+		for _, b := range benches {
+			if b.be != nil && b.dev.Kind == backend.KindCPU {
+				n += b.alloc()
+			}
+		}
+		return n
+	}
+	last := int64(-1)
+	for range 20 {
+		runtime.GC()
+		n := total()
+		if n == 0 || n == last {
+			return
+		}
+		last = n
+		time.Sleep(5 * time.Millisecond)
+	}
+}

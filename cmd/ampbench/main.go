@@ -1,0 +1,113 @@
+// Command ampbench measures what mixed precision buys on one model: time per step and
+// memory for FP32 and each half precision, trained side by side in one process.
+//
+//	ampbench -model mlp                          # fp32 (O0), fp16 and bf16 (O1)
+//	ampbench -model cnn -opt-level O1,O2 -json   # one JSON document on stdout
+//	ampbench -model transformer -plot bench.svg  # time and memory as bar charts
+//
+// Every configuration trains its own copy of the model (same seeded initialisation,
+// same synthetic batches) with SGD and cross-entropy through amp.Trainer. The
+// configurations take turns step by step (A B C A B C …), so a machine that speeds up
+// or slows down during the run affects them all alike. On the CPU each configuration
+// runs on a logical device of its own, so the allocator statistics are its own.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// options are the command-line flags; run validates them.
+type options struct {
+	model      string // mlp, cnn or transformer
+	precision  string // comma-separated: fp32, fp16, bf16
+	optLevel   string // comma-separated opt levels for the half precisions
+	steps      int    // timed steps per configuration
+	warmup     int    // untimed steps before them
+	batch      int    // examples per optimizer step; 0: the model's default
+	accum      int    // micro-batches per step (the batch is split into them)
+	device     string // "" (best present), cpu or cuda:N
+	checkpoint bool   // activation checkpointing over the model's layer chain
+	seed       uint64
+	jsonOut    bool
+	plot       string // .png or .svg file to draw; "" for none
+}
+
+// defaultOptions are the flag defaults.
+func defaultOptions() options {
+	return options{
+		model: "mlp", precision: "fp32,fp16,bf16", optLevel: "O1",
+		steps: 20, warmup: 3, accum: 1, seed: 1,
+	}
+}
+
+// usageError is a bad flag value: main exits with status 2 for it.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// parseArgs parses the command line. -h returns flag.ErrHelp after printing the usage
+// to stderr.
+func parseArgs(args []string, stderr io.Writer) (options, error) {
+	o := defaultOptions()
+	fs := flag.NewFlagSet("ampbench", flag.ContinueOnError)
+	fs.StringVar(&o.model, "model", o.model, "mlp (784-1024-1024-10), cnn (Fashion-MNIST CNN) or transformer (small encoder, random tokens)")
+	fs.StringVar(&o.precision, "precision", o.precision, "comma-separated precisions to compare: fp32 (always O0), fp16, bf16")
+	fs.StringVar(&o.optLevel, "opt-level", o.optLevel, "opt level(s) for the half precisions, comma-separated: O1, O2, O3")
+	fs.IntVar(&o.steps, "steps", o.steps, "timed steps per configuration")
+	fs.IntVar(&o.warmup, "warmup", o.warmup, "untimed warm-up steps per configuration")
+	fs.IntVar(&o.batch, "batch", 0, "examples per optimizer step (default 256 for mlp, 128 for cnn, 32 for transformer)")
+	fs.IntVar(&o.accum, "accum", o.accum, "micro-batches per step: the batch is split into this many (gradient accumulation)")
+	fs.StringVar(&o.device, "device", "", "cpu or cuda:N (default: CUDA when present, else the CPU)")
+	fs.BoolVar(&o.checkpoint, "checkpoint", false, "recompute activations in backward (activation checkpointing, √n segments of the layer chain)")
+	fs.Uint64Var(&o.seed, "seed", o.seed, "seed of the initialisation and the synthetic data")
+	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON document instead of the table")
+	fs.StringVar(&o.plot, "plot", "", "also draw time per step and memory to `FILE` (.png or .svg)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: ampbench [flags]\n\nCompares time per step and memory of FP32 and mixed precision on one model.\n\n")
+		fs.PrintDefaults()
+	}
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.Usage()
+			return o, err
+		}
+		return o, usagef("%v (ampbench -h lists the flags)", err)
+	}
+	if fs.NArg() > 0 {
+		return o, usagef("unexpected argument %q (ampbench takes flags only)", fs.Arg(0))
+	}
+	batchSet := false
+	fs.Visit(func(f *flag.Flag) { batchSet = batchSet || f.Name == "batch" })
+	if batchSet && o.batch <= 0 {
+		return o, usagef("-batch must be ≥ 1, got %d", o.batch)
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseArgs(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err == nil {
+		err = run(o, os.Stdout, os.Stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ampbench:", err)
+		var u *usageError
+		if errors.As(err, &u) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets TestExitStatus run the real main in a child process.
+func TestMain(m *testing.M) {
+	if os.Getenv("AMPBENCH_RUN_MAIN") == "1" {
+		os.Args = append([]string{"ampbench"}, strings.Fields(os.Getenv("AMPBENCH_ARGS"))...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// tiny returns options for a fast run of model.
+func tiny(model string, batch int) options {
+	o := defaultOptions()
+	o.model, o.batch, o.steps, o.warmup, o.jsonOut = model, batch, 2, 1, true
+	return o
+}
+
+// runJSON runs o and returns the raw document and its decoded report.
+func runJSON(t *testing.T, o options) (map[string]any, report) {
+	t.Helper()
+	var out bytes.Buffer
+	require.NoError(t, run(o, &out, io.Discard))
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(out.Bytes(), &raw), out.String())
+	var rep report
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	return raw, rep
+}
+
+var (
+	topKeys    = []string{"batch", "device", "model", "results", "steps"}
+	resultKeys = []string{
+		"accum", "activation_memory_bytes", "checkpoint", "final_loss", "max_ms", "median_ms", "min_ms",
+		"opt_level", "param_optimizer_memory_bytes", "peak_memory_bytes", "precision", "samples_per_second",
+		"skipped_steps", "speedup_vs_fp32",
+	}
+)
+
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
+
+func TestJSONPerModel(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		batch int
+	}{{"mlp", 32}, {"cnn", 8}, {"transformer", 4}} {
+		t.Run(tc.model, func(t *testing.T) {
+			raw, rep := runJSON(t, tiny(tc.model, tc.batch))
+			require.Equal(t, topKeys, sortedKeys(raw))
+			for _, r := range raw["results"].([]any) {
+				require.Equal(t, resultKeys, sortedKeys(r.(map[string]any)))
+			}
+			assert.Equal(t, tc.model, rep.Model)
+			assert.Equal(t, "cpu", rep.Device)
+			assert.Equal(t, tc.batch, rep.Batch)
+			assert.Equal(t, 2, rep.Steps)
+			require.Len(t, rep.Results, 3)
+			var precisions []string
+			for _, r := range rep.Results {
+				precisions = append(precisions, r.Precision)
+				assert.Equal(t, 1, r.Accum)
+				assert.False(t, r.Checkpoint)
+				assert.Positive(t, r.MedianMS)
+				assert.LessOrEqual(t, r.MinMS, r.MedianMS)
+				assert.LessOrEqual(t, r.MedianMS, r.MaxMS)
+				assert.InDelta(t, float64(tc.batch)/(r.MedianMS/1000), r.SamplesPerSecond, 1e-6*r.SamplesPerSecond)
+				require.NotNil(t, r.SpeedupVsFP32)
+				assert.Positive(t, *r.SpeedupVsFP32)
+				assert.Positive(t, r.PeakMemory)
+				assert.Positive(t, r.ActivationMemory)
+				assert.Positive(t, r.ParamOptimMemory)
+				// After warm-up the held memory is stable, so the peak is exactly what
+				// is held plus what a step adds.
+				assert.Equal(t, r.ParamOptimMemory+r.ActivationMemory, r.PeakMemory, r.Precision)
+				if r.Precision != "fp16" { // fp16 may skip while its loss scale settles
+					assert.Zero(t, r.SkippedSteps)
+				}
+				require.NotNil(t, r.FinalLoss)
+				assert.Positive(t, *r.FinalLoss)
+			}
+			assert.Equal(t, []string{"fp32", "fp16", "bf16"}, precisions)
+			assert.Equal(t, 1.0, *rep.Results[0].SpeedupVsFP32)
+			assert.Equal(t, "O0", rep.Results[0].OptLevel)
+			assert.Equal(t, "O1", rep.Results[1].OptLevel)
+			if tc.model == "mlp" {
+				// Same init, same batches: the precisions train alike.
+				for _, r := range rep.Results[1:] {
+					assert.InDelta(t, *rep.Results[0].FinalLoss, *r.FinalLoss, 0.05)
+				}
+			}
+		})
+	}
+}
+
+// At O1 the weights stay FP32, so params+optimizer memory equals FP32's, and the
+// activations are stored in half. With the MLP's default batch the step's peak is in
+// the gradient-norm pass (float64 copies of the largest gradient) rather than in the
+// activations, so a batch of 1024 is needed to see the activations dominate.
+func TestHalfSavesActivationMemory(t *testing.T) {
+	o := tiny("mlp", 1024)
+	o.steps = 1
+	_, rep := runJSON(t, o)
+	fp32 := rep.Results[0]
+	for _, r := range rep.Results[1:] {
+		assert.Less(t, r.ActivationMemory, fp32.ActivationMemory, r.Precision)
+		assert.Less(t, r.PeakMemory, fp32.PeakMemory, r.Precision)
+		assert.Equal(t, fp32.ParamOptimMemory, r.ParamOptimMemory, r.Precision)
+	}
+}
+
+func TestOptLevelsAndNoFP32(t *testing.T) {
+	o := tiny("mlp", 16)
+	o.precision, o.optLevel, o.accum = "bf16", "O1,O2", 2
+	_, rep := runJSON(t, o)
+	require.Len(t, rep.Results, 2)
+	assert.Equal(t, "O1", rep.Results[0].OptLevel)
+	assert.Equal(t, "O2", rep.Results[1].OptLevel)
+	for _, r := range rep.Results {
+		assert.Nil(t, r.SpeedupVsFP32, "no fp32 row: speedup is null")
+		assert.Equal(t, 2, r.Accum)
+	}
+	// O2 keeps bf16 weights plus FP32 masters and momentum: 2+4+4 bytes per parameter
+	// against O1's 4+4.
+	assert.Greater(t, rep.Results[1].ParamOptimMemory, rep.Results[0].ParamOptimMemory)
+}
+
+func TestTable(t *testing.T) {
+	o := tiny("mlp", 16)
+	o.jsonOut, o.steps = false, 1
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(o, &out, &errOut))
+	s := out.String()
+	for _, want := range []string{"model:  mlp", "device: cpu", "host:   go", "batch 16", "median ms", "params+optim", "fp32 ", "fp16 O1", "bf16 O1", "1.00x"} {
+		assert.Contains(t, s, want)
+	}
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	table := lines[len(lines)-4:]
+	for _, l := range table[1:] {
+		assert.Len(t, []rune(l), len([]rune(table[0])), "rows align with the header")
+	}
+}
+
+func TestPlot(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"bench.png", "bench.svg"} {
+		t.Run(name, func(t *testing.T) {
+			o := tiny("mlp", 16)
+			o.steps, o.warmup = 1, 0
+			o.plot = filepath.Join(dir, name)
+			runJSON(t, o)
+			b, err := os.ReadFile(o.plot)
+			require.NoError(t, err)
+			require.NotEmpty(t, b)
+			if strings.HasSuffix(name, ".png") {
+				assert.True(t, bytes.HasPrefix(b, []byte("\x89PNG")))
+			} else {
+				assert.Contains(t, string(b), "<svg")
+				assert.Contains(t, string(b), "fp16 O1")
+			}
+		})
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-model", "resnet"},
+		{"-precision", "fp8"},
+		{"-precision", "fp32,fp32"},
+		{"-precision", ""},
+		{"-opt-level", "O4"},
+		{"-opt-level", "O0"},
+		{"-steps", "0"},
+		{"-steps", "-3"},
+		{"-warmup", "-1"},
+		{"-batch", "0"},
+		{"-batch", "-5"},
+		{"-accum", "0"},
+		{"-batch", "10", "-accum", "3"},
+		{"-plot", "out.pdf"},
+		{"-plot", "out"},
+		{"-device", "cuda:0"},
+		{"-device", "tpu"},
+		{"-device", "cpu:99"},
+		{"-no-such-flag"},
+		{"extra"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			o, err := parseArgs(args, io.Discard)
+			if err == nil {
+				err = run(o, io.Discard, io.Discard)
+			}
+			require.Error(t, err)
+			var u *usageError
+			assert.True(t, errors.As(err, &u), "%v is a usage error", err)
+		})
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	o, err := parseArgs([]string{"-model", "cnn", "-precision", "bf16", "-opt-level", "O2", "-steps", "5", "-json", "-plot", "x.svg", "-seed", "7"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "cnn", o.model)
+	assert.Equal(t, "bf16", o.precision)
+	assert.Equal(t, 5, o.steps)
+	assert.Equal(t, 3, o.warmup)
+	assert.Equal(t, 0, o.batch, "0 asks for the model's default")
+	assert.Equal(t, uint64(7), o.seed)
+	assert.True(t, o.jsonOut)
+	p, err := resolve(o)
+	require.NoError(t, err)
+	assert.Equal(t, 128, p.batch)
+	_, err = parseArgs([]string{"-h"}, io.Discard)
+	assert.ErrorIs(t, err, flag.ErrHelp)
+}
+
+func TestExitStatus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	for _, tc := range []struct {
+		args string
+		code int
+		msg  string
+	}{
+		{"-model nope", 2, "unknown -model"},
+		{"-steps 0", 2, "-steps must be"},
+		{"-plot x.gif", 2, ".png or .svg"},
+		{"-h", 0, "usage: ampbench"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "AMPBENCH_RUN_MAIN=1", "AMPBENCH_ARGS="+tc.args)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		assert.Equal(t, tc.code, code, tc.args)
+		assert.Contains(t, string(out), tc.msg, tc.args)
+	}
+}
+
+// Checkpointing recomputes the same forward, so the losses match the plain run
+// exactly; on the CNN (12 layers, 3 segments) it lowers the activation memory.
+func TestCheckpoint(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		batch int
+	}{{"mlp", 32}, {"cnn", 16}, {"transformer", 4}} {
+		t.Run(tc.model, func(t *testing.T) {
+			o := tiny(tc.model, tc.batch)
+			o.precision, o.steps = "fp32,bf16", 1
+			_, plain := runJSON(t, o)
+			o.checkpoint = true
+			_, ck := runJSON(t, o)
+			require.Len(t, ck.Results, 2)
+			for i, r := range ck.Results {
+				assert.True(t, r.Checkpoint)
+				assert.False(t, plain.Results[i].Checkpoint)
+				assert.Equal(t, *plain.Results[i].FinalLoss, *r.FinalLoss, r.Precision)
+				assert.Equal(t, plain.Results[i].ParamOptimMemory, r.ParamOptimMemory, r.Precision)
+				if tc.model == "cnn" {
+					assert.Less(t, r.ActivationMemory, plain.Results[i].ActivationMemory, r.Precision)
+				}
+			}
+		})
+	}
+}
+
+func TestSegmentsFor(t *testing.T) {
+	for n, want := range map[int]int{0: 1, 1: 1, 2: 2, 3: 2, 6: 2, 12: 3, 16: 4} {
+		assert.Equal(t, want, segmentsFor(n), "n=%d", n)
+	}
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gamp-ml/gamp/backend"
+)
+
+// report is the JSON document -json prints.
+type report struct {
+	Model   string   `json:"model"`
+	Device  string   `json:"device"`
+	Batch   int      `json:"batch"`
+	Steps   int      `json:"steps"`
+	Results []result `json:"results"`
+
+	plan    plan
+	backend string // the device's backend description
+}
+
+// result is one configuration's row.
+type result struct {
+	Precision        string   `json:"precision"`
+	OptLevel         string   `json:"opt_level"`
+	Checkpoint       bool     `json:"checkpoint"`
+	Accum            int      `json:"accum"`
+	MedianMS         float64  `json:"median_ms"`
+	MinMS            float64  `json:"min_ms"`
+	MaxMS            float64  `json:"max_ms"`
+	SamplesPerSecond float64  `json:"samples_per_second"`
+	SpeedupVsFP32    *float64 `json:"speedup_vs_fp32"` // null when fp32 was not measured
+	PeakMemory       int64    `json:"peak_memory_bytes"`
+	ActivationMemory int64    `json:"activation_memory_bytes"`
+	ParamOptimMemory int64    `json:"param_optimizer_memory_bytes"`
+	SkippedSteps     int      `json:"skipped_steps"`
+	FinalLoss        *float64 `json:"final_loss"` // null when the loss is not finite
+	label            string
+	loss             float64 // the raw final loss, for the table
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// median returns the middle value of ds (the mean of the two middle ones for an even
+// count).
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func newReport(p plan, benches []*bench) *report {
+	r := &report{Model: p.model, Device: p.dev.String(), Batch: p.batch, Steps: p.steps, plan: p}
+	if len(benches) > 0 && benches[0].be != nil {
+		r.backend = benches[0].be.Name()
+	}
+	var fp32 float64
+	for _, b := range benches {
+		if b.low == 0 {
+			fp32 = ms(median(b.times))
+		}
+	}
+	for _, b := range benches {
+		med := ms(median(b.times))
+		res := result{
+			Precision: b.precision, OptLevel: b.level.String(), Checkpoint: p.checkpoint, Accum: p.accum,
+			MedianMS: med, MinMS: ms(slices.Min(b.times)), MaxMS: ms(slices.Max(b.times)),
+			SamplesPerSecond: float64(p.batch) / (med / 1000),
+			PeakMemory:       b.peak, ActivationMemory: b.act, ParamOptimMemory: b.held,
+			SkippedSteps: b.skipped, label: b.variant.String(), loss: b.loss,
+		}
+		if fp32 > 0 {
+			s := fp32 / med
+			if b.low == 0 {
+				s = 1 // exactly, not fp32/fp32 rounded
+			}
+			res.SpeedupVsFP32 = &s
+		}
+		if l := b.loss; !math.IsNaN(l) && !math.IsInf(l, 0) {
+			res.FinalLoss = &l
+		}
+		r.Results = append(r.Results, res)
+	}
+	return r
+}
+
+func (r *report) writeJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// writeTable prints the header and an aligned table.
+func (r *report) writeTable(w io.Writer) {
+	p := r.plan
+	ck := "off"
+	if p.checkpoint {
+		ck = "on (√n segments)"
+	}
+	fmt.Fprintf(w, "model:  %s — %s\n", p.model, describe(p.model))
+	fmt.Fprintf(w, "device: %s — %s", p.dev, r.backend)
+	if p.dev.Kind == backend.KindCPU {
+		fmt.Fprintf(w, "; one logical device per configuration")
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "host:   %s %s/%s, %s, %d logical CPUs, GOMAXPROCS %d\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "run:    batch %d (%d×%d), %d timed steps after %d warm-up, interleaved; SGD lr 0.01 momentum 0.9; checkpointing %s; seed %d\n\n",
+		p.batch, p.accum, p.micro, p.steps, p.warmup, ck, p.seed)
+	rows := [][]string{{"precision", "median ms", "min ms", "max ms", "samples/s", "speedup", "peak mem", "activations", "params+optim", "skipped", "final loss"}}
+	for _, s := range r.Results {
+		speed := "-"
+		if s.SpeedupVsFP32 != nil {
+			speed = fmt.Sprintf("%.2fx", *s.SpeedupVsFP32)
+		}
+		rows = append(rows, []string{
+			s.label,
+			fmt.Sprintf("%.2f", s.MedianMS), fmt.Sprintf("%.2f", s.MinMS), fmt.Sprintf("%.2f", s.MaxMS),
+			fmt.Sprintf("%.0f", s.SamplesPerSecond), speed,
+			mib(s.PeakMemory), mib(s.ActivationMemory), mib(s.ParamOptimMemory),
+			strconv.Itoa(s.SkippedSteps), fmt.Sprintf("%.4f", s.loss),
+		})
+	}
+	writeAligned(w, rows)
+}
+
+// mib formats bytes in MiB with two decimals, so a column compares at a glance.
+func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
+
+// writeAligned prints rows with the first column left-aligned and the others right-
+// aligned, two spaces apart.
+func writeAligned(w io.Writer, rows [][]string) {
+	width := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, c := range row {
+			width[i] = max(width[i], len([]rune(c)))
+		}
+	}
+	for _, row := range rows {
+		var sb strings.Builder
+		for i, c := range row {
+			pad := strings.Repeat(" ", width[i]-len([]rune(c)))
+			if i == 0 {
+				sb.WriteString(c + pad)
+			} else {
+				sb.WriteString("  " + pad + c)
+			}
+		}
+		fmt.Fprintln(w, sb.String())
+	}
+}
+
+// cpuModel returns the CPU's model name from /proc/cpuinfo, or the architecture.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}

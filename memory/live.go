@@ -1,0 +1,57 @@
+package memory
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/tensor"
+)
+
+// SetDebugTracking turns on recording of the source line that creates each tensor
+// (tensor.SetDebugTracking): LiveTensors and the HistoryDetector's warnings then name
+// the line. It costs a stack walk per tensor; use it to hunt a leak, not in
+// production. Only tensors created while it is on are reported.
+func SetDebugTracking(on bool) { tensor.SetDebugTracking(on) }
+
+// LiveTensors returns the tensors still alive that were created while debug tracking
+// was on, grouped by the user's source line that created them (frames inside gamp's
+// library packages are skipped), largest first. Released tensors — by Release or by
+// closing their Context — are not reported; what remains after a step is a leak.
+func LiveTensors() []tensor.LiveGroup { return tensor.LiveTensors() }
+
+// WriteLiveTensors writes LiveTensors as a table, largest group first:
+//
+//	|      BYTES | COUNT | LARGEST                | CREATED AT
+//	|   1.00 MiB |    16 | [64 256] float32 cpu   | /src/train/loop.go:42
+//
+// With debug tracking off it says how to turn it on.
+func WriteLiveTensors(w io.Writer) error {
+	gs := tensor.LiveTensors()
+	var sb strings.Builder
+	if len(gs) == 0 {
+		if !tensor.DebugTracking() {
+			sb.WriteString("no live tensors recorded: debug tracking is off (call memory.SetDebugTracking(true) before the code under suspicion)\n")
+		} else {
+			sb.WriteString("no live tensors created since debug tracking was turned on\n")
+		}
+		_, err := io.WriteString(w, sb.String())
+		return err
+	}
+	ex := len("LARGEST")
+	for _, g := range gs {
+		ex = max(ex, len(g.Example))
+	}
+	fmt.Fprintf(&sb, "| %10s | %5s | %-*s | %s\n", "BYTES", "COUNT", ex, "LARGEST", "CREATED AT")
+	var total int64
+	var count int
+	for _, g := range gs {
+		fmt.Fprintf(&sb, "| %10s | %5d | %-*s | %s\n", backend.FormatBytes(g.Bytes), g.Count, ex, g.Example, g.Origin)
+		total += g.Bytes
+		count += g.Count
+	}
+	fmt.Fprintf(&sb, "| %10s | %5d | %-*s | %d lines\n", backend.FormatBytes(total), count, ex, "total", len(gs))
+	_, err := io.WriteString(w, sb.String())
+	return err
+}
