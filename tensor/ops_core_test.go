@@ -128,7 +128,6 @@ func requireOpError(t *testing.T, f func()) *OpError {
 	return oe
 }
 
-
 func TestEveryDifferentiableOpHasGradCheck(t *testing.T) {
 	covered := map[string]bool{}
 	for _, cs := range [][]gradCase{coreGradCases(), nnGradCases(), indexGradCases(), convGradCases(), normGradCases()} {
