@@ -153,7 +153,7 @@ type OOMError struct {
 }
 
 func (e *OOMError) Error() string {
-	return fmt.Sprintf("%s: out of memory: tried to allocate %s; %s allocated, %s reserved, limit %s, %s cached but unusable (fragmentation); free tensors, lower the batch size, or call EmptyCache",
+	return fmt.Sprintf("%s: out of memory: tried to allocate %s; %s allocated, %s reserved, limit %s, %s cached but unusable for this request (fragmentation); release tensors or use a smaller batch",
 		e.Device, FormatBytes(e.Requested), FormatBytes(e.Allocated), FormatBytes(e.Reserved), FormatBytes(e.Limit), FormatBytes(e.FreeCache))
 }
 

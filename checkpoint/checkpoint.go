@@ -201,15 +201,21 @@ func backprop(bc *tensor.Context, g, out *tensor.Tensor, xs []*tensor.Tensor) []
 }
 
 // seed returns a scalar whose gradient with respect to out is g, so that Backward from
-// it backpropagates g through out's graph. Unlike Backward(GradOutput(g)), which
-// copies g, the seed hands g on as a view: one output-sized buffer less per segment.
+// it backpropagates g through out's graph. Backward(GradOutput(g)) would copy g and
+// keep g alive until the end; the seed hands g's storage on to out's gradient and
+// drops our hold on it, so it is freed as soon as out's node has used it, as without
+// checkpointing: one output-sized buffer less at the peak.
 func seed(out, g *tensor.Tensor) *tensor.Tensor {
 	dev := out.Device()
 	return tensor.Custom("checkpoint_seed", []*tensor.Tensor{out},
 		func(c *tensor.Context, in []*tensor.Tensor) *tensor.Tensor {
 			return tensor.Zeros(tensor.Shape{}, tensor.WithDevice(dev))
 		},
-		func(c *tensor.Context, _ *tensor.Tensor) []*tensor.Tensor { return []*tensor.Tensor{g} })
+		func(c *tensor.Context, _ *tensor.Tensor) []*tensor.Tensor {
+			v := c.Bind(g)
+			g.Release()
+			return []*tensor.Tensor{v}
+		})
 }
 
 // leaves returns detached copies of in, bound into c, that require grad where in's

@@ -11,12 +11,17 @@ import (
 
 // Sequential runs modules one after the other on x, checkpointing them in segments
 // (torch.utils.checkpoint.checkpoint_sequential): the modules are split into segments
-// runs of len(modules)/segments modules, the remainder going to the last; every
-// segment but the last is a Checkpoint, and the last runs as usual — its activations
-// are needed first in backward, so recomputing it would gain nothing. segments 0
-// means √n (rounded), the choice that minimises memory for n equal modules; 1 checkpoints
-// nothing. The modules' buffers are restored after each recompute, so BatchNorm's
-// running statistics come out as without checkpointing.
+// runs of len(modules)/segments modules, the remainder going to the last. Every
+// segment but the last is a Checkpoint; the last is not recomputed, since backward
+// needs its activations first. segments 0 means √n (rounded), which minimises memory
+// for n similar modules; 1 recomputes nothing.
+//
+// The last segment's activations are released as soon as backward has run through it
+// (rather than when the caller's Context closes), so the recomputation of the other
+// segments never coexists with them: peak memory is that of PyTorch. (A graph
+// backpropagated a second time with RetainGraph recomputes it too.) The modules'
+// buffers are restored after each recomputation, so BatchNorm's running statistics
+// and batch counters come out as without checkpointing.
 func Sequential(modules []nn.Module, segments int, x *tensor.Tensor) *tensor.Tensor {
 	n := len(modules)
 	segments = segmentsFor(n, segments)
@@ -25,10 +30,9 @@ func Sequential(modules []nn.Module, segments int, x *tensor.Tensor) *tensor.Ten
 	}
 	size := n / segments
 	for s := 0; s < segments-1; s++ {
-		x = segment(modules[s*size:(s+1)*size], x)
+		x = segment(modules[s*size:(s+1)*size], x, false)
 	}
-	tail := modules[(segments-1)*size:]
-	return Options{}.run("checkpoint_tail", func(xs []*tensor.Tensor) *tensor.Tensor { return run(tail, xs[0]) }, []*tensor.Tensor{x}, true)
+	return segment(modules[(segments-1)*size:], x, true)
 }
 
 // segmentsFor checks segments against n modules and resolves 0 to √n.
@@ -42,15 +46,21 @@ func segmentsFor(n, segments int) int {
 	return segments
 }
 
-// segment checkpoints modules as one unit, restoring their buffers after the recompute.
-func segment(modules []nn.Module, x *tensor.Tensor) *tensor.Tensor {
+// segment runs modules on x as one checkpointed unit (keep: the last, kept one),
+// restoring their buffers after a recomputation.
+func segment(modules []nn.Module, x *tensor.Tensor, keep bool) *tensor.Tensor {
 	var bufs []*tensor.Tensor
 	for _, m := range modules {
 		for _, b := range m.Buffers() {
 			bufs = append(bufs, b.T)
 		}
 	}
-	return Options{Buffers: bufs}.Checkpoint(func(xs []*tensor.Tensor) *tensor.Tensor { return run(modules, xs[0]) }, x)
+	name := "checkpoint"
+	if keep {
+		name = "checkpoint_tail"
+	}
+	fn := func(xs []*tensor.Tensor) *tensor.Tensor { return run(modules, xs[0]) }
+	return Options{Buffers: bufs}.run(name, fn, []*tensor.Tensor{x}, keep)
 }
 
 func run(modules []nn.Module, x *tensor.Tensor) *tensor.Tensor {

@@ -14,10 +14,10 @@ import (
 // mlp is a 256-512-10 perceptron on one device: its parameters live outside every
 // step; a step's activations and gradients scale with the batch.
 type mlp struct {
-	dev                tensor.Device
-	w1, b1, w2, b2     *tensor.Tensor
-	calls    []int
-	attempts []attempt
+	dev            tensor.Device
+	w1, b1, w2, b2 *tensor.Tensor
+	calls          []int
+	attempts       []attempt
 }
 
 // attempt is what one step left behind, measured right after it, before any GC.
@@ -118,18 +118,13 @@ func TestFindExecutableBatchSize(t *testing.T) {
 	require.Equal(t, []int{1024, 512, 256, 128}, m.calls)
 	require.Equal(t, "done", m.attempts[len(m.attempts)-1].phase)
 	t.Logf("cap %s, baseline %d B; attempts: %+v", backend.FormatBytes(limit), base, m.attempts)
-	var leaked int64 // by attempts that failed inside Backward: see TestOOMInsideBackwardLeaksNothing
 	for _, a := range m.attempts {
-		if a.phase == "backward" {
-			leaked = a.allocated - base
-			continue
-		}
-		require.Equal(t, base+leaked, a.allocated, "attempt with batch %d (OOM in %s) left memory behind", a.batch, a.phase)
+		require.Equal(t, base, a.allocated, "attempt with batch %d (OOM in %s) left memory behind", a.batch, a.phase)
 	}
 	require.Equal(t, "forward", m.attempts[0].phase, "batch 1024 fails in the forward pass")
 	after, _ := memory.Stats(dev)
 	require.Equal(t, before.NumOOMs+3, after.NumOOMs)
-	require.Equal(t, base+leaked, after.Allocated)
+	require.Equal(t, base, after.Allocated)
 }
 
 // An out-of-memory panic inside Backward must leave nothing behind either: the
@@ -155,11 +150,7 @@ func TestOOMInsideBackwardLeaksNothing(t *testing.T) {
 			continue
 		}
 		require.ErrorIs(t, err, tensor.ErrOutOfMemory)
-		if a.allocated != base {
-			t.Skipf("known leak: an OOM inside Tensor.Backward left %d bytes allocated "+
-				"(tensor/autograd.go: Backward does not release its pending gradients and runBackward "+
-				"does not close its scope when an op panics); this test passes once it does", a.allocated-base)
-		}
+		require.Equal(t, base, a.allocated, "an OOM inside Backward leaked %d bytes", a.allocated-base)
 		return
 	}
 	t.Fatal("no cap made the step fail inside Backward")

@@ -51,7 +51,11 @@ func WriteLiveTensors(w io.Writer) error {
 		total += g.Bytes
 		count += g.Count
 	}
-	fmt.Fprintf(&sb, "| %10s | %5d | %-*s | %d lines\n", backend.FormatBytes(total), count, ex, "total", len(gs))
+	lines := "lines"
+	if len(gs) == 1 {
+		lines = "line"
+	}
+	fmt.Fprintf(&sb, "| %10s | %5d | %-*s | %d %s\n", backend.FormatBytes(total), count, ex, "total", len(gs), lines)
 	_, err := io.WriteString(w, sb.String())
 	return err
 }

@@ -20,6 +20,8 @@ func TestStatsFollowAllocations(t *testing.T) {
 	require.NoError(t, memory.EmptyCache(dev))
 	a0, err := memory.Allocated(dev)
 	require.NoError(t, err)
+	st0, err := memory.Stats(dev)
+	require.NoError(t, err)
 
 	x := tensor.Zeros(tensor.Shape{1000}, tensor.WithDevice(dev)) // 4000 bytes
 	a1, err := memory.Allocated(dev)
@@ -49,7 +51,7 @@ func TestStatsFollowAllocations(t *testing.T) {
 
 	st, err := memory.Stats(dev)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), st.ByDType[tensor.Float32].NumAllocs)
+	require.Equal(t, st0.ByDType[tensor.Float32].NumAllocs+1, st.ByDType[tensor.Float32].NumAllocs)
 
 	sum, err := memory.Summary(dev)
 	require.NoError(t, err)
@@ -89,6 +91,7 @@ func TestOOMReportsFragmentation(t *testing.T) {
 	require.NoError(t, memory.EmptyCache(dev))
 	t.Cleanup(func() { _ = memory.SetLimit(dev, 0); _ = memory.EmptyCache(dev) })
 	const kib = 1 << 10
+	st0, _ := memory.Stats(dev)
 
 	live := tensor.Zeros(tensor.Shape{64 * kib}, tensor.WithDevice(dev)) // 256 KiB
 	defer live.Release()
@@ -114,7 +117,7 @@ func TestOOMReportsFragmentation(t *testing.T) {
 		big = tensor.Zeros(tensor.Shape{128 * kib}, tensor.WithDevice(dev))
 	}))
 	st, _ = memory.Stats(dev)
-	require.Equal(t, int64(1), st.NumRetries, "the allocator emptied its cache and retried")
+	require.Equal(t, st0.NumRetries+1, st.NumRetries, "the allocator emptied its cache and retried")
 	require.Equal(t, int64(256*kib+512*kib), st.Reserved)
 	big.Release()
 	require.NoError(t, memory.EmptyCache(dev))
@@ -144,8 +147,8 @@ func TestOOMReportsFragmentation(t *testing.T) {
 	}))
 	got.Release()
 	st, _ = memory.Stats(dev)
-	require.Equal(t, int64(1), st.NumOOMs)
-	require.Equal(t, int64(2), st.NumRetries)
+	require.Equal(t, st0.NumOOMs+1, st.NumOOMs)
+	require.Equal(t, st0.NumRetries+2, st.NumRetries)
 }
 
 func TestShowUtilization(t *testing.T) {
@@ -180,4 +183,3 @@ func TestShowUtilization(t *testing.T) {
 	}
 	require.True(t, seen, "every opened device has a row")
 }
-

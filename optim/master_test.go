@@ -2,7 +2,9 @@ package optim
 
 import (
 	"math"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/nn"
@@ -101,8 +103,8 @@ func TestReplacedParameterPanics(t *testing.T) {
 // TestStepReleasesTemporaries checks that steps allocate nothing that outlives them
 // once the state exists.
 func TestStepReleasesTemporaries(t *testing.T) {
-	b := backend.MustGet(tensor.CPU)
-	for _, build := range []func([]*nn.Param) (Optimizer, error){
+	defer tensor.SetDefaultDevice(tensor.CPU)
+	for i, build := range []func([]*nn.Param) (Optimizer, error){
 		func(ps []*nn.Param) (Optimizer, error) {
 			return NewSGD(ps, SGDConfig{LR: 0.1, Momentum: 0.9, Nesterov: true, WeightDecay: 0.1})
 		},
@@ -112,16 +114,39 @@ func TestStepReleasesTemporaries(t *testing.T) {
 			return NewAdamW(ps, c)
 		},
 	} {
+		// A device of its own: GC cleanups of other tensors must not move the counter.
+		dev := tensor.CPUDevice(20 + i)
+		require.NoError(t, tensor.SetDefaultDevice(dev))
+		b := backend.MustGet(dev)
 		ps := makeParams(tensor.Float16)
 		opt, err := build(ps)
 		require.NoError(t, err)
 		setGrads(ps, 1)
 		opt.Step()
+		settle(b)
 		before := b.MemoryStats().Allocated
 		for k := 0; k < 5; k++ {
 			opt.Step()
 			ClipGradNorm(opt.MasterGrads(), 0.1, 2)
 		}
+		settle(b)
 		require.Equal(t, before, b.MemoryStats().Allocated)
+		runtime.KeepAlive(ps)
+		runtime.KeepAlive(opt)
+	}
+}
+
+// settle runs the GC until the cleanups of unreachable untracked tensors (test
+// scaffolding such as the host-built gradients) have released their storage.
+func settle(b backend.Backend) {
+	prev := int64(-1)
+	for i := 0; i < 20; i++ {
+		runtime.GC()
+		time.Sleep(2 * time.Millisecond)
+		cur := b.MemoryStats().Allocated
+		if cur == prev {
+			return
+		}
+		prev = cur
 	}
 }

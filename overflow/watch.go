@@ -337,11 +337,7 @@ func (w *Watcher) watchParam(p *nn.Param) *paramWatch {
 		return pw
 	}
 	if pw == nil {
-		module, local := "", p.Name // a dotless name belongs to the root
-		if i := strings.LastIndexByte(p.Name, '.'); i >= 0 {
-			module, local = p.Name[:i], p.Name[i+1:]
-		}
-		pw = &paramWatch{p: p, key: rowKey{module, accumulateGrad(local), PassBackward}}
+		pw = &paramWatch{p: p, key: gradKey(p.Name)}
 		w.params[p] = pw
 	}
 	t := p.T
@@ -351,6 +347,16 @@ func (w *Watcher) watchParam(p *nn.Param) *paramWatch {
 		return nil
 	})
 	return pw
+}
+
+// gradKey is the row of the gradient arriving at the parameter named name: its module
+// path and "accumulate_grad(<local name>)".
+func gradKey(name string) rowKey {
+	module, local := "", name // a dotless name belongs to the root
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		module, local = name[:i], name[i+1:]
+	}
+	return rowKey{module, accumulateGrad(local), PassBackward}
 }
 
 // onGrad is a parameter's gradient hook: it applies the faults due at this step, then

@@ -141,6 +141,13 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 		accumulateLeaf(t, g0)
 		return
 	}
+	// An op that panics mid-backward (out of memory, say) must not leak the gradients
+	// in flight: nothing else owns them.
+	defer func() {
+		for _, g := range grads {
+			g.Release()
+		}
+	}()
 	for i := len(order) - 1; i >= 0; i-- {
 		out := order[i]
 		g := grads[out]
@@ -195,6 +202,13 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 // distinct handle the caller owns.
 func runBackward(n *node, g *Tensor) []*Tensor {
 	nc := NewContext(NoGradMode())
+	done := false
+	defer func() {
+		if !done { // a panic inside the node's backward: release its scope and g
+			nc.Close()
+			g.Release()
+		}
+	}()
 	start := time.Now()
 	ins := n.backward(nc, g)
 	if n.obs != nil {
@@ -219,6 +233,7 @@ func runBackward(n *node, g *Tensor) []*Tensor {
 		seen[gi.ref] = true
 		nc.Keep(gi)
 	}
+	done = true
 	nc.Close()
 	g.Release()
 	return ins

@@ -24,8 +24,9 @@ import (
 // gradients itself (checkpointing does, by backpropagating through a recomputation).
 //
 // backward runs when Backward reaches the output. It gets a Context with grad off and
-// no autocast, which is released when backward returns, and the output's gradient
-// (bound into that Context); it returns one gradient per input (nil or a short slice:
+// no autocast, which is released when backward returns, and the output's gradient g,
+// owned by that Context: backward may Release g as soon as it no longer needs it, to
+// free its memory early. It returns one gradient per input (nil or a short slice:
 // none), each of its input's shape and on its device (a gradient of another dtype is
 // converted, as PyTorch does). Custom takes care of ownership: gradients made in the
 // backward's Context are kept, others are handed on as new handles. Wrong gradients
@@ -56,8 +57,16 @@ func Custom(name string, inputs []*Tensor, forward func(c *Context, in []*Tensor
 		res.node = nil
 		res.Release()
 	}
+	obs := c.Observer()
 	bw := func(bc *Context, g *Tensor) []*Tensor {
-		gs := backward(bc, bc.Bind(g))
+		// backward owns g and may release it early, which frees its storage at once —
+		// unless an Observer will be shown g afterwards: then it gets a view.
+		if obs != nil {
+			g = bc.Bind(g)
+		} else {
+			adoptInto(bc, g)
+		}
+		gs := backward(bc, g)
 		if len(gs) > len(in) {
 			fail(name, in, "the custom op's backward returned %d gradients for %d inputs", len(gs), len(in))
 		}

@@ -37,6 +37,15 @@ func (c *Context) Observer() Observer {
 	return c.obs
 }
 
+// observe reports the output of an op that returns without record (no gradient, or
+// nothing to compute), so every Begin gets its Forward.
+func (c *Context) observe(op *Op, ins []*Tensor, out *Tensor) *Tensor {
+	if obs := c.Observer(); obs != nil {
+		obs.Forward(c, op, ins, out)
+	}
+	return out
+}
+
 func (c *Context) begin(op *Op) {
 	if c != nil && c.obs != nil {
 		c.obs.Begin(c, op)

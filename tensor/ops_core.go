@@ -502,7 +502,7 @@ func Ge(a, b *Tensor) *Tensor { return resolve(opCompare, a, b).compare(backend.
 
 func (c *Context) compare(bop backend.BinaryOp, a, b *Tensor) *Tensor {
 	in := c.prep(opCompare, a, b)
-	return c.binaryRaw(opCompare, bop, in[0], in[1])
+	return c.observe(opCompare, in, c.binaryRaw(opCompare, bop, in[0], in[1]))
 }
 
 // --- elementwise unary ops

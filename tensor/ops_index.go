@@ -438,7 +438,7 @@ func (c *Context) extreme(op *Op, x *Tensor, dim int, keep bool) *Tensor {
 	if op == opArgMax || op == opArgMin {
 		out := allocTensor(c, Int64, x.device, oshape)
 		x.ref.b.Reduce(arg, out.ref.s, xd.ref.s, outer, n, inner)
-		return out
+		return c.observe(op, []*Tensor{x}, out)
 	}
 	kind := backend.Max
 	if op == opMin {
@@ -447,7 +447,7 @@ func (c *Context) extreme(op *Op, x *Tensor, dim int, keep bool) *Tensor {
 	out := allocTensor(c, x.dtype, x.device, oshape)
 	x.ref.b.Reduce(kind, out.ref.s, xd.ref.s, outer, n, inner)
 	if !c.GradEnabled() || !x.requiresGrad {
-		return out
+		return c.observe(op, []*Tensor{x}, out)
 	}
 	// The positions the gradient goes to, saved in place of x.
 	idx := allocTensor(c, Int64, x.device, Shape{outer, 1, inner})

@@ -30,15 +30,15 @@ func (c *Context) matmul(a, b *Tensor) *Tensor {
 	if a.Dim() == 1 && b.Dim() == 1 {
 		// The dot product: [1, k]·[k, 1] viewed as a 0-d result.
 		out := c.matmul(c.reshape(a, Shape{1, a.shape[0]}), c.reshape(b, Shape{b.shape[0], 1}))
-		return c.reshape(out, Shape{})
+		return c.observe(opMatMul, in, c.reshape(out, Shape{}))
 	}
 	if a.Dim() == 1 {
 		out := c.matmul(c.reshape(a, Shape{1, a.shape[0]}), b)
-		return c.reshape(out, slices2(out.shape, -2))
+		return c.observe(opMatMul, in, c.reshape(out, slices2(out.shape, -2)))
 	}
 	if b.Dim() == 1 {
 		out := c.matmul(a, c.reshape(b, Shape{b.shape[0], 1}))
-		return c.reshape(out, slices2(out.shape, -1))
+		return c.observe(opMatMul, in, c.reshape(out, slices2(out.shape, -1)))
 	}
 	m, k := a.shape[a.Dim()-2], a.shape[a.Dim()-1]
 	k2, n := b.shape[b.Dim()-2], b.shape[b.Dim()-1]

@@ -393,7 +393,7 @@ func (c *Context) dropout(x *Tensor, p float64, training bool) *Tensor {
 		fail(opDropout.Name, in, "needs a floating-point tensor; Cast it first")
 	}
 	if p == 0 || !training {
-		return x
+		return c.observe(opDropout, in, x)
 	}
 	n := x.Numel()
 	mask := allocTensor(c, x.dtype, x.device, x.shape)

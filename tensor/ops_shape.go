@@ -41,7 +41,7 @@ func (c *Context) reshapeOp(op *Op, t *Tensor, shape Shape) *Tensor {
 	t = in[0]
 	shape = inferShape(t, shape)
 	if shape.Equal(t.shape) {
-		return t
+		return c.observe(op, in, t)
 	}
 	var out *Tensor
 	if t.IsContiguous() {

@@ -59,6 +59,15 @@ func (a *allocator) alloc(b *Backend, dt backend.DType, n int) (*storage, error)
 		clear(blk)
 	} else {
 		s := &a.stats
+		if total := systemMemory(); s.Limit == 0 && total > 0 && s.Reserved+capBytes > total {
+			// Without a cap, a request beyond physical memory would kill the process
+			// inside the Go runtime; report it as the out-of-memory error it is.
+			s.NumOOMs++
+			return nil, &backend.OOMError{
+				Device: a.dev, Requested: nbytes, Allocated: s.Allocated,
+				Reserved: s.Reserved, Limit: total, FreeCache: a.cached,
+			}
+		}
 		if s.Limit > 0 && s.Reserved+capBytes > s.Limit {
 			// Free the cache and retry once, as PyTorch's allocator does.
 			if a.cached > 0 && s.Reserved-a.cached+capBytes <= s.Limit {
@@ -173,4 +182,30 @@ func limitFromEnv() (int64, error) {
 		return 0, fmt.Errorf("GAMP_CPU_MEMORY_LIMIT: %w", err)
 	}
 	return n, nil
+}
+
+var (
+	sysMemOnce sync.Once
+	sysMem     int64
+)
+
+// systemMemory returns the machine's physical memory from /proc/meminfo (0 if unknown).
+func systemMemory() int64 {
+	sysMemOnce.Do(func() {
+		b, err := os.ReadFile("/proc/meminfo")
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				f := strings.Fields(rest)
+				if len(f) >= 1 {
+					if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+						sysMem = kb << 10
+					}
+				}
+			}
+		}
+	})
+	return sysMem
 }

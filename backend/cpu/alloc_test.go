@@ -85,3 +85,16 @@ func TestCachingAllocatorReuseAndRetry(t *testing.T) {
 		}
 	}
 }
+
+// Without a cap, a request beyond physical memory is an out-of-memory error, not a
+// crash of the Go runtime.
+func TestHugeAllocationIsAnError(t *testing.T) {
+	if systemMemory() == 0 {
+		t.Skip("no /proc/meminfo")
+	}
+	b, _ := New(43)
+	_, err := b.Alloc(backend.Float32, 1<<40) // 4 TiB
+	if !errors.Is(err, backend.ErrOutOfMemory) {
+		t.Fatalf("err = %v, want out of memory", err)
+	}
+}

@@ -1,0 +1,20 @@
+// Package profiler times every op of a training step, forward and backward, and
+// reports where the time went — a table like torch.profiler's
+// key_averages().table() and a Chrome trace for chrome://tracing or ui.perfetto.dev:
+//
+//	p := profiler.New()
+//	ctx := p.Context()                  // a root Context whose ops p records
+//	loss := model.Forward(ctx.Bind(x)); loss.Backward()
+//	ctx.Close()
+//	fmt.Print(p.Summary()); p.SaveChromeTrace("step.json")
+//
+// A Profiler is a tensor.Observer: it flows with the Context like the autocast policy,
+// so two models profiled by two Profilers in two goroutines never mix. Each record has
+// the op, the pass, the dtypes and shapes it ran with, its device, its start and
+// duration (with and without nested ops) and the bytes it allocated; see Profiler for
+// how Begin and Forward calls are matched and what the figures mean.
+//
+// Times come from a Clock: the CPUClock reads Go's monotonic clock; a GPU backend
+// supplies a Clock built on device events (WithClock), since host time does not see
+// asynchronous kernels.
+package profiler

@@ -1,0 +1,198 @@
+package profiler
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/tensor"
+)
+
+// Row is the records of one op (and pass, and with ByDType dtype) added up, like a
+// line of torch.profiler's key_averages().
+type Row struct {
+	Op    string
+	Pass  Pass
+	DType tensor.DType // Invalid unless grouped by dtype (see Record.DType)
+	Calls int
+	// Total is the time in the op including nested ops; Self without them.
+	Total, Self time.Duration
+	Bytes       int64
+}
+
+// Mean is Total/Calls.
+func (r Row) Mean() time.Duration {
+	if r.Calls == 0 {
+		return 0
+	}
+	return r.Total / time.Duration(r.Calls)
+}
+
+// Rows aggregates the records by op and pass (and by the dtype the op ran in when
+// byDType is set), sorted by total time, longest first.
+func (p *Profiler) Rows(byDType bool) []Row {
+	return aggregate(p.Records(), byDType)
+}
+
+type rowKey struct {
+	op   string
+	pass Pass
+	dt   tensor.DType
+}
+
+func aggregate(recs []Record, byDType bool) []Row {
+	m := map[rowKey]*Row{}
+	var order []rowKey
+	for _, r := range recs {
+		k := rowKey{r.Op, r.Pass, backend.Invalid}
+		if byDType {
+			k.dt = r.DType()
+		}
+		row := m[k]
+		if row == nil {
+			row = &Row{Op: k.op, Pass: k.pass, DType: k.dt}
+			m[k] = row
+			order = append(order, k)
+		}
+		row.Calls++
+		row.Total += r.Dur
+		row.Self += r.Self
+		row.Bytes += r.Bytes
+	}
+	out := make([]Row, 0, len(order))
+	for _, k := range order {
+		out = append(out, *m[k])
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Total != b.Total {
+			return a.Total > b.Total
+		}
+		if a.Op != b.Op {
+			return a.Op < b.Op
+		}
+		if a.Pass != b.Pass {
+			return a.Pass < b.Pass
+		}
+		return a.DType < b.DType
+	})
+	return out
+}
+
+// TableOption configures Table.
+type TableOption func(*tableOptions)
+
+type tableOptions struct {
+	byDType bool
+	limit   int
+}
+
+// ByDType splits each op's rows by the dtype it ran in.
+func ByDType() TableOption { return func(o *tableOptions) { o.byDType = true } }
+
+// Limit prints only the n rows with the longest total time (n ≤ 0: all).
+func Limit(n int) TableOption { return func(o *tableOptions) { o.limit = n } }
+
+// Summary returns Table's output with the default options.
+func (p *Profiler) Summary() string {
+	var sb strings.Builder
+	_ = p.Table(&sb)
+	return sb.String()
+}
+
+// Table writes the records aggregated by op and pass, sorted by total time, longest
+// first, in the layout of torch.profiler's key_averages().table(): calls, self time
+// and its share, total time (nested ops included) and its share, mean total time, and
+// bytes allocated. Shares are of the sum of self times, the time spent in ops.
+func (p *Profiler) Table(w io.Writer, opts ...TableOption) error {
+	var o tableOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	rows := p.Rows(o.byDType)
+	var selfSum time.Duration
+	for _, r := range rows {
+		selfSum += r.Self
+	}
+	if o.limit > 0 && len(rows) > o.limit {
+		rows = rows[:o.limit]
+	}
+	head := []string{"Name", "Pass"}
+	if o.byDType {
+		head = append(head, "DType")
+	}
+	head = append(head, "Calls", "Self", "Self %", "Total", "Total %", "Mean", "Bytes")
+	cells := [][]string{head}
+	for _, r := range rows {
+		c := []string{r.Op, r.Pass.String()}
+		if o.byDType {
+			c = append(c, r.DType.String())
+		}
+		c = append(c, strconv.Itoa(r.Calls), formatDur(r.Self), share(r.Self, selfSum),
+			formatDur(r.Total), share(r.Total, selfSum), formatDur(r.Mean()), backend.FormatBytes(r.Bytes))
+		cells = append(cells, c)
+	}
+	widths := make([]int, len(head))
+	for _, row := range cells {
+		for i, s := range row {
+			widths[i] = max(widths[i], len(s))
+		}
+	}
+	left := 2 // Name, Pass (and DType) are left-aligned
+	if o.byDType {
+		left = 3
+	}
+	var sb strings.Builder
+	line := func(row []string) {
+		for i, s := range row {
+			if i > 0 {
+				sb.WriteString("  ")
+			}
+			if i < left {
+				fmt.Fprintf(&sb, "%-*s", widths[i], s)
+			} else {
+				fmt.Fprintf(&sb, "%*s", widths[i], s)
+			}
+		}
+		sb.WriteString("\n")
+	}
+	dashes := make([]string, len(widths))
+	for i, n := range widths {
+		dashes[i] = strings.Repeat("-", n)
+	}
+	line(dashes)
+	line(cells[0])
+	line(dashes)
+	for _, row := range cells[1:] {
+		line(row)
+	}
+	line(dashes)
+	fmt.Fprintf(&sb, "Self time total: %s\n", formatDur(selfSum))
+	_, err := io.WriteString(w, sb.String())
+	return err
+}
+
+func share(d, total time.Duration) string {
+	if total <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(100*float64(d)/float64(total), 'f', 2, 64) + "%"
+}
+
+// formatDur prints a duration with three decimals in the largest fitting unit, ASCII
+// only so that columns align ("12.345ms", "56.000us", "800ns").
+func formatDur(d time.Duration) string {
+	switch {
+	case d < time.Microsecond:
+		return strconv.FormatInt(int64(d), 10) + "ns"
+	case d < time.Millisecond:
+		return strconv.FormatFloat(float64(d)/1e3, 'f', 3, 64) + "us"
+	case d < time.Second:
+		return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) + "ms"
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) + "s"
+}
