@@ -33,8 +33,8 @@ const (
 )
 
 // fashionData returns the real Fashion-MNIST subset when Debian's
-// dataset-fashion-mnist package is installed, else Gaussian blobs of the same shape
-// (GAMP_OVERFLOW_DATA=synthetic forces them).
+// dataset-fashion-mnist package is installed, else a stand-in built from
+// data.Synthetic (GAMP_OVERFLOW_DATA=synthetic forces it).
 func fashionData(t *testing.T) (train, test *data.Dataset, source string) {
 	if os.Getenv("GAMP_OVERFLOW_DATA") != "synthetic" {
 		if _, err := os.Stat(data.DefaultDir); err == nil {
@@ -43,12 +43,36 @@ func fashionData(t *testing.T) (train, test *data.Dataset, source string) {
 			return tr.Head(suiteTrain), te.Head(suiteTest), "real Fashion-MNIST from " + data.DefaultDir
 		}
 	}
-	all := data.Synthetic(suiteTrain+suiteTest, 10, tensor.Shape{1, 28, 28}, 3)
+	all := syntheticImages(t, suiteTrain+suiteTest, 3)
 	idx := make([]int, all.Len())
 	for i := range idx {
 		idx[i] = i
 	}
-	return all.Subset(idx[:suiteTrain]), all.Subset(idx[suiteTrain:]), "synthetic data (data.Synthetic; Fashion-MNIST is not installed)"
+	return all.Subset(idx[:suiteTrain]), all.Subset(idx[suiteTrain:]), "synthetic images (data.Synthetic 7×7 blobs upsampled to 28×28; Fashion-MNIST is not installed)"
+}
+
+// syntheticImages turns data.Synthetic's Gaussian blobs into 28×28 8-bit images a CNN
+// can learn in one epoch: blobs drawn at 7×7 (where the class centres stand out of
+// the noise) with each feature spread over a 4×4 block. Blobs drawn at 28×28 directly
+// hide the class in per-pixel differences that the CNN's pooling averages away.
+func syntheticImages(t *testing.T, n int, seed uint64) *data.Dataset {
+	blobs := data.Synthetic(n, 10, tensor.Shape{1, 7, 7}, seed)
+	im := &data.Images{N: n, Rows: 28, Cols: 28, Pixels: make([]uint8, n*28*28)}
+	lab := &data.Labels{N: n, Values: make([]uint8, n)}
+	for i := range n {
+		x, y := blobs.Example(i)
+		lab.Values[i] = uint8(y)
+		px := im.Image(i)
+		for r := range 28 {
+			for c := range 28 {
+				v := 128 + 40*float64(x[(r/4)*7+c/4])
+				px[r*28+c] = uint8(min(max(v, 0), 255))
+			}
+		}
+	}
+	ds, err := data.FromIDX(im, lab)
+	require.NoError(t, err)
+	return ds
 }
 
 type gradFaultSpec struct {
@@ -97,7 +121,7 @@ func runFashion(t *testing.T, train, test *data.Dataset, faults []gradFaultSpec)
 		w.InjectGrad(params[f.param], []int{f.step}, f.value)
 		faultAt[f.step] = true
 	}
-	opt, err := optim.NewAdamW(params, optim.AdamWConfig{LR: suiteLRVar, WeightDecay: 1e-4})
+	opt, err := optim.NewAdamW(params, optim.AdamWConfig{LR: suiteLR, WeightDecay: 1e-4})
 	require.NoError(t, err)
 	loss := func(out, y *tensor.Tensor) *tensor.Tensor { return tensor.CrossEntropy(out, y, 0) }
 	tr, err := amp.NewTrainer(w.Model(), opt, loss, tensor.CPU, amp.Config{Level: amp.O1, Low: tensor.Float16, Scaler: scaler.DefaultConfig()})
@@ -229,4 +253,3 @@ func describe(fs []gradFaultSpec, params []*nn.Param) []string {
 	}
 	return out
 }
-var suiteLRVar = suiteLR

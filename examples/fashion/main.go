@@ -27,7 +27,7 @@ import (
 )
 
 type options struct {
-	model, precision, optLevel, device, dataDir, save, resume, schedule string
+	model, precision, optLevel, device, dataDir, save, resume, schedule, channels string
 	epochs, batch, accum, limit                                         int
 	lr                                                                  float64
 	seed                                                                uint64
@@ -67,6 +67,7 @@ func main() {
 	flag.StringVar(&o.save, "save", "", "save the training state to FILE after each epoch")
 	flag.StringVar(&o.resume, "resume", "", "resume from a state FILE written by -save")
 	flag.BoolVar(&o.jsonOut, "json", false, "end with one JSON line of results on stdout")
+	flag.StringVar(&o.channels, "channels", "32,64", "CNN channels of the two conv blocks")
 	flag.IntVar(&o.limit, "limit", 0, "use only the first N training examples (0: all)")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	flag.Parse()
@@ -131,12 +132,19 @@ func levelFor(o options) (amp.OptLevel, tensor.DType, error) {
 }
 
 // buildModel returns the network; seeded init makes runs reproducible.
-func buildModel(kind string, seed uint64) (nn.Module, string, error) {
+func buildModel(kind, channels string, seed uint64) (nn.Module, string, error) {
 	switch kind {
 	case "mlp":
 		return models.MLP(784, []int{256, 128}, 10, nn.Seeded(seed)), data.ShapeFlat, nil
 	case "cnn":
-		return models.FashionCNN(models.CNNConfig{}, nn.Seeded(seed)), data.ShapeImage, nil
+		var c1, c2 int
+		if channels == "" {
+			channels = "32,64"
+		}
+		if n, err := fmt.Sscanf(channels, "%d,%d", &c1, &c2); n != 2 || err != nil || c1 < 1 || c2 < 1 {
+			return nil, "", fmt.Errorf("bad -channels %q (want two positive counts, e.g. 32,64)", channels)
+		}
+		return models.FashionCNN(models.CNNConfig{C1: c1, C2: c2}, nn.Seeded(seed)), data.ShapeImage, nil
 	}
 	return nil, "", fmt.Errorf("unknown -model %q (want mlp or cnn)", kind)
 }
@@ -172,7 +180,7 @@ func run(o options, log io.Writer) (summary, error) {
 	if o.limit > 0 && o.limit < train.Len() {
 		train = train.Head(o.limit)
 	}
-	model, shape, err := buildModel(o.model, o.seed)
+	model, shape, err := buildModel(o.model, o.channels, o.seed)
 	if err != nil {
 		return summary{}, err
 	}

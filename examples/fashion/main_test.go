@@ -59,7 +59,7 @@ func TestMainJobEndToEnd(t *testing.T) {
 	require.Equal(t, int64(16), s2.Steps)
 
 	cnn := base
-	cnn.model, cnn.precision, cnn.save, cnn.accum = "cnn", "bf16", "", 1
+	cnn.model, cnn.precision, cnn.save, cnn.accum, cnn.channels = "cnn", "bf16", "", 1, "4,8"
 	s3, err := run(cnn, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, 1.0, s3.FinalScale, "bf16 runs unscaled")
@@ -81,6 +81,7 @@ func TestMainJobBadInput(t *testing.T) {
 		"lr":        func(o *options) { o.lr = -1 },
 		"device":    func(o *options) { o.device = "tpu:0" },
 		"resume":    func(o *options) { o.resume = filepath.Join(dir, "nope") },
+		"channels":  func(o *options) { o.model, o.channels = "cnn", "32" },
 	} {
 		o := ok
 		mod(&o)
