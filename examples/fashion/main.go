@@ -28,10 +28,10 @@ import (
 
 type options struct {
 	model, precision, optLevel, device, dataDir, save, resume, schedule, channels string
-	epochs, batch, accum, limit                                         int
-	lr                                                                  float64
-	seed                                                                uint64
-	jsonOut, quiet                                                      bool
+	epochs, batch, accum, limit                                                   int
+	lr                                                                            float64
+	seed                                                                          uint64
+	jsonOut, quiet                                                                bool
 }
 
 // summary is the JSON line printed with -json.
