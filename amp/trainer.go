@@ -115,7 +115,7 @@ func (t *Trainer) Forward(ctx *tensor.Context, x *tensor.Tensor) (*tensor.Tensor
 	if (t.cfg.Level == O2 || t.cfg.Level == O3) && x.DType().IsFloat() {
 		x = x.Cast(t.low)
 	}
-	out := t.Model.Forward(x)
+	out := nn.Call(t.Model, x)
 	if t.cfg.Level == O2 {
 		out = out.Cast(tensor.Float32)
 	}

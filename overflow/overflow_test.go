@@ -17,6 +17,7 @@ import (
 
 	"github.com/gamp-ml/gamp/amp"
 	"github.com/gamp-ml/gamp/autocast"
+	"github.com/gamp-ml/gamp/models"
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/optim"
 	"github.com/gamp-ml/gamp/scaler"
@@ -460,4 +461,41 @@ func TestWatcherSharesAContextWithAnotherObserver(t *testing.T) {
 	nn.Call(model, ctx.Bind(x))
 	require.Len(t, w.Report().Ops, n)
 	require.Equal(t, calls, w.Report().Ops[0].Calls)
+}
+
+// The containers in models call their children through nn.Call, so every module of a
+// transformer gets its own rows, attention's own ops included.
+func TestTransformerModulePaths(t *testing.T) {
+	m := models.NewTransformer(models.TransformerConfig{Vocab: 20, SeqLen: 6, Dim: 8, Heads: 2, Layers: 2}, nn.Seeded(1))
+	w := Watch(m)
+	defer w.Close()
+	c := tensor.NewContext()
+	defer c.Close()
+	ids := tensor.FromSlice([]int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, tensor.Shape{2, 6}, tensor.WithContext(c))
+	out := nn.Call(m, ids)
+	ce(out, tensor.FromSlice([]int64{1, 2}, nil, tensor.WithContext(c))).Backward()
+
+	got := map[string]map[string]bool{} // module → ops seen in forward
+	for _, r := range w.Report().Ops {
+		if r.Pass == PassForward {
+			if got[r.Module] == nil {
+				got[r.Module] = map[string]bool{}
+			}
+			got[r.Module][r.Op] = true
+		}
+	}
+	for _, b := range []string{"blocks.0", "blocks.1"} {
+		for _, want := range []struct{ module, op string }{
+			{b + ".ln1", "layer_norm"}, {b + ".attn.q", "linear"}, {b + ".attn.k", "linear"},
+			{b + ".attn.v", "linear"}, {b + ".attn.out", "linear"}, {b + ".attn", "softmax"},
+			{b + ".attn", "matmul"}, {b + ".ln2", "layer_norm"}, {b + ".fc1", "linear"},
+			{b + ".fc2", "linear"}, {b, "add"},
+		} {
+			require.True(t, got[want.module][want.op], "no %s row for %s in %v", want.op, want.module, got)
+		}
+	}
+	require.True(t, got["tok"]["embedding"])
+	require.True(t, got[""]["add"], "the root adds the position embedding")
+	require.True(t, got["head"]["linear"])
+	require.True(t, got[Outside]["cross_entropy"])
 }

@@ -47,7 +47,6 @@ type acc struct {
 
 // paramWatch is the Watcher's gradient hook on one parameter.
 type paramWatch struct {
-	p      *nn.Param
 	t      *tensor.Tensor // the tensor the hook is registered on
 	key    rowKey
 	faults []*gradFault
@@ -337,7 +336,7 @@ func (w *Watcher) watchParam(p *nn.Param) *paramWatch {
 		return pw
 	}
 	if pw == nil {
-		pw = &paramWatch{p: p, key: gradKey(p.Name)}
+		pw = &paramWatch{key: gradKey(p.Name)}
 		w.params[p] = pw
 	}
 	t := p.T
