@@ -178,9 +178,9 @@ func TestCheckpointFuncBitIdentical(t *testing.T) {
 		}
 		return x
 	}
-	fp16 := autocast.Half(tensor.Float16)
+	fp16, bf16 := autocast.Half(tensor.Float16), autocast.Default(tensor.CPU)
 	for _, m := range []model{mlp(0.3), cnn()} {
-		for _, pol := range []*autocast.Policy{nil, &fp16} {
+		for _, pol := range []*autocast.Policy{nil, &fp16, &bf16} {
 			s := setup{policy: pol, xGrad: true}
 			want := train(t, m, plain, s)
 			for name, fwd := range map[string]forwardFn{"whole": whole, "every other layer": each} {

@@ -32,7 +32,11 @@ func Sequential(modules []nn.Module, segments int, x *tensor.Tensor) *tensor.Ten
 	for s := 0; s < segments-1; s++ {
 		x = segment(modules[s*size:(s+1)*size], x, false)
 	}
-	return segment(modules[(segments-1)*size:], x, true)
+	tail := modules[(segments-1)*size:]
+	if c := x.Context(); c == nil || !c.GradEnabled() {
+		return run(tail, x) // no backward to keep the activations for
+	}
+	return segment(tail, x, true)
 }
 
 // segmentsFor checks segments against n modules and resolves 0 to √n.
@@ -63,9 +67,11 @@ func segment(modules []nn.Module, x *tensor.Tensor, keep bool) *tensor.Tensor {
 	return Options{Buffers: bufs}.run(name, fn, []*tensor.Tensor{x}, keep)
 }
 
+// run feeds x through modules through nn.Call, so their hooks run — in the forward and
+// again in a recomputation, as in PyTorch.
 func run(modules []nn.Module, x *tensor.Tensor) *tensor.Tensor {
 	for _, m := range modules {
-		x = m.Forward(x)
+		x = nn.Call(m, x)
 	}
 	return x
 }

@@ -134,7 +134,7 @@ func TestOOMReportsFragmentation(t *testing.T) {
 	require.Equal(t, int64(1536*kib), oe.Limit)
 	require.Equal(t, int64(1024*kib), oe.FreeCache, "the 16 KiB blocks are cached but unusable")
 	require.Equal(t, oe.Allocated+oe.FreeCache, oe.Reserved, "reserved = in use + cached")
-	require.Contains(t, err.Error(), "1.00 MiB cached but unusable (fragmentation)")
+	require.Contains(t, err.Error(), "1.00 MiB cached but unusable for this request (fragmentation)")
 
 	require.NoError(t, memory.EmptyCache(dev))
 	r, _ := memory.Reserved(dev)

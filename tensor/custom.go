@@ -29,8 +29,9 @@ import (
 // free its memory early. It returns one gradient per input (nil or a short slice:
 // none), each of its input's shape and on its device (a gradient of another dtype is
 // converted, as PyTorch does). Custom takes care of ownership: gradients made in the
-// backward's Context are kept, others are handed on as new handles. Wrong gradients
-// panic with an *OpError naming the op.
+// backward's Context are handed on, tensors from elsewhere are copied (a leaf's
+// gradient is accumulated into in place). Wrong gradients panic with an *OpError
+// naming the op.
 //
 // Custom ops are not rows of the op registry (Ops): they run in the dtypes their
 // forward chooses, so autocast treats them as passthrough, and the ops inside forward
@@ -61,7 +62,7 @@ func Custom(name string, inputs []*Tensor, forward func(c *Context, in []*Tensor
 	bw := func(bc *Context, g *Tensor) []*Tensor {
 		// backward owns g and may release it early, which frees its storage at once —
 		// unless an Observer will be shown g afterwards: then it gets a view.
-		if obs != nil {
+		if obs != nil || g.ctx != nil {
 			g = bc.Bind(g)
 		} else {
 			adoptInto(bc, g)
@@ -81,8 +82,14 @@ func Custom(name string, inputs []*Tensor, forward func(c *Context, in []*Tensor
 				fail(name, []*Tensor{x, gk}, "the custom op's backward returned a %v gradient on %s for input %d, which is %v on %s",
 					gk.shape, gk.device, k, x.shape, x.device)
 			}
-			if gk.dtype != x.dtype {
+			switch {
+			case gk.dtype != x.dtype:
 				gs[k] = bc.cast(gk, x.dtype)
+			case gk != g && (gk.ctx == nil || gk.ctx.root != bc.root):
+				// A tensor from outside backward may be used elsewhere: a leaf's
+				// gradient is accumulated into in place, so hand on a copy.
+				gs[k] = gk.untrackedCopy(gk.dtype)
+				adoptInto(bc, gs[k])
 			}
 		}
 		return gs
