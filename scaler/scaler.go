@@ -50,6 +50,8 @@ type GradScaler struct {
 	per   map[optim.Optimizer]*optState // this iteration
 	order []optim.Optimizer             // per's keys in first-use order
 	last  map[optim.Optimizer]*optState // the previous iteration
+
+	reduceFoundInf func(found bool) bool // combines found-inf across processes (nil: local)
 }
 
 // New returns a GradScaler for cfg, or an error wrapping ErrConfig. A Config with
@@ -168,7 +170,22 @@ func (s *GradScaler) unscale(opt optim.Optimizer, st *optState) {
 			st.nonFinite = append(st.nonFinite, name(i))
 		}
 	}
+	if s.reduceFoundInf != nil && s.reduceFoundInf(st.foundInf) && !st.foundInf {
+		st.foundInf = true
+		st.nonFinite = append(st.nonFinite, "(a gradient in another process)")
+	}
 	st.stage = unscaled
+}
+
+// SetFoundInfReducer makes every Unscale pass its local found-inf result to f and use
+// what f returns instead: data-parallel training installs an all-reduce (MAX) across
+// processes, so every process skips the same steps and keeps the same scale
+// (dist.SyncScaler does this). f runs once per Unscale, in the same order on every
+// process; nil restores the local decision.
+func (s *GradScaler) SetFoundInfReducer(f func(found bool) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reduceFoundInf = f
 }
 
 // Step unscales opt's gradients if Unscale was not called, then runs opt.Step unless a
