@@ -28,6 +28,12 @@ var opBind = defOp("bind", Passthrough)
 
 // record attaches the autograd node to out when grad is on and an input needs grad.
 func (c *Context) record(op *Op, out *Tensor, ins []*Tensor, bw backwardFn) *Tensor {
+	return c.recordCustom(op, out, ins, bw, false)
+}
+
+// recordCustom is record that can force the node: custom ops attach it even when no
+// input requires grad (their forward reached leaves that do by other means).
+func (c *Context) recordCustom(op *Op, out *Tensor, ins []*Tensor, bw backwardFn, force bool) *Tensor {
 	var tag any
 	obs := c.Observer()
 	if obs != nil {
@@ -36,7 +42,7 @@ func (c *Context) record(op *Op, out *Tensor, ins []*Tensor, bw backwardFn) *Ten
 	if !c.GradEnabled() {
 		return out
 	}
-	need := false
+	need := force
 	for _, in := range ins {
 		if in != nil && in.requiresGrad {
 			need = true

@@ -97,31 +97,6 @@ func Custom(name string, inputs []*Tensor, forward func(c *Context, in []*Tensor
 	return c.recordCustom(op, out, in, bw, needs)
 }
 
-// recordCustom is record for custom ops: force attaches the node even when no input
-// requires grad (the forward reached leaves that do by other means).
-func (c *Context) recordCustom(op *Op, out *Tensor, ins []*Tensor, bw backwardFn, force bool) *Tensor {
-	var tag any
-	obs := c.Observer()
-	if obs != nil {
-		tag = obs.Forward(c, op, ins, out)
-	}
-	if !c.GradEnabled() {
-		return out
-	}
-	need := force
-	for _, in := range ins {
-		if in != nil && in.requiresGrad {
-			need = true
-		}
-	}
-	if !need {
-		return out
-	}
-	out.requiresGrad = true
-	out.node = &node{op: op, inputs: ins, backward: bw, obs: obs, tag: tag}
-	return out
-}
-
 // holds reports whether t is one of ts.
 func holds(ts []*Tensor, t *Tensor) bool {
 	for _, x := range ts {

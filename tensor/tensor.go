@@ -415,3 +415,28 @@ func (t *Tensor) contiguousCopy() *Tensor {
 	c.ref.b.Copy(c.bview(), t.bview())
 	return c
 }
+
+// BestDevice returns the best device present: the first CUDA device when its backend
+// opens, else the CPU.
+func BestDevice() Device {
+	if _, err := backend.Get(CUDA(0)); err == nil {
+		return CUDA(0)
+	}
+	return CPU
+}
+
+// OpenDevice parses a device name ("cpu", "cpu:1", "cuda:0"; "" for BestDevice) and
+// checks that its backend opens, so a command can reject a missing device up front.
+func OpenDevice(name string) (Device, error) {
+	if name == "" {
+		return BestDevice(), nil
+	}
+	d, err := ParseDevice(name)
+	if err != nil {
+		return d, err
+	}
+	if _, err := backend.Get(d); err != nil {
+		return d, fmt.Errorf("device %s is not available: %w", d, err)
+	}
+	return d, nil
+}

@@ -387,3 +387,16 @@ func TestUntrackedTensorFreedByGC(t *testing.T) {
 	}
 	require.Equal(t, before, cpuAllocated(t, dev))
 }
+
+func TestOpenDevice(t *testing.T) {
+	d, err := OpenDevice("")
+	require.NoError(t, err)
+	require.Equal(t, BestDevice(), d)
+	d, err = OpenDevice("cpu:2")
+	require.NoError(t, err)
+	require.Equal(t, CPUDevice(2), d)
+	_, err = OpenDevice("tpu:0")
+	require.Error(t, err)
+	_, err = OpenDevice("cpu:99")
+	require.ErrorIs(t, err, backend.ErrNoDevice)
+}

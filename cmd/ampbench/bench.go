@@ -159,21 +159,12 @@ func splitList(s string) []string {
 	return out
 }
 
-// pickDevice returns the requested device, or the best one present: CUDA when it
-// opens, else the CPU.
+// pickDevice returns the requested device, or the best one present; a bad or missing
+// device is a usage error.
 func pickDevice(name string) (tensor.Device, error) {
-	if name == "" {
-		if _, err := backend.Get(tensor.CUDA(0)); err == nil {
-			return tensor.CUDA(0), nil
-		}
-		return tensor.CPU, nil
-	}
-	d, err := tensor.ParseDevice(name)
+	d, err := tensor.OpenDevice(name)
 	if err != nil {
-		return d, usagef("bad -device: %v", err)
-	}
-	if _, err := backend.Get(d); err != nil {
-		return d, usagef("-device %s is not available: %v", d, err)
+		return d, usagef("-device: %v", err)
 	}
 	return d, nil
 }

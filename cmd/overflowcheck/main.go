@@ -23,7 +23,6 @@ import (
 	"os"
 
 	"github.com/gamp-ml/gamp/amp"
-	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/data"
 	"github.com/gamp-ml/gamp/models"
 	"github.com/gamp-ml/gamp/nn"
@@ -135,19 +134,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// pickDevice returns the requested device, or the best one present; a bad or missing
+// device is a usage error.
 func pickDevice(name string) (tensor.Device, error) {
-	if name == "" {
-		if _, err := backend.Get(tensor.CUDA(0)); err == nil {
-			return tensor.CUDA(0), nil
-		}
-		return tensor.CPU, nil
-	}
-	d, err := tensor.ParseDevice(name)
+	d, err := tensor.OpenDevice(name)
 	if err != nil {
 		return d, &usageError{err.Error()}
-	}
-	if _, err := backend.Get(d); err != nil {
-		return d, fmt.Errorf("device %s is not available: %w", d, err)
 	}
 	return d, nil
 }
