@@ -177,10 +177,10 @@ func (c *Context) Close() {
 		return
 	}
 	c.closed = true
-	cache := c.castCache
+	// Drop the weight-cast cache; the cast copies themselves are tracked by the root
+	// scope and released with it.
 	c.castCache = nil
 	c.mu.Unlock()
-	_ = cache // cast copies are tracked by the root and released with it
 	if c.root != c {
 		return
 	}

@@ -4,6 +4,11 @@
 //
 //	fashion -model cnn -precision bf16 -epochs 3
 //	fashion -model mlp -precision fp16 -opt-level O2 -json
+//
+// With -ddp it is one rank of a data-parallel job (start it with gamprun): every rank
+// trains on its share of each batch and DDP averages the gradients; rank 0 reports.
+//
+//	gamprun -n 2 -- fashion -ddp -model mlp -epochs 1 -json
 package main
 
 import (
@@ -20,6 +25,7 @@ import (
 	"github.com/gamp-ml/gamp/amp"
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/data"
+	"github.com/gamp-ml/gamp/dist"
 	"github.com/gamp-ml/gamp/models"
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/optim"
@@ -31,7 +37,7 @@ type options struct {
 	epochs, batch, accum, limit                                                   int
 	lr                                                                            float64
 	seed                                                                          uint64
-	jsonOut, quiet                                                                bool
+	jsonOut, quiet, ddp                                                           bool
 }
 
 // summary is the JSON line printed with -json.
@@ -49,6 +55,9 @@ type summary struct {
 	TestAccuracy     float64 `json:"test_accuracy"`
 	PeakMemoryBytes  int64   `json:"peak_memory_bytes"`
 	FinalLoss        float64 `json:"final_loss"`
+	WorldSize        int     `json:"world_size"`
+
+	rank int
 }
 
 func main() {
@@ -70,13 +79,14 @@ func main() {
 	flag.StringVar(&o.channels, "channels", "32,64", "CNN channels of the two conv blocks")
 	flag.IntVar(&o.limit, "limit", 0, "use only the first N training examples (0: all)")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	flag.BoolVar(&o.ddp, "ddp", false, "data-parallel rank started by gamprun: train on this rank's share of every batch, average gradients over the ranks")
 	flag.Parse()
 	s, err := run(o, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fashion:", err)
 		os.Exit(1)
 	}
-	if o.jsonOut {
+	if o.jsonOut && s.rank == 0 {
 		b, _ := json.Marshal(s)
 		fmt.Println(string(b))
 	}
@@ -156,6 +166,20 @@ func run(o options, log io.Writer) (summary, error) {
 	if o.batch%o.accum != 0 {
 		return summary{}, fmt.Errorf("-batch %d is not divisible by -accum %d", o.batch, o.accum)
 	}
+	pg := dist.ProcessGroup(dist.NewLocal())
+	if o.ddp {
+		var err error
+		if pg, err = dist.Init(); err != nil {
+			return summary{}, err
+		}
+		defer pg.Close()
+		if (o.batch/o.accum)%pg.Size() != 0 {
+			return summary{rank: pg.Rank()}, fmt.Errorf("-ddp: the micro-batch %d (-batch/-accum) does not split evenly over %d ranks", o.batch/o.accum, pg.Size())
+		}
+		if pg.Rank() != 0 {
+			o.quiet, o.save = true, ""
+		}
+	}
 	dev, err := pickDevice(o.device)
 	if err != nil {
 		return summary{}, err
@@ -191,10 +215,23 @@ func run(o options, log io.Writer) (summary, error) {
 		return summary{}, err
 	}
 	lossFn := func(out, y *tensor.Tensor) *tensor.Tensor { return tensor.CrossEntropy(out, y, 0) }
-	tr, err := amp.NewTrainer(model, opt, lossFn, dev, amp.Config{Level: level, Low: low, Accum: o.accum})
+	var trModel nn.Module = model
+	var trOpt optim.Optimizer = opt
+	if o.ddp {
+		ddp, err := dist.NewDDP(model, pg, dist.DDPOptions{})
+		if err != nil {
+			return summary{}, err
+		}
+		if trOpt, err = ddp.Optimizer(opt); err != nil {
+			return summary{}, err
+		}
+		trModel = ddp
+	}
+	tr, err := amp.NewTrainer(trModel, trOpt, lossFn, dev, amp.Config{Level: level, Low: low, Accum: o.accum})
 	if err != nil {
 		return summary{}, err
 	}
+	dist.SyncScaler(tr.Scaler, pg)
 	tr.Gen.Seed(o.seed)
 	micro := o.batch / o.accum
 	stepsPerEpoch := int64(train.Len() / micro / o.accum)
@@ -218,13 +255,20 @@ func run(o options, log io.Writer) (summary, error) {
 		startEpoch = st.Epoch
 		fmt.Fprintf(log, "resumed from %s at epoch %d (step %d)\n", o.resume, startEpoch, tr.Steps())
 	}
-	loader, err := data.NewLoader(train, data.LoaderOptions{BatchSize: micro, Shuffle: true, Seed: o.seed, DropLast: true, Shape: shape, Device: dev})
+	// With -ddp each rank loads its shard of the data, micro/size examples per
+	// micro-batch; the ranks' micro-batches together make one of the full size.
+	local := train
+	if pg.Size() > 1 {
+		local = shard(train, pg.Rank(), pg.Size())
+	}
+	loader, err := data.NewLoader(local, data.LoaderOptions{BatchSize: micro / pg.Size(), Shuffle: true, Seed: o.seed, DropLast: true, Shape: shape, Device: dev})
 	if err != nil {
 		return summary{}, err
 	}
 	be := backend.MustGet(dev)
 	be.ResetPeak()
-	res := summary{Model: o.model, Precision: o.precision, OptLevel: level.String(), Device: dev.String(), Epochs: o.epochs}
+	res := summary{Model: o.model, Precision: o.precision, OptLevel: level.String(), Device: dev.String(), Epochs: o.epochs,
+		WorldSize: pg.Size(), rank: pg.Rank()}
 	if !o.quiet {
 		fmt.Fprintf(log, "fashion: %s, %s (%s, %s), %d train / %d test examples, batch %d×%d\n",
 			o.model, dev, o.precision, level, train.Len(), test.Len(), o.accum, micro)
@@ -233,7 +277,7 @@ func run(o options, log io.Writer) (summary, error) {
 	var samples int
 	for epoch := startEpoch; epoch < o.epochs; epoch++ {
 		it := loader.Epoch(epoch)
-		perEpoch := train.Len() / micro / o.accum
+		perEpoch := local.Len() / (micro / pg.Size()) / o.accum
 		start := time.Now()
 		var xs, ys []*tensor.Tensor
 		step := 0
@@ -274,6 +318,9 @@ func run(o options, log io.Writer) (summary, error) {
 		}
 		it.Close()
 		trainTime += time.Since(start)
+		if pg.Rank() != 0 {
+			continue // rank 0 evaluates and reports; the replicas are identical
+		}
 		acc, err := evaluate(tr, test, shape, dev)
 		if err != nil {
 			return res, err
@@ -296,6 +343,17 @@ func run(o options, log io.Writer) (summary, error) {
 	}
 	res.PeakMemoryBytes = be.MemoryStats().PeakAllocated
 	return res, nil
+}
+
+// shard is rank's share of ds, as PyTorch's DistributedSampler deals it: every
+// size-th example from the rank-th, the same number for every rank (so all run the
+// same number of steps).
+func shard(ds *data.Dataset, rank, size int) *data.Dataset {
+	idx := make([]int, 0, ds.Len()/size)
+	for i := rank; len(idx) < ds.Len()/size; i += size {
+		idx = append(idx, i)
+	}
+	return ds.Subset(idx)
 }
 
 func progress(w io.Writer, epoch, epochs, step, total int, loss, sps, scale float64) {

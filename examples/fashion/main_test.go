@@ -90,3 +90,23 @@ func TestMainJobBadInput(t *testing.T) {
 		require.False(t, strings.Contains(err.Error(), "panic"), name)
 	}
 }
+
+func TestDDPFlagAlone(t *testing.T) {
+	// -ddp without a launcher is a world of one: the same training as without it.
+	for _, k := range []string{"OMPI_COMM_WORLD_SIZE", "WORLD_SIZE", "RANK", "GAMP_DIST_BACKEND"} {
+		t.Setenv(k, "")
+	}
+	dir := t.TempDir()
+	writeIDX(t, dir, "train", 256, 1)
+	writeIDX(t, dir, "t10k", 64, 2)
+	o := options{model: "mlp", precision: "fp16", epochs: 1, batch: 64, accum: 1, lr: 3e-3, seed: 1, dataDir: dir, quiet: true}
+	plain, err := run(o, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 1, plain.WorldSize)
+	o.ddp = true
+	ddp, err := run(o, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 1, ddp.WorldSize)
+	require.Equal(t, plain.FinalLoss, ddp.FinalLoss)
+	require.Equal(t, plain.TestAccuracy, ddp.TestAccuracy)
+}
