@@ -1,0 +1,277 @@
+package dist
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/tensor"
+)
+
+// The NCCL backend. UNTESTED: no GPU was available while it was written, and gamp's
+// CUDA backend (whose storages it reads) is a later issue. It is the seam for that
+// work, compiled everywhere and wired into Init (Backend "nccl"), so that what is left
+// is checking it on a GPU:
+//
+//   - libnccl.so.2 is bound at run time with purego (GAMP_NCCL_LIB, the soname, the
+//     CUDA directories, pip's nvidia/nccl/lib).
+//   - Rendezvous: rank 0 calls ncclGetUniqueId and shares the 128-byte id over TCP at
+//     MASTER_ADDR:MASTER_PORT (see Rendezvous); every rank then calls
+//     ncclCommInitRank(&comm, size, id, rank). The id is a struct passed by value.
+//   - Collectives work on device memory in place: a tensor's storage must implement
+//     DeviceBuffer (the CUDA backend's will). They are queued on the storage's stream;
+//     Wait synchronises the tensor's backend. NCCL reduces half tensors natively.
+//   - Still to do with the CUDA backend: make LOCAL_RANK's device current on the
+//     thread that calls ncclCommInitRank and the collectives (NCCL state belongs to
+//     the OS thread, see docs/cuda-notes.md), and group calls with ncclGroupStart/End.
+
+// DeviceBuffer is what a device backend's storage offers the NCCL backend.
+type DeviceBuffer interface {
+	backend.Storage
+	// DevicePtr is the device address of element 0 (a CUdeviceptr).
+	DevicePtr() uint64
+	// Stream is the CUstream the backend queues this storage's work on (0: default).
+	Stream() uintptr
+}
+
+// ErrNoNCCL is wrapped by the errors the NCCL backend returns when it cannot run.
+var ErrNoNCCL = errors.New("dist: NCCL backend unavailable")
+
+type ncclUniqueID struct{ Internal [128]byte }
+
+type ncclLib struct {
+	path          string
+	getVersion    func(v *int32) int32
+	getUniqueID   func(id *ncclUniqueID) int32
+	commInitRank  func(comm *uintptr, nranks int32, id ncclUniqueID, rank int32) int32
+	allReduce     func(send, recv uintptr, count uintptr, dt, op int32, comm, stream uintptr) int32
+	broadcast     func(send, recv uintptr, count uintptr, dt, root int32, comm, stream uintptr) int32
+	commDestroy   func(comm uintptr) int32
+	getErrorStrng func(rc int32) string
+}
+
+// NCCL enums (nccl.h).
+const (
+	ncclInt32, ncclInt64, ncclFloat16, ncclFloat32, ncclFloat64, ncclBFloat16 = 2, 4, 6, 7, 8, 9
+	ncclSum, ncclMax, ncclMin, ncclAvg                                        = 0, 2, 3, 4
+)
+
+var (
+	ncclOnce   sync.Once
+	ncclLoaded *ncclLib
+	ncclErr    error
+)
+
+func ncclCandidates() []string {
+	if p := os.Getenv("GAMP_NCCL_LIB"); p != "" {
+		return []string{p}
+	}
+	paths := []string{"libnccl.so.2", "libnccl.so"}
+	var dirs []string
+	for _, h := range []string{os.Getenv("CUDA_HOME"), "/usr/local/cuda"} {
+		if h != "" {
+			dirs = append(dirs, filepath.Join(h, "lib64"), filepath.Join(h, "lib"), filepath.Join(h, "targets/x86_64-linux/lib"))
+		}
+	}
+	dirs = append(dirs, "/usr/lib/x86_64-linux-gnu", "/usr/lib64")
+	if v := os.Getenv("VIRTUAL_ENV"); v != "" {
+		m, _ := filepath.Glob(filepath.Join(v, "lib/python3*/site-packages/nvidia/nccl/lib"))
+		dirs = append(dirs, m...)
+	}
+	for _, d := range dirs {
+		paths = append(paths, filepath.Join(d, "libnccl.so.2"))
+	}
+	return paths
+}
+
+func loadNCCL() (*ncclLib, error) {
+	ncclOnce.Do(func() { ncclLoaded, ncclErr = openNCCL() })
+	return ncclLoaded, ncclErr
+}
+
+func openNCCL() (*ncclLib, error) {
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		return nil, fmt.Errorf("%w on %s", ErrNoNCCL, runtime.GOARCH)
+	}
+	var h uintptr
+	l := &ncclLib{}
+	var tried []string
+	for _, p := range ncclCandidates() {
+		if x, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL); err == nil {
+			h, l.path = x, p
+			break
+		}
+		tried = append(tried, p)
+	}
+	if h == 0 {
+		return nil, fmt.Errorf("%w: libnccl.so.2 not found (tried %s): install NCCL (pip install nvidia-nccl-cu12, or NVIDIA's libnccl2 package) or set GAMP_NCCL_LIB", ErrNoNCCL, strings.Join(tried, ", "))
+	}
+	return l, l.bind(func(name string) (uintptr, error) { return purego.Dlsym(h, name) })
+}
+
+// bind registers the NCCL functions found by sym.
+func (l *ncclLib) bind(sym func(string) (uintptr, error)) error {
+	for _, f := range []struct {
+		fptr any
+		name string
+	}{
+		{&l.getVersion, "ncclGetVersion"},
+		{&l.getUniqueID, "ncclGetUniqueId"},
+		{&l.commInitRank, "ncclCommInitRank"},
+		{&l.allReduce, "ncclAllReduce"},
+		{&l.broadcast, "ncclBroadcast"},
+		{&l.commDestroy, "ncclCommDestroy"},
+		{&l.getErrorStrng, "ncclGetErrorString"},
+	} {
+		a, err := sym(f.name)
+		if err != nil || a == 0 {
+			return fmt.Errorf("%w: %s has no symbol %s", ErrNoNCCL, l.path, f.name)
+		}
+		purego.RegisterFunc(f.fptr, a)
+	}
+	return nil
+}
+
+func (l *ncclLib) check(call string, rc int32) error {
+	if rc == 0 {
+		return nil
+	}
+	return fmt.Errorf("dist: %s failed: %s (ncclResult %d)", call, l.getErrorStrng(rc), rc)
+}
+
+// ncclGroup is the NCCL backend (untested, see above).
+type ncclGroup struct {
+	lib        *ncclLib
+	rank, size int
+	comm       uintptr
+	mu         sync.Mutex
+}
+
+func newNCCL(env Env) (ProcessGroup, error) {
+	lib, err := loadNCCL()
+	if err != nil {
+		return nil, err
+	}
+	var id ncclUniqueID
+	if env.Rank == 0 {
+		if err := lib.check("ncclGetUniqueId", lib.getUniqueID(&id)); err != nil {
+			return nil, err
+		}
+	}
+	blob, err := Rendezvous(env.MasterAddr, env.MasterPort, env.Rank, env.Size, id.Internal[:], 5*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	if len(blob) != len(id.Internal) {
+		return nil, fmt.Errorf("dist: rendezvous delivered %d bytes, an ncclUniqueId has %d", len(blob), len(id.Internal))
+	}
+	copy(id.Internal[:], blob)
+	g := &ncclGroup{lib: lib, rank: env.Rank, size: env.Size}
+	if err := lib.check("ncclCommInitRank", lib.commInitRank(&g.comm, int32(env.Size), id, int32(env.Rank))); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *ncclGroup) Rank() int       { return g.rank }
+func (g *ncclGroup) Size() int       { return g.size }
+func (g *ncclGroup) Backend() string { return "nccl" }
+
+// device returns t's device buffer, its address at t's offset, and NCCL's dtype.
+func (g *ncclGroup) device(t *tensor.Tensor) (DeviceBuffer, uintptr, int32, error) {
+	if t == nil || t.Released() || !t.IsContiguous() {
+		return nil, 0, 0, fmt.Errorf("dist: NCCL collectives need a live, contiguous tensor")
+	}
+	s, off := t.Storage()
+	db, ok := s.(DeviceBuffer)
+	if !ok {
+		return nil, 0, 0, fmt.Errorf("%w: NCCL needs tensors in GPU memory, got one on %s", ErrNoNCCL, t.Device())
+	}
+	dt := map[tensor.DType]int32{tensor.Int32: ncclInt32, tensor.Int64: ncclInt64, tensor.Float16: ncclFloat16,
+		tensor.Float32: ncclFloat32, tensor.Float64: ncclFloat64, tensor.BFloat16: ncclBFloat16}
+	d, ok := dt[t.DType()]
+	if !ok {
+		return nil, 0, 0, fmt.Errorf("dist: NCCL cannot reduce %s tensors", t.DType())
+	}
+	return db, uintptr(db.DevicePtr()) + uintptr(off*t.DType().Size()), d, nil
+}
+
+type ncclHandle struct {
+	t   *tensor.Tensor
+	err error
+}
+
+func (h ncclHandle) Wait() error {
+	if h.err != nil {
+		return h.err
+	}
+	return h.t.Backend().Synchronize()
+}
+
+func (g *ncclGroup) AllReduceAsync(t *tensor.Tensor, op ReduceOp) Handle {
+	if err := checkReduce(t, op); err != nil {
+		return doneHandle{err}
+	}
+	db, p, dt, err := g.device(t)
+	if err != nil {
+		return doneHandle{err}
+	}
+	nop := map[ReduceOp]int32{Sum: ncclSum, Avg: ncclAvg, Max: ncclMax, Min: ncclMin}[op]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.comm == 0 {
+		return doneHandle{ErrClosed}
+	}
+	err = g.lib.check("ncclAllReduce", g.lib.allReduce(p, p, uintptr(t.Numel()), dt, nop, g.comm, db.Stream()))
+	return ncclHandle{t, err}
+}
+
+func (g *ncclGroup) AllReduce(t *tensor.Tensor, op ReduceOp) error {
+	return g.AllReduceAsync(t, op).Wait()
+}
+
+func (g *ncclGroup) Broadcast(t *tensor.Tensor, root int) error {
+	if err := checkRoot(g, root); err != nil {
+		return err
+	}
+	db, p, dt, err := g.device(t)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	if g.comm == 0 {
+		g.mu.Unlock()
+		return ErrClosed
+	}
+	err = g.lib.check("ncclBroadcast", g.lib.broadcast(p, p, uintptr(t.Numel()), dt, int32(root), g.comm, db.Stream()))
+	g.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return t.Backend().Synchronize()
+}
+
+// Barrier all-reduces one element, as torch.distributed does for NCCL.
+func (g *ncclGroup) Barrier() error {
+	return fmt.Errorf("%w: Barrier needs a one-element GPU tensor from the CUDA backend", ErrNoNCCL)
+}
+
+func (g *ncclGroup) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.comm == 0 {
+		return nil
+	}
+	err := g.lib.check("ncclCommDestroy", g.lib.commDestroy(g.comm))
+	g.comm = 0
+	forget(g)
+	return err
+}
