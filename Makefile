@@ -32,11 +32,13 @@ test-short:
 race:
 	$(GO) test -race ./...
 
-# Conversion (ns/element, 16 M values: assembly, pure Go, x448) and GEMM (GFLOP/s, gamp
-# vs gonum at 256–2048) benchmarks.
+# Conversion (ns/element, 16 M values: assembly, pure Go, x448), GEMM (GFLOP/s, gamp
+# vs gonum at 256–2048) and BF16 GEMM (GFLOP/s, next to float32 in the same run)
+# benchmarks.
 bench:
 	$(GO) test -run '^$$' -bench '_16M$$' -benchtime 20x ./half/
 	$(GO) test -run '^$$' -bench '^BenchmarkGemm$$' -count 1 ./backend/cpu/
+	$(GO) test -run '^$$' -bench '^BenchmarkGemmBF16$$' -count 1 ./backend/cpu/
 
 lint: vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)

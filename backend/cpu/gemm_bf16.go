@@ -1,0 +1,590 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/gamp-ml/gamp/half"
+)
+
+// GemmBF16 follows Gemm's Goto/BLIS scheme with operands packed as bf16
+// pairs, the layout VDPBF16PS reads: a packed word holds two consecutive k
+// values of one row of op(A) or one column of op(B), the even k in its low
+// half. A k slice (even length, except the last) thus covers kc2 = ⌈kc/2⌉
+// pair steps, odd K padded with a zero. The micro-kernel accumulates a
+// float32 tile from zero over a slice; with one slice (K ≤ gemmBF16KC) the
+// tile goes straight to C, otherwise slices add into a float32 copy of the
+// current column block and the last one goes to C. Storing computes
+// alpha·acc + beta·C in float32 and rounds once to bf16. Every element of C
+// sees the same operations in the same order whatever the number of workers.
+
+// Blocking for bf16. KC is large so that k is rarely split: each extra k
+// slice costs a float32 pass over the C block, and on the 2-core Zen 5 VM
+// KC = 4096 beat 1024 by 10–15 % at K = 2048–4096 (and 2048 by 0–10 %)
+// although its B micro-panel (up to 256 KB) streams from L2. For K ≤ 1024
+// the value does not matter. MC and NC are the float32 ones.
+const (
+	gemmBF16KC = 4096
+	gemmBF16MC = 144
+	gemmBF16NC = 4096
+)
+
+// gemmBF16Kernel is a bf16 micro-kernel and the tile it computes.
+// fn(kc2, a, b, c, ldc, add) computes, for i < mr and j < nr, the dot
+// product of A micro-panel row i (a[p*mr+i], p < kc2, each word a pair of
+// bf16) and B micro-panel column j (b[p*nr+j]) with VDPBF16PS arithmetic
+// (see gemmBF16KernelGo), accumulated from +0 in ascending p, and stores it
+// to c[i*ldc+j], or adds it there (float32 addition) when add is set.
+//
+// store(kc2, a, b, c, ldc, alpha, beta) computes the same tile and writes
+// bf16Out(alpha, beta, acc, c[i*ldc+j]) to the bf16 c[i*ldc+j].
+type gemmBF16Kernel struct {
+	name   string
+	mr, nr int
+	fn     func(kc2 int, a, b []uint32, c []float32, ldc int, add bool)
+	store  func(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
+}
+
+// gemmBF16KernelGo12x32 is the portable micro-kernel, with the tile of the
+// AVX-512 one so that the two share packed panels in tests.
+var gemmBF16KernelGo12x32 = &gemmBF16Kernel{name: "go12x32", mr: 12, nr: 32,
+	fn: func(kc2 int, a, b []uint32, c []float32, ldc int, add bool) {
+		gemmBF16KernelGo(12, 32, kc2, a, b, c, ldc, add)
+	},
+	store: func(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
+		var t [12 * 32]float32
+		gemmBF16KernelGo(12, 32, kc2, a, b, t[:], 32, false)
+		for i := range 12 {
+			row := c[i*ldc:][:32]
+			for j, v := range t[i*32:][:32] {
+				row[j] = bf16Out(alpha, beta, v, row[j])
+			}
+		}
+	},
+}
+
+// bf16Out is an element of C as GemmBF16 stores it: the float32 sum t of
+// the products, scaled, plus beta times the old value (not read when beta
+// == 0), rounded once to bf16. The products are rounded apart, so that no
+// build fuses them.
+func bf16Out(alpha, beta, t float32, old half.BFloat16) half.BFloat16 {
+	v := alpha * t
+	if beta != 0 {
+		v = float32(v) + float32(beta*old.Float32())
+	}
+	return half.BFloat16FromFloat32(v)
+}
+
+// gemmBF16KernelGo is the pure-Go twin of the VDPBF16PS micro-kernel, for
+// any tile with nr a multiple of 4. For every i < mr and j < nr it computes
+//
+//	var acc float32
+//	for p := 0; p < kc2; p++ {
+//		x, y := a[p*mr+i], b[p*nr+j]
+//		acc = bf16FMA(acc, bf16Lane(x>>16), bf16Lane(y>>16)) // odd k first
+//		acc = bf16FMA(acc, bf16Lane(x&0xffff), bf16Lane(y&0xffff))
+//	}
+//	c[i*ldc+j] = acc // or += acc when add
+//
+// which is VDPBF16PS as measured on AMD Zen 5 and as the Intel SDM specifies
+// it: per lane, two float32 fused multiply-adds, the high (odd k) pair
+// first, each rounding to nearest even once, with denormal inputs read as
+// zero and denormal results flushed to a zero of the same sign (tininess
+// after rounding), whatever MXCSR says. Only NaN payloads may differ.
+func gemmBF16KernelGo(mr, nr, kc2 int, a, b []uint32, c []float32, ldc int, add bool) {
+	a = a[:kc2*mr]
+	b = b[:kc2*nr]
+	for i := range mr {
+		crow := c[i*ldc:][:nr]
+		for j := 0; j < nr; j += 4 {
+			var s0, s1, s2, s3 float32
+			for p := range kc2 {
+				x := a[p*mr+i]
+				bp := b[p*nr+j:][:4]
+				xh, xl := bf16Lane(x>>16), bf16Lane(x&0xffff)
+				s0 = bf16FMA(bf16FMA(s0, xh, bf16Lane(bp[0]>>16)), xl, bf16Lane(bp[0]&0xffff))
+				s1 = bf16FMA(bf16FMA(s1, xh, bf16Lane(bp[1]>>16)), xl, bf16Lane(bp[1]&0xffff))
+				s2 = bf16FMA(bf16FMA(s2, xh, bf16Lane(bp[2]>>16)), xl, bf16Lane(bp[2]&0xffff))
+				s3 = bf16FMA(bf16FMA(s3, xh, bf16Lane(bp[3]>>16)), xl, bf16Lane(bp[3]&0xffff))
+			}
+			d := crow[j:][:4]
+			if add {
+				d[0] += s0
+				d[1] += s1
+				d[2] += s2
+				d[3] += s3
+			} else {
+				d[0], d[1], d[2], d[3] = s0, s1, s2, s3
+			}
+		}
+	}
+}
+
+// bf16Lane widens the bf16 bits h to float32, reading a denormal as a zero
+// of the same sign (VDPBF16PS's DAZ).
+func bf16Lane(h uint32) float32 {
+	u := h << 16
+	if u&0x7f800000 == 0 {
+		u &= 0x80000000
+	}
+	return math.Float32frombits(u)
+}
+
+// bf16FMA returns acc + x·y rounded once to nearest even, with a denormal
+// result flushed to zero (VDPBF16PS's FTZ); x and y are bf16 values and acc
+// is not denormal. The product of two bf16 values has at most 16 significant
+// bits, so where it is a float32 normal (or an exact zero) it is exact and a
+// plain float32 addition is the fused operation; the sum is then a multiple
+// of 2^-149, so IEEE gradual underflow and a flush after rounding with an
+// unbounded exponent agree on which sums are tiny.
+func bf16FMA(acc, x, y float32) float32 {
+	p := x * y
+	if e := math.Float32bits(p) >> 23 & 0xff; e-1 < 0xfe || (x == 0 || y == 0) && p == 0 {
+		s := acc + p
+		if u := math.Float32bits(s); u&0x7f800000 == 0 {
+			s = math.Float32frombits(u & 0x80000000)
+		}
+		return s
+	}
+	return bf16FMASlow(acc, x, y)
+}
+
+// bf16FMASlow is bf16FMA where x·y overflows or underflows float32, or an
+// operand is not finite.
+func bf16FMASlow(acc, x, y float32) float32 {
+	a, p := float64(acc), float64(x)*float64(y) // p is exact
+	if math.IsInf(p, 0) || math.IsNaN(p) || math.IsInf(a, 0) || math.IsNaN(a) {
+		return float32(p + a)
+	}
+	// s+e == p+a exactly (TwoSum). Moving s one float64 ulp towards the
+	// exact sum when e != 0 lets the float32 rounding below break ties as
+	// the exact sum would.
+	s := p + a
+	bb := s - p
+	if e := (p - (s - bb)) + (a - bb); e > 0 {
+		s = math.Nextafter(s, math.Inf(1))
+	} else if e < 0 {
+		s = math.Nextafter(s, math.Inf(-1))
+	}
+	switch abs := math.Abs(s); {
+	case abs >= 0x1.ffffffp127: // rounds past MaxFloat32
+		return float32(math.Copysign(math.Inf(1), s))
+	case abs >= 0x1p-126:
+		return float32(s)
+	case abs >= 0x1.ffffffp-127: // rounds up to the smallest normal
+		return float32(math.Copysign(0x1p-126, s))
+	default:
+		return float32(math.Copysign(0, s))
+	}
+}
+
+// GemmBF16 computes C = alpha·op(A)·op(B) + beta·C for row-major BFloat16
+// matrices with float32 accumulation, rounding each element of C once (to
+// nearest even, subnormals kept) when it is stored. Shapes, strides, beta
+// == 0 and the panics are as for Gemm.
+//
+// The products use VDPBF16PS arithmetic (see gemmBF16KernelGo): bf16
+// denormals in A and B count as zero (dropping at most 2^-126 times the
+// other factor) and a partial sum below the float32 normal range is flushed
+// to zero (at most 2^-126 per product). With K > gemmBF16KC the partial sums
+// of the k slices go through a float32 buffer of m×min(n, gemmBF16NC).
+// AVX-512 BF16 CPUs run the instruction itself; others, and the purego build
+// tag, run the pure-Go twin, which gives the same bits except for NaN
+// payloads, much more slowly. For a given (m, n, k) the result does not
+// depend on the number of workers.
+func GemmBF16(transA, transB bool, m, n, k int, alpha float32, a []half.BFloat16, lda int, b []half.BFloat16, ldb int, beta float32, c []half.BFloat16, ldc int) {
+	gemmBF16With(gemmBF16KernelBest, Workers(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// gemmBF16With is GemmBF16 with an explicit micro-kernel and worker count;
+// workers only shapes the task split, which never changes the result.
+func gemmBF16With(kern *gemmBF16Kernel, workers int, transA, transB bool, m, n, k int, alpha float32, a []half.BFloat16, lda int, b []half.BFloat16, ldb int, beta float32, c []half.BFloat16, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(gemmArgError(fmt.Sprintf("cpu: GemmBF16: negative dimension m=%d n=%d k=%d", m, n, k)))
+	}
+	gemmBF16Check("C", m, n, len(c), ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	if k > 0 {
+		ar, ac := m, k
+		if transA {
+			ar, ac = k, m
+		}
+		gemmBF16Check("A", ar, ac, len(a), lda)
+		br, bc := k, n
+		if transB {
+			br, bc = n, k
+		}
+		gemmBF16Check("B", br, bc, len(b), ldb)
+	}
+	if k == 0 || alpha == 0 {
+		gemmBF16Scale(m, n, beta, c, ldc)
+		return
+	}
+
+	g := gemmBF16Calls.Get().(*gemmBF16Call)
+	g.transA, g.transB = transA, transB
+	g.m, g.n, g.k = m, n, k
+	g.alpha, g.beta = alpha, beta
+	g.a, g.lda, g.b, g.ldb, g.c, g.ldc = a, lda, b, ldb, c, ldc
+	g.kern = kern
+	if 2*float64(m)*float64(n)*float64(k) < gemmSerialFlops {
+		workers = 1
+	}
+	g.run(max(workers, 1))
+	g.a, g.b, g.c, g.kern = nil, nil, nil, nil
+	gemmBF16Calls.Put(g)
+}
+
+func gemmBF16Check(name string, rows, cols, n, ld int) {
+	if ld < max(1, cols) {
+		panic(gemmArgError(fmt.Sprintf("cpu: GemmBF16: ld%s=%d is less than max(1, %d)", name, ld, cols)))
+	}
+	if rows > 0 && cols > 0 && n < (rows-1)*ld+cols {
+		panic(gemmArgError(fmt.Sprintf("cpu: GemmBF16: len(%s)=%d is too short for %d×%d with stride %d", name, n, rows, cols, ld)))
+	}
+}
+
+// gemmBF16Scale sets the m×n matrix C to beta·C, rounded to bf16; beta == 0
+// overwrites C with zeros.
+func gemmBF16Scale(m, n int, beta float32, c []half.BFloat16, ldc int) {
+	switch beta {
+	case 1:
+	case 0:
+		for i := range m {
+			clear(c[i*ldc:][:n])
+		}
+	default:
+		for i := range m {
+			row := c[i*ldc:][:n]
+			for j, v := range row {
+				row[j] = half.BFloat16FromFloat32(beta * v.Float32())
+			}
+		}
+	}
+}
+
+// gemmBF16Call is the state of one GemmBF16 call, shared by its tasks and
+// pooled with its buffers.
+type gemmBF16Call struct {
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    float32
+	a, b, c        []half.BFloat16
+	lda, ldb, ldc  int
+	kern           *gemmBF16Kernel
+
+	// Current block: columns [jc, jc+nc), depth [pc, pc+kc), kc2 pair steps.
+	jc, nc, pc, kc, kc2 int
+	// sliced: k has more than one slice; last: [pc, pc+kc) is the last.
+	sliced, last bool
+	// Task grid: tm×tn tasks over mPanels×nPanels micro-tiles.
+	tm, tn           int
+	mPanels, nPanels int
+
+	bPack []uint32
+	// acc holds the float32 partial sums of the current column block when
+	// sliced: row stride accLd, whole tiles.
+	acc    []float32
+	accLd  int
+	packFn func(lo, hi int)
+	taskFn func(lo, hi int)
+}
+
+// gemmBF16Scratch is per-task scratch: the packed A block, a float32 tile
+// and its bf16 rounding.
+type gemmBF16Scratch struct {
+	aPack []uint32
+	tile  []float32
+	out   []half.BFloat16
+}
+
+var (
+	gemmBF16Calls = sync.Pool{New: func() any {
+		g := new(gemmBF16Call)
+		g.packFn = func(lo, hi int) {
+			for q := lo; q < hi; q++ {
+				g.packBPanel(q)
+			}
+		}
+		g.taskFn = func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				g.task(t)
+			}
+		}
+		return g
+	}}
+	gemmBF16Scratches = sync.Pool{New: func() any { return new(gemmBF16Scratch) }}
+)
+
+// grow returns buf resliced to n elements, reallocating only when too small.
+func grow[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
+}
+
+func (g *gemmBF16Call) run(workers int) {
+	mr, nr := g.kern.mr, g.kern.nr
+	// Split k into equal slices of at most gemmBF16KC, each of even length
+	// but the last: depends on k alone.
+	kSlices := gemmCeilDiv(g.k, gemmBF16KC)
+	kcMax := gemmCeilDiv(g.k, kSlices)
+	kcMax += kcMax & 1
+	g.sliced = kcMax < g.k
+	ncMax := min(g.n, gemmBF16NC)
+	g.bPack = grow(g.bPack, (kcMax/2)*gemmCeilDiv(ncMax, nr)*nr)
+
+	g.mPanels = gemmCeilDiv(g.m, mr)
+	target := gemmCeilDiv(g.m, gemmBF16MC)
+	target = gemmCeilDiv(target, workers) * workers
+	g.tm = min(target, g.mPanels)
+	if g.sliced {
+		g.accLd = gemmCeilDiv(ncMax, nr) * nr
+		g.acc = grow(g.acc, g.mPanels*mr*g.accLd)
+	}
+
+	for jc := 0; jc < g.n; jc += ncMax {
+		g.jc, g.nc = jc, min(ncMax, g.n-jc)
+		g.nPanels = gemmCeilDiv(g.nc, nr)
+		g.tn = min(g.nPanels, gemmCeilDiv(target, g.tm))
+		for pc := 0; pc < g.k; pc += kcMax {
+			g.pc, g.kc = pc, min(kcMax, g.k-pc)
+			g.kc2 = (g.kc + 1) / 2
+			g.last = pc+g.kc == g.k
+			if workers > 1 {
+				ParallelFor(g.nPanels, max(1, 8192/(g.kc2*nr)), g.packFn)
+				ParallelFor(g.tm*g.tn, 1, g.taskFn)
+			} else {
+				g.packFn(0, g.nPanels)
+				g.taskFn(0, g.tm*g.tn)
+			}
+		}
+	}
+}
+
+// pair packs two bf16 values, lo for the even k, into one word.
+func pair(lo, hi half.BFloat16) uint32 { return uint32(lo) | uint32(hi)<<16 }
+
+// gemmBF16PackGatherRowsGo collects the k pairs of stored rows of src (row
+// stride ld, pairs side by side) into rows of dst (stride stride, w ≤
+// stride ≤ 32 pairs): row p of dst holds pair p of each stored row.
+//
+//	for p := 0; p < steps; p++ {
+//		for i := 0; i < stride; i++ {
+//			dst[p*stride+i] = 0
+//			if i < w {
+//				dst[p*stride+i] = pair(src[i*ld+2*p], src[i*ld+2*p+1])
+//			}
+//		}
+//	}
+func gemmBF16PackGatherRowsGo(dst []uint32, src []half.BFloat16, ld, steps, w, stride int) {
+	dst = dst[:steps*stride]
+	i := 0
+	// Four stored rows at once: four read streams, one 4-wide write per p.
+	for ; i+4 <= w; i += 4 {
+		s0 := src[i*ld:][:2*steps]
+		s1 := src[(i+1)*ld:][:len(s0)]
+		s2 := src[(i+2)*ld:][:len(s0)]
+		s3 := src[(i+3)*ld:][:len(s0)]
+		for p := range steps {
+			d := dst[p*stride+i:][:4]
+			d[0] = pair(s0[2*p], s0[2*p+1])
+			d[1] = pair(s1[2*p], s1[2*p+1])
+			d[2] = pair(s2[2*p], s2[2*p+1])
+			d[3] = pair(s3[2*p], s3[2*p+1])
+		}
+	}
+	for ; i < w; i++ {
+		s := src[i*ld:][:2*steps]
+		for p := range steps {
+			dst[p*stride+i] = pair(s[2*p], s[2*p+1])
+		}
+	}
+	if w < stride {
+		for p := range steps {
+			clear(dst[p*stride+w:][:stride-w])
+		}
+	}
+}
+
+// gemmBF16PackPairRowsGo interleaves pairs of stored rows of src (row
+// stride ld) into rows of dst (stride stride, w ≤ stride ≤ 32 pairs):
+//
+//	for p := 0; p < steps; p++ {
+//		for i := 0; i < stride; i++ {
+//			dst[p*stride+i] = 0
+//			if i < w {
+//				dst[p*stride+i] = pair(src[2*p*ld+i], src[(2*p+1)*ld+i])
+//			}
+//		}
+//	}
+func gemmBF16PackPairRowsGo(dst []uint32, src []half.BFloat16, ld, steps, w, stride int) {
+	for p := range steps {
+		d := dst[p*stride:][:stride]
+		r0 := src[2*p*ld:][:w]
+		r1 := src[(2*p+1)*ld:][:w]
+		for i, v := range r0 {
+			d[i] = pair(v, r1[i])
+		}
+		clear(d[w:])
+	}
+}
+
+// packBPanel packs micro-panel q of the current B block:
+// bPack[q*kc2*nr + p*nr + j] = pair(op(B)[pc+2p][j0+j], op(B)[pc+2p+1][j0+j]),
+// j0 = jc+q*nr, zero beyond n and beyond k.
+func (g *gemmBF16Call) packBPanel(q int) {
+	nr, kc, kc2 := g.kern.nr, g.kc, g.kc2
+	dst := g.bPack[q*kc2*nr:][:kc2*nr]
+	j0 := g.jc + q*nr
+	cols := min(nr, g.n-j0)
+	b, ldb := g.b, g.ldb
+	if !g.transB {
+		// Two stored rows give one row of pairs.
+		if kc >= 2 {
+			gemmBF16PackPairRows(dst, b[g.pc*ldb+j0:], ldb, kc/2, cols, nr)
+		}
+		if kc%2 == 1 {
+			d := dst[(kc2-1)*nr:][:nr]
+			for j, v := range b[(g.pc+kc-1)*ldb+j0:][:cols] {
+				d[j] = uint32(v)
+			}
+			clear(d[cols:])
+		}
+		return
+	}
+	// op(B)[p][j] = B[j][p]: a stored row holds its pairs side by side.
+	if kc >= 2 {
+		gemmBF16PackGatherRows(dst, b[j0*ldb+g.pc:], ldb, kc/2, cols, nr)
+	}
+	if kc%2 == 1 {
+		d := dst[(kc2-1)*nr:][:nr]
+		for j := range cols {
+			d[j] = uint32(b[(j0+j)*ldb+g.pc+kc-1])
+		}
+		clear(d[cols:])
+	}
+}
+
+// packA packs rows [i0, i0+rows) of op(A), depth [pc, pc+kc), into mr-row
+// micro-panels: dst[q*kc2*mr + p*mr + i] = pair(op(A)[r][pc+2p],
+// op(A)[r][pc+2p+1]), r = i0+q*mr+i, zero beyond the last row and beyond k.
+func (g *gemmBF16Call) packA(dst []uint32, i0, rows int) {
+	mr, kc, kc2 := g.kern.mr, g.kc, g.kc2
+	a, lda := g.a, g.lda
+	for q := 0; q*mr < rows; q++ {
+		d := dst[q*kc2*mr:][:kc2*mr]
+		r0 := i0 + q*mr
+		nrow := min(mr, rows-q*mr)
+		if !g.transA {
+			// A stored row holds its pairs side by side.
+			if kc >= 2 {
+				gemmBF16PackGatherRows(d, a[r0*lda+g.pc:], lda, kc/2, nrow, mr)
+			}
+			if kc%2 == 1 {
+				dd := d[(kc2-1)*mr:][:mr]
+				for i := range nrow {
+					dd[i] = uint32(a[(r0+i)*lda+g.pc+kc-1])
+				}
+				clear(dd[nrow:])
+			}
+			continue
+		}
+		// op(A)[i][p] = A[p][i]: two stored rows give one step of pairs.
+		if kc >= 2 {
+			gemmBF16PackPairRows(d, a[g.pc*lda+r0:], lda, kc/2, nrow, mr)
+		}
+		if kc%2 == 1 {
+			dd := d[(kc2-1)*mr:][:mr]
+			for i, v := range a[(g.pc+kc-1)*lda+r0:][:nrow] {
+				dd[i] = uint32(v)
+			}
+			clear(dd[nrow:])
+		}
+	}
+}
+
+// task computes task t of the current (jc, pc) block: a disjoint block of
+// C rows and columns.
+func (g *gemmBF16Call) task(t int) {
+	mr, nr := g.kern.mr, g.kern.nr
+	ti, tj := t/g.tn, t%g.tn
+	mp0, mp1 := ti*g.mPanels/g.tm, (ti+1)*g.mPanels/g.tm
+	np0, np1 := tj*g.nPanels/g.tn, (tj+1)*g.nPanels/g.tn
+	if mp0 >= mp1 || np0 >= np1 {
+		return
+	}
+	s := gemmBF16Scratches.Get().(*gemmBF16Scratch)
+	kc2 := g.kc2
+	s.aPack = grow(s.aPack, (mp1-mp0)*mr*kc2)
+	s.tile = grow(s.tile, mr*nr)
+	s.out = grow(s.out, mr*nr)
+	i0, i1 := mp0*mr, min(mp1*mr, g.m)
+	g.packA(s.aPack, i0, i1-i0)
+
+	kern := g.kern.fn
+	c, ldc := g.c, g.ldc
+	for q := np0; q < np1; q++ {
+		bp := g.bPack[q*kc2*nr:][:kc2*nr]
+		j := g.jc + q*nr
+		cols := min(nr, g.n-j)
+		for r := mp0; r < mp1; r++ {
+			ap := s.aPack[(r-mp0)*kc2*mr:][:kc2*mr]
+			i := r * mr
+			rows := min(mr, g.m-i)
+			if !g.sliced {
+				if rows == mr && cols == nr {
+					ct := c[i*ldc+j:]
+					_ = ct[(mr-1)*ldc+nr-1]
+					g.kern.store(kc2, ap, bp, ct, ldc, g.alpha, g.beta)
+					continue
+				}
+				kern(kc2, ap, bp, s.tile, nr, false)
+				g.store(s, s.tile, nr, i, j, rows, cols)
+				continue
+			}
+			acc := g.acc[i*g.accLd+q*nr:]
+			kern(kc2, ap, bp, acc, g.accLd, g.pc > 0)
+			if g.last {
+				g.store(s, acc, g.accLd, i, j, rows, cols)
+			}
+		}
+	}
+	gemmBF16Scratches.Put(s)
+}
+
+// store writes the rows×cols corner of the float32 tile t (row stride ldt)
+// to C at (i, j) as bf16Out does, converting the tile at once.
+func (g *gemmBF16Call) store(s *gemmBF16Scratch, t []float32, ldt, i, j, rows, cols int) {
+	nr := g.kern.nr
+	alpha, beta := g.alpha, g.beta
+	c, ldc := g.c, g.ldc
+	x := s.tile
+	if alpha != 1 || beta != 0 || &t[0] != &x[0] {
+		// Gather alpha·t + beta·C into the scratch tile (t may be it, with
+		// ldt == nr).
+		for r := range rows {
+			src := t[r*ldt:][:cols]
+			dst := x[r*nr:][:cols]
+			if beta != 0 {
+				old := c[(i+r)*ldc+j:][:cols]
+				for jj, v := range src {
+					dst[jj] = float32(alpha*v) + float32(beta*old[jj].Float32())
+				}
+				continue
+			}
+			for jj, v := range src {
+				dst[jj] = alpha * v
+			}
+		}
+	}
+	out := s.out[:rows*nr]
+	half.Float32ToBFloat16(out, x[:rows*nr])
+	for r := range rows {
+		copy(c[(i+r)*ldc+j:][:cols], out[r*nr:][:cols])
+	}
+}

@@ -1,0 +1,130 @@
+//go:build amd64 && !purego
+
+package cpu
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/gamp-ml/gamp/half"
+	"golang.org/x/sys/cpu"
+)
+
+//go:generate go run ./internal/asmgen -o gemm_bf16_amd64.s
+
+// gemmBF16Kernel12x32AVX512 computes a 12×32 float32 tile from a packed
+// 12-row A micro-panel and a packed 32-column B micro-panel of bf16 pairs
+// with VDPBF16PS (AVX512_BF16), and stores it to c (row stride ldc) or adds
+// it there when add is set. It equals gemmBF16KernelGo(12, 32, ...) bit for
+// bit, NaN payloads aside:
+//
+//	for i := 0; i < 12; i++ {
+//		for j := 0; j < 32; j++ {
+//			var acc float32
+//			for p := 0; p < kc2; p++ {
+//				x, y := a[p*12+i], b[p*32+j]
+//				acc = bf16FMA(acc, bf16Lane(x>>16), bf16Lane(y>>16))
+//				acc = bf16FMA(acc, bf16Lane(x&0xffff), bf16Lane(y&0xffff))
+//			}
+//			if add {
+//				c[i*ldc+j] += acc
+//			} else {
+//				c[i*ldc+j] = acc
+//			}
+//		}
+//	}
+//
+//go:noescape
+func gemmBF16Kernel12x32AVX512(kc2 int, a, b []uint32, c []float32, ldc int, add bool)
+
+// gemmBF16Kernel12x32StoreAVX512 is gemmBF16Kernel12x32AVX512 ending with
+// a bf16 store instead of a float32 one. It equals
+//
+//	var t [12 * 32]float32
+//	gemmBF16Kernel12x32AVX512(kc2, a, b, t[:], 32, false)
+//	for i := 0; i < 12; i++ {
+//		for j := 0; j < 32; j++ {
+//			c[i*ldc+j] = bf16Out(alpha, beta, t[i*32+j], c[i*ldc+j])
+//		}
+//	}
+//
+//go:noescape
+func gemmBF16Kernel12x32StoreAVX512(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
+
+var gemmBF16KernelAVX512 = &gemmBF16Kernel{name: "avx512bf16-12x32", mr: 12, nr: 32,
+	fn: gemmBF16Kernel12x32AVX512, store: gemmBF16Kernel12x32StoreAVX512}
+
+// gemmBF16PackPairs is gemmBF16PackPairRowsGo with AVX-512 (zero-extending
+// masked loads, shift, or, masked stores), the masks giving the loaded
+// (w) and stored (stride) lanes of each half of a destination row:
+// load0 = 1<<min(w, 16) - 1, load1 = 1<<max(w-16, 0) - 1, likewise for
+// stride. Masked-off lanes are neither read nor written.
+//
+//go:noescape
+func gemmBF16PackPairs(dst *uint32, src *half.BFloat16, ld, steps int, load0, load1, store0, store1 uint16)
+
+// gemmBF16PackPairRows is gemmBF16PackPairRowsGo, with AVX-512 where the CPU
+// has it.
+func gemmBF16PackPairRows(dst []uint32, src []half.BFloat16, ld, steps, w, stride int) {
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasPOPCNT || steps == 0 || stride == 0 {
+		gemmBF16PackPairRowsGo(dst, src, ld, steps, w, stride)
+		return
+	}
+	if w < 0 || w > stride || stride > 32 {
+		panic("cpu: gemmBF16PackPairRows: bad width")
+	}
+	_ = dst[steps*stride-1]
+	if w > 0 {
+		_ = src[(2*steps-1)*ld+w-1]
+	}
+	mask := func(n int) uint16 { return uint16(1<<min(max(n, 0), 16) - 1) }
+	gemmBF16PackPairs(&dst[0], unsafe.SliceData(src), ld, steps, mask(w), mask(w-16), mask(stride), mask(stride-16))
+}
+
+// gemmBF16KernelBest is the bf16 micro-kernel GemmBF16 uses, and
+// gemmBF16Native whether it is an instruction of this CPU rather than the
+// pure-Go twin.
+var (
+	gemmBF16KernelBest = gemmBF16Kernels()[0]
+	gemmBF16Native     = gemmBF16KernelBest != gemmBF16KernelGo12x32
+)
+
+// gemmBF16Kernels lists every bf16 micro-kernel this CPU can run, best
+// first. x/sys/cpu reports AVX-512 features only where the OS saves the zmm
+// state.
+func gemmBF16Kernels() []*gemmBF16Kernel {
+	var ks []*gemmBF16Kernel
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16 {
+		ks = append(ks, gemmBF16KernelAVX512)
+	}
+	return append(ks, gemmBF16KernelGo12x32)
+}
+
+// gemmBF16PackGather is gemmBF16PackGatherRowsGo with AVX-512 gathers:
+// idx[i] is the byte offset of stored row i, and the masks are those of
+// gemmBF16PackPairs. Masked-off lanes are neither read nor written.
+//
+//go:noescape
+func gemmBF16PackGather(dst *uint32, src *half.BFloat16, idx *[32]int32, steps int, load0, load1, store0, store1 uint16)
+
+// gemmBF16PackGatherRows is gemmBF16PackGatherRowsGo, with AVX-512 where the
+// CPU has it and the row offsets fit the gather's 32-bit indices.
+func gemmBF16PackGatherRows(dst []uint32, src []half.BFloat16, ld, steps, w, stride int) {
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasPOPCNT || steps == 0 || stride == 0 || 2*w*ld > math.MaxInt32 {
+		gemmBF16PackGatherRowsGo(dst, src, ld, steps, w, stride)
+		return
+	}
+	if w < 0 || w > stride || stride > 32 {
+		panic("cpu: gemmBF16PackGatherRows: bad width")
+	}
+	_ = dst[steps*stride-1]
+	if w > 0 {
+		_ = src[(w-1)*ld+2*steps-1]
+	}
+	var idx [32]int32
+	for i := range w {
+		idx[i] = int32(2 * i * ld)
+	}
+	mask := func(n int) uint16 { return uint16(1<<min(max(n, 0), 16) - 1) }
+	gemmBF16PackGather(&dst[0], unsafe.SliceData(src), &idx, steps, mask(w), mask(w-16), mask(stride), mask(stride-16))
+}
