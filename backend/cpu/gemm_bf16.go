@@ -438,74 +438,63 @@ func gemmBF16PackPairRowsGo(dst []uint32, src []half.BFloat16, ld, steps, w, str
 // bPack[q*kc2*nr + p*nr + j] = pair(op(B)[pc+2p][j0+j], op(B)[pc+2p+1][j0+j]),
 // j0 = jc+q*nr, zero beyond n and beyond k.
 func (g *gemmBF16Call) packBPanel(q int) {
-	nr, kc, kc2 := g.kern.nr, g.kc, g.kc2
-	dst := g.bPack[q*kc2*nr:][:kc2*nr]
+	nr := g.kern.nr
 	j0 := g.jc + q*nr
 	cols := min(nr, g.n-j0)
-	b, ldb := g.b, g.ldb
+	dst := g.bPack[q*g.kc2*nr:][:g.kc2*nr]
 	if !g.transB {
 		// Two stored rows give one row of pairs.
-		if kc >= 2 {
-			gemmBF16PackPairRows(dst, b[g.pc*ldb+j0:], ldb, kc/2, cols, nr)
-		}
-		if kc%2 == 1 {
-			d := dst[(kc2-1)*nr:][:nr]
-			for j, v := range b[(g.pc+kc-1)*ldb+j0:][:cols] {
-				d[j] = uint32(v)
-			}
-			clear(d[cols:])
-		}
+		packPairs(dst, g.b[g.pc*g.ldb+j0:], g.ldb, g.kc, cols, nr, false)
 		return
 	}
 	// op(B)[p][j] = B[j][p]: a stored row holds its pairs side by side.
-	if kc >= 2 {
-		gemmBF16PackGatherRows(dst, b[j0*ldb+g.pc:], ldb, kc/2, cols, nr)
-	}
-	if kc%2 == 1 {
-		d := dst[(kc2-1)*nr:][:nr]
-		for j := range cols {
-			d[j] = uint32(b[(j0+j)*ldb+g.pc+kc-1])
-		}
-		clear(d[cols:])
-	}
+	packPairs(dst, g.b[j0*g.ldb+g.pc:], g.ldb, g.kc, cols, nr, true)
 }
 
 // packA packs rows [i0, i0+rows) of op(A), depth [pc, pc+kc), into mr-row
 // micro-panels: dst[q*kc2*mr + p*mr + i] = pair(op(A)[r][pc+2p],
 // op(A)[r][pc+2p+1]), r = i0+q*mr+i, zero beyond the last row and beyond k.
 func (g *gemmBF16Call) packA(dst []uint32, i0, rows int) {
-	mr, kc, kc2 := g.kern.mr, g.kc, g.kc2
-	a, lda := g.a, g.lda
+	mr := g.kern.mr
 	for q := 0; q*mr < rows; q++ {
-		d := dst[q*kc2*mr:][:kc2*mr]
+		d := dst[q*g.kc2*mr:][:g.kc2*mr]
 		r0 := i0 + q*mr
 		nrow := min(mr, rows-q*mr)
 		if !g.transA {
 			// A stored row holds its pairs side by side.
-			if kc >= 2 {
-				gemmBF16PackGatherRows(d, a[r0*lda+g.pc:], lda, kc/2, nrow, mr)
-			}
-			if kc%2 == 1 {
-				dd := d[(kc2-1)*mr:][:mr]
-				for i := range nrow {
-					dd[i] = uint32(a[(r0+i)*lda+g.pc+kc-1])
-				}
-				clear(dd[nrow:])
-			}
+			packPairs(d, g.a[r0*g.lda+g.pc:], g.lda, g.kc, nrow, mr, true)
 			continue
 		}
 		// op(A)[i][p] = A[p][i]: two stored rows give one step of pairs.
-		if kc >= 2 {
-			gemmBF16PackPairRows(d, a[g.pc*lda+r0:], lda, kc/2, nrow, mr)
-		}
-		if kc%2 == 1 {
-			dd := d[(kc2-1)*mr:][:mr]
-			for i, v := range a[(g.pc+kc-1)*lda+r0:][:nrow] {
-				dd[i] = uint32(v)
-			}
-			clear(dd[nrow:])
+		packPairs(d, g.a[g.pc*g.lda+r0:], g.lda, g.kc, nrow, mr, false)
+	}
+}
+
+// packPairs packs lanes × kc values of a bf16 operand into ceil(kc/2) steps of width
+// pairs: dst[p*width+j] = pair(x(j, 2p), x(j, 2p+1)), zero beyond lanes and beyond kc.
+// With sideBySide, lane j's k values are consecutive in memory (x(j, k) = src[j*ld+k]);
+// otherwise lanes are adjacent and k steps by ld (x(j, k) = src[k*ld+j]).
+func packPairs(dst []uint32, src []half.BFloat16, ld, kc, lanes, width int, sideBySide bool) {
+	if kc >= 2 {
+		if sideBySide {
+			gemmBF16PackGatherRows(dst, src, ld, kc/2, lanes, width)
+		} else {
+			gemmBF16PackPairRows(dst, src, ld, kc/2, lanes, width)
 		}
 	}
+	if kc%2 == 0 {
+		return
+	}
+	// Odd depth: the last step pairs the last k value with a zero.
+	d := dst[(kc/2)*width:][:width]
+	for j := range lanes {
+		if sideBySide {
+			d[j] = uint32(src[j*ld+kc-1])
+		} else {
+			d[j] = uint32(src[(kc-1)*ld+j])
+		}
+	}
+	clear(d[lanes:])
 }
 
 // task computes task t of the current (jc, pc) block: a disjoint block of
