@@ -1,0 +1,172 @@
+package cu
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// The stand-in libraries (testdata/fake*.c) let the bindings run without a GPU: gcc
+// builds them into a temporary directory, and the tests that load them (TestFake*,
+// standin_child_test.go) run in child processes of the test binary. Loading happens
+// once per process, so a child never mixes a stand-in with the real driver of a GPU
+// machine, and each child can start from a different environment (no device, a stub
+// driver, an old driver, libraries found by directory or by LD_LIBRARY_PATH).
+
+// standInEnv is set in the children; TestFake* tests skip without it.
+const standInEnv = "GAMP_CU_STANDIN"
+
+// fakeLibs are the built stand-ins.
+type fakeLibs struct {
+	dir   string // libcuda.so.1, libnvidia-ml.so.1, libnvrtc.so.13, libnvrtc-builtins.so.13.0, libcublas.so.13, libcublasLt.so.13
+	old   string // libcuda.so.1 of a CUDA 12.2 driver (no cuEventElapsedTime_v2, no cuFuncGetParamInfo)
+	empty string // an empty directory
+}
+
+func buildFakes(t *testing.T) fakeLibs {
+	t.Helper()
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		if os.Getenv("GAMP_REQUIRE_GCC") == "1" {
+			t.Fatalf("gcc not found and GAMP_REQUIRE_GCC=1: the stand-in CUDA libraries in testdata/ need a C compiler")
+		}
+		t.Skip("gcc not found: cannot build the stand-in CUDA libraries (testdata/fake*.c); install gcc to run these tests (GAMP_REQUIRE_GCC=1 makes this a failure)")
+	}
+	root := t.TempDir()
+	f := fakeLibs{dir: filepath.Join(root, "lib"), old: filepath.Join(root, "old"), empty: filepath.Join(root, "empty")}
+	for _, d := range []string{f.dir, f.old, f.empty} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	builds := []struct {
+		src, out, soname string
+		defs             []string
+	}{
+		{"fakecuda.c", filepath.Join(f.dir, "libcuda.so.1"), "libcuda.so.1", nil},
+		{"fakecuda.c", filepath.Join(f.old, "libcuda.so.1"), "libcuda.so.1", []string{"-DFAKE_OLD_DRIVER"}},
+		{"fakenvml.c", filepath.Join(f.dir, "libnvidia-ml.so.1"), "libnvidia-ml.so.1", nil},
+		{"fakenvrtc.c", filepath.Join(f.dir, "libnvrtc.so.13"), "libnvrtc.so.13", nil},
+		{"fakenvrtc.c", filepath.Join(f.dir, "libnvrtc-builtins.so.13.0"), "libnvrtc-builtins.so.13.0", []string{"-DFAKE_BUILTINS"}},
+		{"fakecublas.c", filepath.Join(f.dir, "libcublas.so.13"), "libcublas.so.13", nil},
+		{"fakecublas.c", filepath.Join(f.dir, "libcublasLt.so.13"), "libcublasLt.so.13", nil},
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(builds))
+	for i, b := range builds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := append([]string{"-shared", "-fPIC", "-O1", "-Wall", "-Wl,-soname," + b.soname, "-o", b.out}, b.defs...)
+			args = append(args, filepath.Join("testdata", b.src))
+			if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// childEnv is the environment of a child: this process's, without anything that
+// steers library loading, plus extra.
+func childEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "GAMP_LIB"), k == "GAMP_CUDA_LIBDIR", k == standInEnv, strings.HasPrefix(k, "GAMP_CU_"),
+			strings.HasPrefix(k, "FAKECUDA_"), strings.HasPrefix(k, "FAKECUBLAS_"),
+			k == "LD_LIBRARY_PATH", k == "CUDA_HOME", k == "CUDA_PATH", k == "VIRTUAL_ENV", k == "CONDA_PREFIX":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(append(env, standInEnv+"=1"), extra...)
+}
+
+// runChild runs the tests named in tests (exact names) in a child process and checks
+// that each passed.
+func runChild(t *testing.T, tests []string, env []string, extraArgs ...string) string {
+	t.Helper()
+	args := append([]string{"-test.run=^(" + strings.Join(tests, "|") + ")$", "-test.v", "-test.count=1", "-test.timeout=5m"}, extraArgs...)
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child %v failed: %v\n%s", tests, err, out)
+	}
+	for _, name := range tests {
+		if !regexp.MustCompile(`(?m)^--- PASS: ` + name + ` `).Match(out) {
+			t.Fatalf("child did not pass %s:\n%s", name, out)
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("child output:\n%s", out)
+	}
+	return string(out)
+}
+
+func libEnv(dir string) []string {
+	return []string{
+		"GAMP_LIBCUDA=" + filepath.Join(dir, "libcuda.so.1"),
+		"GAMP_LIBNVML=" + filepath.Join(dir, "libnvidia-ml.so.1"),
+		"GAMP_LIBNVRTC=" + filepath.Join(dir, "libnvrtc.so.13"),
+		"GAMP_LIBCUBLAS=" + filepath.Join(dir, "libcublas.so.13"),
+		"GAMP_LIBCUBLASLT=" + filepath.Join(dir, "libcublasLt.so.13"),
+	}
+}
+
+// TestStandIn runs the bindings against the stand-in libraries, each scenario in its
+// own process.
+func TestStandIn(t *testing.T) {
+	if os.Getenv(standInEnv) != "" {
+		t.Skip("already in a child")
+	}
+	f := buildFakes(t)
+	t.Run("driver", func(t *testing.T) {
+		runChild(t, []string{"TestFakeDriver", "TestFakeMemory", "TestFakeOutOfMemory", "TestFakeErrors", "TestFakeEvents",
+			"TestFakeKernels", "TestFakeNVRTC", "TestFakeBlas", "TestFakeLt", "TestFakeNVML", "TestFakeLibraries"},
+			childEnv(append(libEnv(f.dir), "FAKECUDA_MEM_LIMIT=67108864", "GAMP_CU_WANT_DIR="+f.dir)...))
+	})
+	t.Run("old-driver", func(t *testing.T) {
+		runChild(t, []string{"TestFakeOldDriver"}, childEnv("GAMP_LIBCUDA="+filepath.Join(f.old, "libcuda.so.1")))
+	})
+	t.Run("no-device", func(t *testing.T) {
+		runChild(t, []string{"TestFakeInitFails"}, childEnv(append(libEnv(f.dir), "FAKECUDA_INIT_RESULT=100", "GAMP_CU_WANT_CODE=100")...))
+	})
+	t.Run("stub", func(t *testing.T) {
+		runChild(t, []string{"TestFakeInitFails"}, childEnv(append(libEnv(f.dir), "FAKECUDA_INIT_RESULT=34", "GAMP_CU_WANT_CODE=34")...))
+	})
+	t.Run("blas-alloc-failed", func(t *testing.T) {
+		runChild(t, []string{"TestFakeBlasOutOfMemory"}, childEnv(append(libEnv(f.dir), "FAKECUBLAS_ALLOC_FAILED=1")...))
+	})
+	t.Run("missing", func(t *testing.T) {
+		runChild(t, []string{"TestFakeNoLibrary"}, childEnv(
+			"GAMP_LIBCUDA="+filepath.Join(f.empty, "libcuda.so.1"), "GAMP_LIBNVML="+f.empty, "GAMP_CU_WANT_DIR="+f.empty))
+	})
+	t.Run("libdir", func(t *testing.T) {
+		runChild(t, []string{"TestFakeSearch"}, childEnv("GAMP_CUDA_LIBDIR="+f.empty+":"+f.dir, "GAMP_CU_WANT_DIR="+f.dir))
+	})
+	t.Run("ld-library-path", func(t *testing.T) {
+		runChild(t, []string{"TestFakeSearch"}, childEnv("LD_LIBRARY_PATH="+f.dir, "GAMP_CU_WANT_DIR="+f.dir, "GAMP_CU_WANT_RESOLVED=1"))
+	})
+	if os.Getenv("GAMP_CU_BENCH") == "1" {
+		t.Run("bench", func(t *testing.T) {
+			out := runChild(t, nil, childEnv(append(libEnv(f.dir), "FAKECUDA_MEM_LIMIT=67108864")...), "-test.bench=Fake", "-test.benchmem")
+			if !testing.Verbose() {
+				t.Logf("stand-in benchmarks:\n%s", out)
+			}
+		})
+	}
+}
