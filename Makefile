@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 # Packages whose code starts goroutines (worker pool, loaders) run under the race detector.
 RACE_PKGS = ./backend/cpu/ ./tensor/ ./data/ ./autocast/ ./memory/ ./profiler/ ./parallel/ ./dist/ ./cmd/gamprun/
 
-.PHONY: demo fitdemo test test-short race bench lint fmt vet
+.PHONY: demo fitdemo test test-short race bench lint fmt vet gpu-tests
 
 # The main job: the Fashion-MNIST CNN trained with AMP on the best device present
 # (bf16 autocast on the CPU, fp16 on a GPU).
@@ -39,6 +39,19 @@ bench:
 	$(GO) test -run '^$$' -bench '_16M$$' -benchtime 20x ./half/
 	$(GO) test -run '^$$' -bench '^BenchmarkGemm$$' -count 1 ./backend/cpu/
 	$(GO) test -run '^$$' -bench '^BenchmarkGemmBF16$$' -count 1 ./backend/cpu/
+
+# GPU checks for a machine with an NVIDIA GPU but no Go: the test binaries of the
+# packages with GPU tests and the programs, cross-built into .gpu/ with the data they
+# need; run them there with .gpu/run.sh (GAMP_REQUIRE_GPU=1: a skip is a failure).
+GPU_PKGS = cuda cuda/internal/cu kernels dist tensor
+gpu-tests:
+	@mkdir -p .gpu/data
+	@for p in $(GPU_PKGS); do echo "test binary ./$$p"; CGO_ENABLED=0 $(GO) test -c -o .gpu/$$(echo $$p | sed 's|/|__|g').test ./$$p || exit 1; done
+	CGO_ENABLED=0 $(GO) build -o .gpu/fashion ./examples/fashion
+	CGO_ENABLED=0 $(GO) build -o .gpu/ampbench ./cmd/ampbench
+	cp scripts/run-gpu-tests.sh .gpu/run.sh
+	@scripts/ensure-data.sh $(DATA) && cp $(DATA)/*-ubyte.gz .gpu/data/
+	@du -sh .gpu
 
 lint: vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)

@@ -294,6 +294,21 @@ type Backend interface {
 	CountNonFinite(src Storage, n int) (inf, nan int, maxAbs float64)
 }
 
+// DeviceCopier is implemented by backends that copy directly from the storage of
+// another device of the same kind (CUDA peer copies), so moving a tensor between two
+// GPUs does not go through host memory. tensor.To uses it when the destination's
+// backend has it and the source is a device of the same kind.
+type DeviceCopier interface {
+	CopyFromDevice(dst Storage, dstOff int, src Storage, srcOff, n int) error
+}
+
+// MultiUnscaler is implemented by backends that unscale many gradients with no wait
+// between them (the CUDA multi-tensor kernel): found[i] reports gs[i] as UnscaleCheck
+// would. The scaler uses it through tensor.UnscaleCheckAll.
+type MultiUnscaler interface {
+	UnscaleCheckMulti(gs []Storage, ns []int, inv float32) (found []bool)
+}
+
 // MemoryStats are the allocator's counters, in bytes unless named otherwise.
 type MemoryStats struct {
 	Allocated      int64 // in use by live storages

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/cuda"
 	"github.com/gamp-ml/gamp/tensor"
 )
 
@@ -138,7 +139,8 @@ type fwdTag struct {
 // Option configures a Profiler.
 type Option func(*Profiler)
 
-// WithClock sets the timing source (default: a CPUClock started by New).
+// WithClock sets the timing source (default: a DeviceClock when a CUDA device is
+// present, else a CPUClock, started by New).
 func WithClock(c Clock) Option { return func(p *Profiler) { p.clock = c } }
 
 // New returns a Profiler that is recording.
@@ -148,7 +150,11 @@ func New(opts ...Option) *Profiler {
 		o(p)
 	}
 	if p.clock == nil {
-		p.clock = NewCPUClock()
+		if cuda.Available() {
+			p.clock = NewDeviceClock() // device time for CUDA ops, host time for the rest
+		} else {
+			p.clock = NewCPUClock()
+		}
 	}
 	return p
 }

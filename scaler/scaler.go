@@ -161,11 +161,8 @@ func (s *GradScaler) unscale(opt optim.Optimizer, st *optState) {
 	}
 	inv := float32(1 / s.scale)
 	st.foundInf, st.nonFinite = false, nil
-	for i, g := range grads {
-		if g == nil {
-			continue
-		}
-		if g.UnscaleCheckInPlace(inv) {
+	for i, f := range tensor.UnscaleCheckAll(grads, inv) {
+		if f {
 			st.foundInf = true
 			st.nonFinite = append(st.nonFinite, name(i))
 		}

@@ -15,7 +15,9 @@
 // result: Release it, or Bind the input into the step's Context first so the result is
 // released with the step. Untracked tensors are freed by the GC as a last resort.
 //
-// The pure-Go CPU backend is always linked in; other backends register themselves.
+// The pure-Go CPU backend is always linked in, and so is the CUDA backend, which finds
+// its libraries at run time: OpenDevice("cuda:0") and BestDevice use the GPU when one is
+// present and report why not otherwise.
 //
 // Misuse (shape, dtype or device mismatch) panics with *OpError. Out of memory panics
 // with an error wrapping ErrOutOfMemory; CatchOOM turns it back into an error.
@@ -24,4 +26,6 @@ package tensor
 import (
 	// The CPU backend always works, so it is always there.
 	_ "github.com/gamp-ml/gamp/backend/cpu"
+	// The CUDA backend registers itself; without a driver it reports why it cannot open.
+	_ "github.com/gamp-ml/gamp/cuda"
 )

@@ -1,6 +1,8 @@
 package tensor
 
 import (
+	"fmt"
+
 	"github.com/gamp-ml/gamp/backend"
 )
 
@@ -220,6 +222,15 @@ func (c *Context) to(t *Tensor, d Device) *Tensor {
 	defer src.Release()
 	out := allocTensor(c, t.dtype, d, t.shape)
 	n := t.Numel()
+	from := t.device
+	back := func(bc *Context, g *Tensor) []*Tensor { return []*Tensor{bc.to(g, from)} }
+	if dc, ok := out.ref.b.(backend.DeviceCopier); ok && from.Kind == d.Kind {
+		// Device to device of one kind (GPU to GPU): no trip through host memory.
+		if err := dc.CopyFromDevice(out.ref.s, 0, src.ref.s, src.offset, n); err != nil {
+			panic(fmt.Errorf("tensor: to %s: %w", d, err))
+		}
+		return c.record(opTo, out, []*Tensor{t}, back)
+	}
 	var host any
 	switch t.dtype {
 	case Float32:
@@ -240,10 +251,7 @@ func (c *Context) to(t *Tensor, d Device) *Tensor {
 	}
 	src.ref.b.Download(host, src.ref.s, 0)
 	out.ref.b.Upload(out.ref.s, 0, host)
-	from := t.device
-	return c.record(opTo, out, []*Tensor{t}, func(bc *Context, g *Tensor) []*Tensor {
-		return []*Tensor{bc.to(g, from)}
-	})
+	return c.record(opTo, out, []*Tensor{t}, back)
 }
 
 // --- broadcasting

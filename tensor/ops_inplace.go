@@ -83,6 +83,49 @@ func (t *Tensor) UnscaleCheckInPlace(inv float32) (nonFinite bool) {
 	return t.ref.b.UnscaleCheck(t.ref.s, t.Numel(), inv)
 }
 
+// UnscaleCheckAll is UnscaleCheckInPlace over several tensors: found[i] reports
+// tensor i. Backends with a multi-tensor kernel (CUDA) unscale every tensor of a device
+// with no wait between them and read the flags back once, instead of once per tensor.
+// nil entries are skipped (found false).
+func UnscaleCheckAll(ts []*Tensor, inv float32) (found []bool) {
+	found = make([]bool, len(ts))
+	type group struct {
+		m   backend.MultiUnscaler
+		idx []int
+		ss  []backend.Storage
+		ns  []int
+	}
+	groups := map[Device]*group{}
+	for i, t := range ts {
+		if t == nil {
+			continue
+		}
+		t.mustLive("unscale_")
+		if t.offset != 0 || !t.IsContiguous() {
+			fail("unscale_", []*Tensor{t}, "needs a dense tensor")
+		}
+		m, ok := t.ref.b.(backend.MultiUnscaler)
+		if !ok {
+			found[i] = t.ref.b.UnscaleCheck(t.ref.s, t.Numel(), inv)
+			continue
+		}
+		g := groups[t.device]
+		if g == nil {
+			g = &group{m: m}
+			groups[t.device] = g
+		}
+		g.idx = append(g.idx, i)
+		g.ss = append(g.ss, t.ref.s)
+		g.ns = append(g.ns, t.Numel())
+	}
+	for _, g := range groups {
+		for k, f := range g.m.UnscaleCheckMulti(g.ss, g.ns, inv) {
+			found[g.idx[k]] = f
+		}
+	}
+	return found
+}
+
 // NonFiniteStats counts the Inf and NaN elements of t and returns the largest finite
 // |x| (the overflow harness and the scaler's diagnostics use it).
 func (t *Tensor) NonFiniteStats() (inf, nan int, maxAbs float64) {

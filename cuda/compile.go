@@ -1,0 +1,80 @@
+package cuda
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// The kernel cache: NVRTC output (CUBIN for the device's real architecture) kept on
+// disk so a program compiles each kernel source once per machine, not once per run.
+
+// cacheDir is GAMP_KERNEL_CACHE, else <user cache dir>/gamp/kernels, else a temp dir.
+func cacheDir() string {
+	if d := os.Getenv("GAMP_KERNEL_CACHE"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "gamp", "kernels")
+	}
+	return filepath.Join(os.TempDir(), "gamp-kernels")
+}
+
+// cacheKey hashes everything that changes the compiled image: the compiler's version,
+// the architecture, the options (sorted), the source and every header.
+func cacheKey(compiler, arch string, opts []string, name, src string, headers map[string]string) string {
+	h := sha256.New()
+	o := append([]string(nil), opts...)
+	sort.Strings(o)
+	fmt.Fprintf(h, "compiler=%s\x00arch=%s\x00opts=%s\x00name=%s\x00", compiler, arch, strings.Join(o, "\x01"), name)
+	h.Write([]byte(src))
+	names := make([]string, 0, len(headers))
+	for k := range headers {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(h, "\x00header=%s\x00", k)
+		h.Write([]byte(headers[k]))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// cachedCompile returns the image for key from dir, or compiles it and stores it
+// atomically (temp file, then rename). A cache entry that load rejects is deleted and
+// compiled again, so a corrupt file never wedges a program.
+func cachedCompile(dir, key string, compile func() ([]byte, error), load func([]byte) error) error {
+	path := filepath.Join(dir, key+".cubin")
+	if img, err := os.ReadFile(path); err == nil && len(img) > 0 {
+		if err := load(img); err == nil {
+			return nil
+		}
+		_ = os.Remove(path)
+	}
+	img, err := compile()
+	if err != nil {
+		return err
+	}
+	if err := load(img); err != nil {
+		return err
+	}
+	// A cache that cannot be written is not an error: the next run compiles again.
+	if err := os.MkdirAll(dir, 0o755); err == nil {
+		if f, err := os.CreateTemp(dir, key+".*.tmp"); err == nil {
+			_, werr := f.Write(img)
+			cerr := f.Close()
+			if werr == nil && cerr == nil {
+				if os.Rename(f.Name(), path) != nil {
+					_ = os.Remove(f.Name())
+				}
+			} else {
+				_ = os.Remove(f.Name())
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/cuda/internal/cu"
+)
+
+func init() {
+	backend.Register(backend.KindCUDA, func(index int) (backend.Backend, error) {
+		return Open(index)
+	})
+}
+
+// ErrUnavailable is wrapped by every error that says the CUDA backend cannot run here:
+// no driver, no device, or a library that will not load. errors.Is(err,
+// backend.ErrNoDevice) is true for these errors too, so code that asks for "the best
+// device" falls back to the CPU.
+var ErrUnavailable = cu.ErrUnavailable
+
+var (
+	probeOnce sync.Once
+	probeErr  error
+	numDev    int
+)
+
+func probe() {
+	probeOnce.Do(func() {
+		if v := os.Getenv("GAMP_DISABLE_CUDA"); v != "" && v != "0" {
+			probeErr = fmt.Errorf("cuda: disabled by GAMP_DISABLE_CUDA=%s: %w", v, ErrUnavailable)
+			return
+		}
+		if err := cu.Init(); err != nil {
+			probeErr = err
+			return
+		}
+		n, err := cu.DeviceCount()
+		if err != nil {
+			probeErr = fmt.Errorf("cuda: cannot count devices: %w: %w", err, ErrUnavailable)
+			return
+		}
+		if n == 0 {
+			probeErr = fmt.Errorf("cuda: the driver loaded but reports no device: %w", ErrUnavailable)
+			return
+		}
+		numDev = n
+	})
+}
+
+// Available reports whether the CUDA backend can run: the driver library loads, cuInit
+// succeeds and at least one device is present. Reason says why not.
+func Available() bool {
+	probe()
+	return probeErr == nil
+}
+
+// Reason returns nil when CUDA is available, else the error that explains why not
+// (the libraries tried, the driver's error code). It wraps ErrUnavailable.
+func Reason() error {
+	probe()
+	return probeErr
+}
+
+// DeviceCount returns the number of CUDA devices (0 without a driver).
+func DeviceCount() int {
+	probe()
+	return numDev
+}
+
+var (
+	curMu  sync.Mutex
+	curDev int
+)
+
+// SetDevice makes device index the default that Current and Device return, like
+// torch.cuda.set_device. It checks that the device exists and opens it.
+func SetDevice(index int) error {
+	if _, err := Open(index); err != nil {
+		return err
+	}
+	curMu.Lock()
+	curDev = index
+	curMu.Unlock()
+	return nil
+}
+
+// CurrentDevice returns the index SetDevice chose (0 by default).
+func CurrentDevice() int {
+	curMu.Lock()
+	defer curMu.Unlock()
+	return curDev
+}
+
+// Device returns the backend.Device of the current CUDA device ("cuda:N").
+func Device() backend.Device { return backend.CUDA(CurrentDevice()) }
+
+var (
+	openMu sync.Mutex
+	opened = map[int]*Backend{}
+)
+
+// Open returns the backend for device index, starting its worker on first use. Most
+// code reaches it through backend.Get(backend.CUDA(index)) or tensor.OpenDevice.
+func Open(index int) (*Backend, error) {
+	probe()
+	if probeErr != nil {
+		return nil, fmt.Errorf("cuda:%d: %w: %w", index, backend.ErrNoDevice, probeErr)
+	}
+	if index < 0 || index >= numDev {
+		return nil, fmt.Errorf("cuda:%d: %w (this machine has %d CUDA device(s): cuda:0 … cuda:%d)", index, backend.ErrNoDevice, numDev, numDev-1)
+	}
+	openMu.Lock()
+	defer openMu.Unlock()
+	if b, ok := opened[index]; ok {
+		return b, nil
+	}
+	d, err := startDevice(index)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{d: d}
+	opened[index] = b
+	return b, nil
+}
+
+// IsOutOfMemory reports whether err is a device out-of-memory error.
+func IsOutOfMemory(err error) bool { return errors.Is(err, backend.ErrOutOfMemory) }

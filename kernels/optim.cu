@@ -1,0 +1,182 @@
+// optim.cu: the scaler's multi-tensor unscale-and-check, count_nonfinite, and the fused
+// SGD and Adam/AdamW steps. Grid-stride loops without shared memory; the counters and
+// flags they write live in device memory, so no step needs a host synchronisation.
+#include "common.cuh"
+
+// unscale_check: for each of count tensors (ptrs[k], lens[k] elements, in device
+// memory), g *= inv in g's compute type (float for float32 and half, double for float64)
+// and *found = 1 when any stored result is Inf or NaN (a value that was Inf or NaN
+// before scaling still is). *found is only ever set: zero it before the first launch.
+template <class D>
+GAMP_FN void unscale_check_impl(const unsigned long long* ptrs, const long long* lens, int count, float inv,
+                                int* found) {
+  typedef typename D::C C;
+  bool bad = false;
+  for (int k = 0; k < count; ++k) {
+    typename D::T* g = (typename D::T*)ptrs[k];
+    GRID_LOOP(i, lens[k]) {
+      typename D::T s = store<D>(LD(D, C, g[i]) * (C)inv);
+      g[i] = s;
+      C v = LD(D, C, s);
+      if (v - v != (C)0) bad = true;
+    }
+  }
+  if (bad) *found = 1;
+}
+
+// count_nonfinite: out[0] += number of ±Inf, out[1] += number of NaN, out[2] = max of
+// itself and the float64 bits of the largest finite |x| (bits of non-negative doubles
+// order like the values). Zero out[0..2] before the first launch.
+template <class D>
+GAMP_FN void count_nonfinite_impl(const typename D::T* src, long long n, unsigned long long* out) {
+  typedef typename D::C C;
+  unsigned long long ni = 0, nn = 0;
+  C mx = (C)0;
+  GRID_LOOP(i, n) {
+    C v = LD(D, C, src[i]);
+    if (v - v == (C)0) {
+      if (v < (C)0) v = -v;
+      if (v > mx) mx = v;
+    } else if (v == v) {
+      ni++;
+    } else {
+      nn++;
+    }
+  }
+  if (ni) atomicAdd(out, ni);
+  if (nn) atomicAdd(out + 1, nn);
+  if (mx > (C)0) atomicMax(out + 2, f64_bits((double)mx));
+}
+
+// SGD, exactly as optim.SGD composes tensor ops (each scalar rounded to the compute
+// type, each op rounded): d = ±g (+ w·wd); with momentum, buf = d on the first step
+// (flags & OPT_FIRST) else buf·momentum + d·(1−dampening) (d alone when dampening is 0),
+// d = buf·momentum + d (Nesterov) or buf; w −= d·lr. p, when not null, receives w
+// rounded to half. Nothing changes when found_inf is not null and *found_inf != 0.
+template <class M, class P>
+GAMP_FN void sgd_impl(typename M::T* w, const typename M::T* g, typename M::T* buf, typename P::T* p, long long n,
+                      double lr, double momentum, double dampening, double weight_decay, int flags,
+                      const int* found_inf) {
+  typedef typename M::C C;
+  if (found_inf && *found_inf) return;
+  GRID_LOOP(i, n) {
+    C d = (C)g[i];
+    if (flags & OPT_MAXIMIZE) d = -d;
+    C wv = (C)w[i];
+    if (weight_decay != 0) d = wv * (C)weight_decay + d;
+    if (momentum != 0) {
+      C b;
+      if (flags & OPT_FIRST) {
+        b = d;
+      } else {
+        b = (C)buf[i] * (C)momentum;
+        b = dampening == 0 ? b + d : b + d * (C)(1 - dampening);
+      }
+      buf[i] = b;
+      d = (flags & OPT_NESTEROV) ? b * (C)momentum + d : b;
+    }
+    wv = wv - d * (C)lr;
+    w[i] = wv;
+    if (p) p[i] = store<P>(wv);
+  }
+}
+
+// Adam and AdamW (flags & OPT_DECOUPLED), exactly as optim.Adam composes tensor ops:
+//   g = ±g; AdamW: w·(1 − lr·wd); Adam: g = w·wd + g  (when wd ≠ 0)
+//   m = m + (g − m)·(1−β1)   (when |1−β1| < 0.5, else m = g − (g − m)·β1', β1' = 1−(1−β1))
+//   v = v·β2 + (g·(1−β2))·g; AMSGrad: vmax = maximum(vmax, v), used for v
+//   w = w − (m / (√v / bc2_sqrt + eps))·step_size
+// with step_size = lr/(1−β1^t) and bc2_sqrt = √(1−β2^t) from the host
+// (kernels.AdamScalars). p, found_inf: as for SGD.
+template <class M, class P>
+GAMP_FN void adam_impl(typename M::T* w, const typename M::T* g, typename M::T* m, typename M::T* v,
+                       typename M::T* vmax, typename P::T* p, long long n, double lr, double beta1, double beta2,
+                       double eps, double weight_decay, double step_size, double bc2_sqrt, int flags,
+                       const int* found_inf) {
+  typedef typename M::C C;
+  if (found_inf && *found_inf) return;
+  const double wt = 1 - beta1;
+  GRID_LOOP(i, n) {
+    C gv = (C)g[i];
+    if (flags & OPT_MAXIMIZE) gv = -gv;
+    C wv = (C)w[i];
+    if (weight_decay != 0) {
+      if (flags & OPT_DECOUPLED) wv = wv * (C)(1 - lr * weight_decay);
+      else gv = wv * (C)weight_decay + gv;
+    }
+    C mv = (C)m[i];
+    if ((wt < 0 ? -wt : wt) < 0.5) {
+      mv = mv + (gv - mv) * (C)wt;
+    } else {
+      C diff = (gv - mv) * (C)(1 - wt);
+      mv = gv - diff;
+    }
+    C vv = (C)v[i] * (C)beta2;
+    vv = vv + (gv * (C)(1 - beta2)) * gv;
+    m[i] = mv;
+    v[i] = vv;
+    C vd = vv;
+    if (flags & OPT_AMSGRAD) {
+      C mx = (C)vmax[i];
+      mx = (mx != mx || mx > vv) ? mx : vv;
+      vmax[i] = mx;
+      vd = mx;
+    }
+    C denom = (C)sqrt((double)vd);
+    denom = denom / (C)bc2_sqrt;
+    denom = denom + (C)eps;
+    C upd = mv / denom;
+    upd = upd * (C)step_size;
+    wv = wv - upd;
+    w[i] = wv;
+    if (p) p[i] = store<P>(wv);
+  }
+}
+
+#define SCALER(N, D, T)                                                                            \
+  extern "C" __global__ void unscale_check_##N(const unsigned long long* ptrs, const long long* lens, \
+                                               int count, float inv, int* found) {                 \
+    unscale_check_impl<D>(ptrs, lens, count, inv, found);                                          \
+  }                                                                                                \
+  extern "C" __global__ void count_nonfinite_##N(const T* src, long long n, unsigned long long* out) { \
+    count_nonfinite_impl<D>(src, n, out);                                                          \
+  }
+SCALER(f32, F32, float)
+SCALER(f16, F16, unsigned short)
+SCALER(bf16, BF16, unsigned short)
+SCALER(f64, F64, double)
+
+// sgd_f32/adam_f32 and sgd_f64/adam_f64 update parameters of that dtype in place;
+// sgd_f16/adam_f16 and the bf16 ones update float32 master weights, gradients and state
+// and write the half parameter p in the same pass.
+#define OPTIM(N, M, T)                                                                               \
+  extern "C" __global__ void sgd_##N(T* w, const T* g, T* buf, long long n, double lr,               \
+                                     double momentum, double dampening, double weight_decay,        \
+                                     int flags, const int* found_inf) {                             \
+    sgd_impl<M, M>(w, g, buf, (T*)0, n, lr, momentum, dampening, weight_decay, flags, found_inf);   \
+  }                                                                                                 \
+  extern "C" __global__ void adam_##N(T* w, const T* g, T* m, T* v, T* vmax, long long n, double lr, \
+                                      double beta1, double beta2, double eps, double weight_decay,  \
+                                      double step_size, double bc2_sqrt, int flags,                 \
+                                      const int* found_inf) {                                       \
+    adam_impl<M, M>(w, g, m, v, vmax, (T*)0, n, lr, beta1, beta2, eps, weight_decay, step_size,     \
+                    bc2_sqrt, flags, found_inf);                                                    \
+  }
+#define OPTIM_HALF(N, P)                                                                            \
+  extern "C" __global__ void sgd_##N(float* w, const float* g, float* buf, unsigned short* p,        \
+                                     long long n, double lr, double momentum, double dampening,     \
+                                     double weight_decay, int flags, const int* found_inf) {        \
+    sgd_impl<F32, P>(w, g, buf, p, n, lr, momentum, dampening, weight_decay, flags, found_inf);     \
+  }                                                                                                 \
+  extern "C" __global__ void adam_##N(float* w, const float* g, float* m, float* v, float* vmax,     \
+                                      unsigned short* p, long long n, double lr, double beta1,      \
+                                      double beta2, double eps, double weight_decay,                \
+                                      double step_size, double bc2_sqrt, int flags,                 \
+                                      const int* found_inf) {                                       \
+    adam_impl<F32, P>(w, g, m, v, vmax, p, n, lr, beta1, beta2, eps, weight_decay, step_size,       \
+                      bc2_sqrt, flags, found_inf);                                                  \
+  }
+OPTIM(f32, F32, float)
+OPTIM(f64, F64, double)
+OPTIM_HALF(f16, F16)
+OPTIM_HALF(bf16, BF16)
