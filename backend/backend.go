@@ -309,6 +309,36 @@ type MultiUnscaler interface {
 	UnscaleCheckMulti(gs []Storage, ns []int, inv float32) (found []bool)
 }
 
+// SGDArgs is one fused SGD update of N elements (see FusedOptimizer). W, G and Buf are
+// the float32 (or float64) master weights, gradient and momentum buffer (Buf nil when
+// Momentum is 0); Half, when not nil, is the float16/bfloat16 parameter that receives
+// the updated W rounded, in the same pass. First marks a new momentum buffer (it is set
+// to the step's direction).
+type SGDArgs struct {
+	W, G, Buf, Half                      Storage
+	N                                    int
+	LR, Momentum, Dampening, WeightDecay float64
+	Nesterov, Maximize, First            bool
+}
+
+// AdamArgs is one fused Adam/AdamW update of N elements; Step is the step number
+// after this update (1 for the first). VMax is used with AMSGrad only.
+type AdamArgs struct {
+	W, G, M, V, VMax, Half             Storage
+	N                                  int
+	LR, Beta1, Beta2, Eps, WeightDecay float64
+	Step                               int64
+	Decoupled, AMSGrad, Maximize       bool
+}
+
+// FusedOptimizer is implemented by backends with one-pass optimizer updates. The result
+// equals, bit for bit, what package optim computes by composing tensor ops (each op
+// rounded to the masters' dtype), so using it changes speed, not numbers.
+type FusedOptimizer interface {
+	SGDStep(a SGDArgs)
+	AdamStep(a AdamArgs)
+}
+
 // MemoryStats are the allocator's counters, in bytes unless named otherwise.
 type MemoryStats struct {
 	Allocated      int64 // in use by live storages

@@ -2,6 +2,7 @@ package optim
 
 import (
 	"fmt"
+	"github.com/gamp-ml/gamp/backend"
 	"math"
 
 	"github.com/gamp-ml/gamp/nn"
@@ -146,7 +147,7 @@ func (o *Adam) Decoupled() bool { return o.decoupled }
 // Step implements Optimizer.
 func (o *Adam) Step() {
 	cfg, lr := o.cfg, o.lr
-	o.eachUpdate(func(ctx *tensor.Context, i int, w, g *tensor.Tensor) {
+	o.eachUpdate(func(ctx *tensor.Context, i int, w, g *tensor.Tensor) bool {
 		st := &o.st[i]
 		if st.m == nil {
 			dt := stateDType(w)
@@ -157,6 +158,16 @@ func (o *Adam) Step() {
 		}
 		st.step++
 		t := float64(st.step)
+		if fused {
+			half := o.slots[i].half()
+			if tensor.FusedAdamStep(w, g, st.m, st.v, st.vmx, half, backend.AdamArgs{
+				LR: lr, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps, WeightDecay: cfg.WeightDecay,
+				Step: st.step, Decoupled: o.decoupled, AMSGrad: cfg.AMSGrad, Maximize: cfg.Maximize,
+			}) {
+				fusedSteps.Add(1)
+				return half != nil
+			}
+		}
 
 		if cfg.Maximize {
 			g = ctx.Bind(g).Neg()
@@ -186,6 +197,7 @@ func (o *Adam) Step() {
 		denom.AddScalarInPlace(cfg.Eps)
 		upd := ctx.Bind(st.m).Div(denom)
 		w.SubInPlace(upd.MulScalarInPlace(stepSize))
+		return false
 	})
 }
 

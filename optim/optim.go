@@ -250,6 +250,21 @@ func (s *slot) dropMasterGrad() {
 	s.mgrad, s.mfrom = nil, nil
 }
 
+// half is the half parameter a fused update writes, nil when there is no master.
+func (s *slot) half() *tensor.Tensor {
+	if s.master != nil {
+		return s.p.T
+	}
+	return nil
+}
+
+// fused selects the fused update kernels of backends that have them (the default);
+// tests turn it off to compare with the composed ops bit for bit.
+var fused = true
+
+// fusedSteps counts parameter updates that took the fused path (for tests).
+var fusedSteps atomic.Int64
+
 // writeBack rounds the master into the half parameter.
 func (s *slot) writeBack() {
 	if s.master != nil {
@@ -260,7 +275,10 @@ func (s *slot) writeBack() {
 // eachUpdate calls update for every parameter with a gradient, each in a no-grad
 // scope of its own (so at most one parameter's temporaries are alive), writes masters
 // back and counts the step.
-func (c *core) eachUpdate(update func(ctx *tensor.Context, i int, w, g *tensor.Tensor)) {
+//
+// update returns true when it also wrote the half parameter (a fused kernel did), so
+// the write-back is skipped.
+func (c *core) eachUpdate(update func(ctx *tensor.Context, i int, w, g *tensor.Tensor) (wroteHalf bool)) {
 	grads := c.MasterGrads()
 	for i, s := range c.slots {
 		g := grads[i]
@@ -271,12 +289,14 @@ func (c *core) eachUpdate(update func(ctx *tensor.Context, i int, w, g *tensor.T
 		if g.DType() != w.DType() || !g.Shape().Equal(w.Shape()) {
 			panic(fmt.Errorf("optim: %s: gradient of %q is %v %s but the parameter is %v %s", c.kind, s.p.Name, g.Shape(), g.DType(), w.Shape(), w.DType()))
 		}
-		func() {
+		wrote := func() bool {
 			ctx := tensor.NewContext(tensor.NoGradMode())
 			defer ctx.Close()
-			update(ctx, i, w, g)
+			return update(ctx, i, w, g)
 		}()
-		s.writeBack()
+		if !wrote {
+			s.writeBack()
+		}
 	}
 	c.steps++
 }

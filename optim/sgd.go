@@ -2,6 +2,7 @@ package optim
 
 import (
 	"fmt"
+	"github.com/gamp-ml/gamp/backend"
 	"math"
 
 	"github.com/gamp-ml/gamp/nn"
@@ -72,7 +73,26 @@ func (o *SGD) Config() SGDConfig {
 // Step implements Optimizer.
 func (o *SGD) Step() {
 	cfg := o.cfg
-	o.eachUpdate(func(ctx *tensor.Context, i int, w, g *tensor.Tensor) {
+	o.eachUpdate(func(ctx *tensor.Context, i int, w, g *tensor.Tensor) bool {
+		if fused {
+			first := false
+			if cfg.Momentum != 0 && o.buf[i] == nil {
+				o.buf[i] = newState(w, w.DType())
+				first = true
+			}
+			half := o.slots[i].half()
+			if tensor.FusedSGDStep(w, g, o.buf[i], half, backend.SGDArgs{
+				LR: o.lr, Momentum: cfg.Momentum, Dampening: cfg.Dampening, WeightDecay: cfg.WeightDecay,
+				Nesterov: cfg.Nesterov, Maximize: cfg.Maximize, First: first,
+			}) {
+				fusedSteps.Add(1)
+				return half != nil
+			}
+			if first { // not fusable here: the composed path makes the buffer
+				o.buf[i].Release()
+				o.buf[i] = nil
+			}
+		}
 		d := g
 		if cfg.Maximize {
 			d = ctx.Bind(g).Neg()
@@ -101,6 +121,7 @@ func (o *SGD) Step() {
 			}
 		}
 		w.SubInPlace(ctx.Bind(d).MulScalar(o.lr))
+		return false
 	})
 }
 
