@@ -250,7 +250,11 @@ func TestPeerCopy(t *testing.T) {
 
 func TestUtilization(t *testing.T) {
 	g := needGPU(t)
-	u, err := g.Utilization()
+	busy, used, total := g.Utilization()
+	if busy < 0 || busy > 1 || used <= 0 || used > total {
+		t.Fatalf("Utilization() = %v, %d, %d", busy, used, total)
+	}
+	u, err := g.DeviceUtilization()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,3 +288,8 @@ func TestMemoryStatsAndSummary(t *testing.T) {
 	}
 	t.Logf("\n%s", backend.MemorySummary(g))
 }
+
+// The CUDA backend feeds memory.ShowUtilization's GPU rows.
+var _ interface {
+	Utilization() (busy float64, memUsed, memTotal int64)
+} = (*Backend)(nil)

@@ -32,9 +32,24 @@ func (b *Backend) nvmlDevice() (cu.NVMLDevice, error) {
 	return cu.NVMLDeviceByPCIBusID(bus)
 }
 
-// Utilization reads the device's utilization and memory from NVML, with this process's
-// allocator figures beside them.
-func (b *Backend) Utilization() (Utilization, error) {
+// Utilization implements memory.UtilizationReporter (memory.ShowUtilization's rows):
+// the GPU's busy fraction and the device memory in use and in total, from NVML; when
+// NVML is missing, busy is -1 and the memory figures come from the driver.
+func (b *Backend) Utilization() (busy float64, memUsed, memTotal int64) {
+	u, err := b.DeviceUtilization()
+	if err == nil {
+		return float64(u.GPU) / 100, u.Used, u.Total
+	}
+	free, total, err := b.MemGetInfo()
+	if err != nil {
+		return -1, b.MemoryStats().Reserved, int64(b.d.total)
+	}
+	return -1, total - free, total
+}
+
+// DeviceUtilization reads the device's utilization and memory from NVML, with this
+// process's allocator figures beside them.
+func (b *Backend) DeviceUtilization() (Utilization, error) {
 	u := Utilization{Device: b.d.bdev, Name: b.d.name}
 	st := b.MemoryStats()
 	u.Allocated, u.Reserve = st.Allocated, st.Reserved
@@ -78,7 +93,7 @@ func ShowUtilization() string {
 			fmt.Fprintf(&sb, "| cuda:%d | %v\n", i, err)
 			continue
 		}
-		u, err := b.Utilization()
+		u, err := b.DeviceUtilization()
 		if err != nil {
 			fmt.Fprintf(&sb, "| %-6s | %-28s | %v\n", u.Device, u.Name, err)
 			continue
