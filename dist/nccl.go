@@ -13,25 +13,26 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/cuda"
 	"github.com/gamp-ml/gamp/tensor"
 )
 
-// The NCCL backend. UNTESTED: no GPU was available while it was written, and gamp's
-// CUDA backend (whose storages it reads) is a later issue. It is the seam for that
-// work, compiled everywhere and wired into Init (Backend "nccl"), so that what is left
-// is checking it on a GPU:
+// The NCCL backend. UNTESTED on a GPU: none was available while it and the CUDA
+// backend were written; it is compiled everywhere and wired into Init (Backend "nccl"),
+// so what is left is checking it on a GPU:
 //
 //   - libnccl.so.2 is bound at run time with purego (GAMP_NCCL_LIB, the soname, the
 //     CUDA directories, pip's nvidia/nccl/lib).
 //   - Rendezvous: rank 0 calls ncclGetUniqueId and shares the 128-byte id over TCP at
 //     MASTER_ADDR:MASTER_PORT (see Rendezvous); every rank then calls
 //     ncclCommInitRank(&comm, size, id, rank). The id is a struct passed by value.
-//   - Collectives work on device memory in place: a tensor's storage must implement
-//     DeviceBuffer (the CUDA backend's will). They are queued on the storage's stream;
-//     Wait synchronises the tensor's backend. NCCL reduces half tensors natively.
-//   - Still to do with the CUDA backend: make LOCAL_RANK's device current on the
-//     thread that calls ncclCommInitRank and the collectives (NCCL state belongs to
-//     the OS thread, see docs/cuda-notes.md), and group calls with ncclGroupStart/End.
+//   - The communicator is created, and every collective runs, on the worker thread of
+//     the rank's GPU (cuda.Backend.Run; LOCAL_RANK picks the GPU), since NCCL state
+//     belongs to the OS thread (see docs/cuda-notes.md).
+//   - Collectives work on device memory in place: a tensor's storage implements
+//     DeviceBuffer (the CUDA backend's does). They are queued on the device's compute
+//     stream, after the kernels that produced the tensor; Wait synchronises the
+//     tensor's backend. NCCL reduces half tensors natively.
 
 // DeviceBuffer is what a device backend's storage offers the NCCL backend.
 type DeviceBuffer interface {
@@ -153,6 +154,7 @@ type ncclGroup struct {
 	rank, size int
 	comm       uintptr
 	mu         sync.Mutex
+	dev        *cuda.Backend // this rank's GPU, whose worker thread makes every NCCL call
 }
 
 func newNCCL(env Env) (ProcessGroup, error) {
@@ -175,7 +177,17 @@ func newNCCL(env Env) (ProcessGroup, error) {
 	}
 	copy(id.Internal[:], blob)
 	g := &ncclGroup{lib: lib, rank: env.Rank, size: env.Size}
-	if err := lib.check("ncclCommInitRank", lib.commInitRank(&g.comm, int32(env.Size), id, int32(env.Rank))); err != nil {
+	// NCCL binds the communicator to the device current on the calling thread: create it
+	// on the worker thread of this rank's GPU (LOCAL_RANK), where collectives run too.
+	dev, err := cuda.Open(env.LocalRank)
+	if err != nil {
+		return nil, fmt.Errorf("%w: rank %d (LOCAL_RANK %d) has no GPU: %w", ErrNoNCCL, env.Rank, env.LocalRank, err)
+	}
+	g.dev = dev
+	err = dev.Run(func() error {
+		return lib.check("ncclCommInitRank", lib.commInitRank(&g.comm, int32(env.Size), id, int32(env.Rank)))
+	})
+	if err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -230,7 +242,9 @@ func (g *ncclGroup) AllReduceAsync(t *tensor.Tensor, op ReduceOp) Handle {
 	if g.comm == 0 {
 		return doneHandle{ErrClosed}
 	}
-	err = g.lib.check("ncclAllReduce", g.lib.allReduce(p, p, uintptr(t.Numel()), dt, nop, g.comm, db.Stream()))
+	err = onDevice(t, func() error {
+		return g.lib.check("ncclAllReduce", g.lib.allReduce(p, p, uintptr(t.Numel()), dt, nop, g.comm, db.Stream()))
+	})
 	return ncclHandle{t, err}
 }
 
@@ -251,7 +265,9 @@ func (g *ncclGroup) Broadcast(t *tensor.Tensor, root int) error {
 		g.mu.Unlock()
 		return ErrClosed
 	}
-	err = g.lib.check("ncclBroadcast", g.lib.broadcast(p, p, uintptr(t.Numel()), dt, int32(root), g.comm, db.Stream()))
+	err = onDevice(t, func() error {
+		return g.lib.check("ncclBroadcast", g.lib.broadcast(p, p, uintptr(t.Numel()), dt, int32(root), g.comm, db.Stream()))
+	})
 	g.mu.Unlock()
 	if err != nil {
 		return err
@@ -259,9 +275,25 @@ func (g *ncclGroup) Broadcast(t *tensor.Tensor, root int) error {
 	return t.Backend().Synchronize()
 }
 
-// Barrier all-reduces one element, as torch.distributed does for NCCL.
+// onDevice runs f on the worker thread of t's CUDA device (NCCL state belongs to the
+// thread), or directly for a backend without one.
+func onDevice(t *tensor.Tensor, f func() error) error {
+	if r, ok := t.Backend().(interface{ Run(func() error) error }); ok {
+		return r.Run(f)
+	}
+	return f()
+}
+
+// Barrier all-reduces one element on this rank's GPU, as torch.distributed does for
+// NCCL.
 func (g *ncclGroup) Barrier() error {
-	return fmt.Errorf("%w: Barrier needs a one-element GPU tensor from the CUDA backend", ErrNoNCCL)
+	if g.dev == nil {
+		return fmt.Errorf("%w: Barrier needs this rank's GPU", ErrNoNCCL)
+	}
+	ctx := tensor.NewContext()
+	defer ctx.Close()
+	one := tensor.Zeros(tensor.Shape{1}, tensor.WithDevice(g.dev.Device()), tensor.WithContext(ctx))
+	return g.AllReduce(one, Sum)
 }
 
 func (g *ncclGroup) Close() error {
