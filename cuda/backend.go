@@ -218,3 +218,10 @@ func (b *Backend) Download(dst any, src backend.Storage, off int) {
 		b.d.must("Download", cu.StreamSynchronize(b.d.compute))
 	})
 }
+
+// Run runs f on the device's worker thread, where the device's primary context is
+// current, and returns its error: for libraries whose state belongs to the OS thread
+// (NCCL communicators and group calls, a user's own CUDA calls). Work f queues should go
+// on ComputeStream to stay ordered with the backend's kernels. f must not call back
+// into this backend (the worker is busy running f).
+func (b *Backend) Run(f func() error) error { return b.d.doErr(f) }
