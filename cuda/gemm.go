@@ -29,7 +29,6 @@ func SetBenchmark(on bool) { benchmark.Store(on) }
 // Benchmark reports whether autotuning is on.
 func Benchmark() bool { return benchmark.Load() }
 
-
 // gemmTypes returns the cuBLAS data type and compute type for a dtype.
 func gemmTypes(dt backend.DType) (dataType, computeType int) {
 	switch dt {

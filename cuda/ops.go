@@ -620,7 +620,9 @@ func (b *Backend) UnscaleCheckMulti(gs []backend.Storage, ns []int, inv float32)
 	return found
 }
 
-func int64s(u []uint64) []int64 { return unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(u))), len(u)) }
+func int64s(u []uint64) []int64 {
+	return unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(u))), len(u))
+}
 
 // CountNonFinite implements backend.Backend.
 func (b *Backend) CountNonFinite(src backend.Storage, n int) (inf, nan int, maxAbs float64) {
