@@ -42,13 +42,14 @@ bench:
 
 # GPU checks for a machine with an NVIDIA GPU but no Go: the test binaries of the
 # packages with GPU tests and the programs, cross-built into .gpu/ with the data they
-# need; run them there with .gpu/run.sh (GAMP_REQUIRE_GPU=1: a skip is a failure).
-GPU_PKGS = cuda cuda/internal/cu kernels dist tensor
+# need (stripped, about 55 MiB); run them there with .gpu/run.sh (GAMP_REQUIRE_GPU=1:
+# a skip is a failure).
+GPU_PKGS = cuda cuda/internal/cu
 gpu-tests:
 	@mkdir -p .gpu/data
-	@for p in $(GPU_PKGS); do echo "test binary ./$$p"; CGO_ENABLED=0 $(GO) test -c -o .gpu/$$(echo $$p | sed 's|/|__|g').test ./$$p || exit 1; done
-	CGO_ENABLED=0 $(GO) build -o .gpu/fashion ./examples/fashion
-	CGO_ENABLED=0 $(GO) build -o .gpu/ampbench ./cmd/ampbench
+	@for p in $(GPU_PKGS); do echo "test binary ./$$p"; CGO_ENABLED=0 $(GO) test -c -ldflags="-s -w" -o .gpu/$$(echo $$p | sed 's|/|__|g').test ./$$p || exit 1; done
+	CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o .gpu/fashion ./examples/fashion
+	CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o .gpu/ampbench ./cmd/ampbench
 	cp scripts/run-gpu-tests.sh .gpu/run.sh
 	@scripts/ensure-data.sh $(DATA) && cp $(DATA)/*-ubyte.gz .gpu/data/
 	@du -sh .gpu
