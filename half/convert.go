@@ -24,28 +24,44 @@ func checkLen(op string, dst, src int) {
 // LengthError if len(dst) < len(src); dst[len(src):] is left alone.
 func Float32ToFloat16(dst []Float16, src []float32) {
 	checkLen("Float32ToFloat16", len(dst), len(src))
-	convert(f32ToF16, dst, src, float32ToFloat16Go)
+	n := bulkLen(f32ToF16, len(src))
+	if n > 0 {
+		f32ToF16Run(&dst[0], &src[0], n)
+	}
+	float32ToFloat16Go(dst[n:len(src)], src[n:])
 }
 
 // Float16ToFloat32 sets dst[i] = src[i].Float32() for every i in src. It
 // panics with a LengthError if len(dst) < len(src).
 func Float16ToFloat32(dst []float32, src []Float16) {
 	checkLen("Float16ToFloat32", len(dst), len(src))
-	convert(f16ToF32, dst, src, float16ToFloat32Go)
+	n := bulkLen(f16ToF32, len(src))
+	if n > 0 {
+		f16ToF32Run(&dst[0], &src[0], n)
+	}
+	float16ToFloat32Go(dst[n:len(src)], src[n:])
 }
 
 // Float32ToBFloat16 sets dst[i] = BFloat16FromFloat32(src[i]) for every i
 // in src. It panics with a LengthError if len(dst) < len(src).
 func Float32ToBFloat16(dst []BFloat16, src []float32) {
 	checkLen("Float32ToBFloat16", len(dst), len(src))
-	convert(f32ToBF16, dst, src, float32ToBFloat16Go)
+	n := bulkLen(f32ToBF16, len(src))
+	if n > 0 {
+		f32ToBF16Run(&dst[0], &src[0], n)
+	}
+	float32ToBFloat16Go(dst[n:len(src)], src[n:])
 }
 
 // BFloat16ToFloat32 sets dst[i] = src[i].Float32() for every i in src. It
 // panics with a LengthError if len(dst) < len(src).
 func BFloat16ToFloat32(dst []float32, src []BFloat16) {
 	checkLen("BFloat16ToFloat32", len(dst), len(src))
-	convert(bf16ToF32, dst, src, bfloat16ToFloat32Go)
+	n := bulkLen(bf16ToF32, len(src))
+	if n > 0 {
+		bf16ToF32Run(&dst[0], &src[0], n)
+	}
+	bfloat16ToFloat32Go(dst[n:len(src)], src[n:])
 }
 
 // Float64ToFloat16 sets dst[i] = Float16FromFloat64(src[i]) for every i in
@@ -150,15 +166,17 @@ func best[D, S any](ks []kernel[D, S]) kernel[D, S] {
 	return kernel[D, S]{}
 }
 
-// convert runs k over the longest prefix of src it can take and the pure-Go
-// twin over the rest. len(dst) >= len(src).
-func convert[D, S any](k kernel[D, S], dst []D, src []S, twin func([]D, []S)) {
-	n := 0
-	if k.fn != nil {
-		n = len(src) - len(src)%k.lanes
-		if n > 0 {
-			k.fn(&dst[0], &src[0], n)
-		}
+// bulkLen is how many of n elements kernel k converts: the longest multiple of
+// its lane count, or none when there is no kernel.
+//
+// The exported functions run the kernel in use through the per-architecture
+// run functions (f32ToF16Run, …), which call it directly, and not through
+// kernel.fn: a call through a func value makes escape analysis move the
+// caller's buffers to the heap, and callers convert scratch buffers a chunk at
+// a time.
+func bulkLen[D, S any](k kernel[D, S], n int) int {
+	if k.fn == nil {
+		return 0
 	}
-	twin(dst[n:len(src)], src[n:])
+	return n - n%k.lanes
 }

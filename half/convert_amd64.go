@@ -112,3 +112,39 @@ func bfloat16ToFloat32AVX512(dst *float32, src *BFloat16, n int)
 //
 //go:noescape
 func bfloat16ToFloat32AVX2(dst *float32, src *BFloat16, n int)
+
+// The run functions call the kernel best picked from each table above (the
+// first whose feature flag is set), directly; see bulkLen for why. They are
+// called only when some kernel was picked.
+
+func f32ToF16Run(dst *Float16, src *float32, n int) {
+	if hasAVX512 {
+		float32ToFloat16AVX512(dst, src, n)
+	} else {
+		float32ToFloat16F16C(dst, src, n)
+	}
+}
+
+func f16ToF32Run(dst *float32, src *Float16, n int) {
+	if hasAVX512 {
+		float16ToFloat32AVX512(dst, src, n)
+	} else {
+		float16ToFloat32F16C(dst, src, n)
+	}
+}
+
+func f32ToBF16Run(dst *BFloat16, src *float32, n int) {
+	if hasAVX512 {
+		float32ToBFloat16AVX512(dst, src, n)
+	} else {
+		float32ToBFloat16AVX2(dst, src, n)
+	}
+}
+
+func bf16ToF32Run(dst *float32, src *BFloat16, n int) {
+	if hasAVX512 {
+		bfloat16ToFloat32AVX512(dst, src, n)
+	} else {
+		bfloat16ToFloat32AVX2(dst, src, n)
+	}
+}

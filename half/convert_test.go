@@ -17,6 +17,17 @@ import (
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)) }
 
+// convert runs k over the longest prefix of src it can take and the pure-Go
+// twin over the rest, as the exported functions do with the kernel in use.
+// len(dst) >= len(src).
+func convert[D, S any](k kernel[D, S], dst []D, src []S, twin func([]D, []S)) {
+	n := bulkLen(k, len(src))
+	if n > 0 {
+		k.fn(&dst[0], &src[0], n)
+	}
+	twin(dst[n:len(src)], src[n:])
+}
+
 // usable returns the kernels this CPU can run.
 func usable[D, S any](ks []kernel[D, S]) []kernel[D, S] {
 	var out []kernel[D, S]

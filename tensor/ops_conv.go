@@ -129,7 +129,7 @@ func (c *Context) im2col(xd *Tensor, g *convGeom) *Tensor {
 	if g.pointwise {
 		return xd
 	}
-	col := allocTensor(c, xd.dtype, xd.device, Shape{g.N, g.ckk(), g.ohw()})
+	col := allocOut(c, xd.dtype, xd.device, Shape{g.N, g.ckk(), g.ohw()})
 	xd.ref.b.Im2Col(col.ref.s, xd.ref.s, g.ConvArgs)
 	return col
 }
@@ -142,7 +142,7 @@ func (c *Context) conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 	og, cg := g.O/g.G, g.ckk()/g.G // output channels and unfolded rows per group
 	ohw := g.ohw()
 
-	out := allocTensor(c, x.dtype, x.device, Shape{g.N, g.O, g.OH, g.OW})
+	out := allocOut(c, x.dtype, x.device, Shape{g.N, g.O, g.OH, g.OW})
 	beta := float32(0)
 	if b != nil {
 		// Pre-fill with the bias broadcast over N, OH, OW; the GEMMs add onto it.
@@ -171,10 +171,10 @@ func (c *Context) conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 		}
 		if x.requiresGrad {
 			// gcol[n, group k] = W_kᵀ · gy[n, group k], folded back onto the image.
-			gx = allocTensor(bc, x.dtype, x.device, x.shape)
+			gx = allocOut(bc, x.dtype, x.device, x.shape)
 			gcol := gx
 			if !g.pointwise {
-				gcol = allocTensor(bc, x.dtype, x.device, Shape{g.N, g.ckk(), ohw})
+				gcol = allocOut(bc, x.dtype, x.device, Shape{g.N, g.ckk(), ohw})
 			}
 			for k := 0; k < g.G; k++ {
 				gemmRaw(g.N, cg, ohw, og,
@@ -205,7 +205,7 @@ func (c *Context) convWeightGrad(xd, gd *Tensor, g *convGeom) *Tensor {
 		gT = c.batchInner(gd, g.N, g.O, ohw)
 	}
 	k := g.N * ohw
-	gw := allocTensor(c, xd.dtype, xd.device, Shape{g.O, g.C / g.G, g.KH, g.KW})
+	gw := allocOut(c, xd.dtype, xd.device, Shape{g.O, g.C / g.G, g.KH, g.KW})
 	// Batched over the groups: gW_k [og, cg] = gT_k [og, k] · colT_kᵀ [k, cg].
 	gemmRaw(g.G, og, cg, k,
 		gemmOperand{t: gT, ld: k, stride: og * k},
@@ -218,7 +218,7 @@ func (c *Context) convWeightGrad(xd, gd *Tensor, g *convGeom) *Tensor {
 
 // batchInner copies a dense [n, rows, cols] tensor to a dense [rows, n·cols] one.
 func (c *Context) batchInner(t *Tensor, n, rows, cols int) *Tensor {
-	out := allocTensor(c, t.dtype, t.device, Shape{rows, n * cols})
+	out := allocOut(c, t.dtype, t.device, Shape{rows, n * cols})
 	src := backend.View{S: t.ref.s, Offset: t.offset, Shape: []int{rows, n, cols}, Strides: []int{cols, rows * cols, 1}}
 	t.ref.b.Copy(backend.Dense(out.ref.s, 0, rows, n, cols), src)
 	return out
@@ -272,18 +272,18 @@ func (c *Context) pool2d(op *Op, x *Tensor, kernel, stride, padding [2]int, incl
 	a.OH = (a.H+2*a.PadH-a.KH)/a.StrideH + 1
 	a.OW = (a.W+2*a.PadW-a.KW)/a.StrideW + 1
 	xd := x.dense(c)
-	out := allocTensor(c, x.dtype, x.device, Shape{a.N, a.C, a.OH, a.OW})
+	out := allocOut(c, x.dtype, x.device, Shape{a.N, a.C, a.OH, a.OW})
 	var idx *Tensor
 	var idxS backend.Storage
 	if a.Kind == backend.MaxPool {
-		idx = allocTensor(c, Int64, x.device, out.shape)
+		idx = allocOut(c, Int64, x.device, out.shape)
 		idxS = idx.ref.s
 	}
 	x.ref.b.Pool(out.ref.s, idxS, xd.ref.s, a)
 	releaseTemp(xd, x)
 	out = c.record(op, out, in, func(bc *Context, g *Tensor) []*Tensor {
 		gd := g.dense(bc)
-		gx := allocTensor(bc, g.dtype, g.device, x.shape)
+		gx := allocOut(bc, g.dtype, g.device, x.shape)
 		g.ref.b.PoolBackward(gx.ref.s, gd.ref.s, idxS, a)
 		return []*Tensor{gx}
 	})

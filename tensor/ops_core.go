@@ -179,7 +179,7 @@ func (c *Context) cast(t *Tensor, dt DType) *Tensor {
 	if t.dtype == dt {
 		return t
 	}
-	out := allocTensor(c, dt, t.device, t.shape)
+	out := allocOut(c, dt, t.device, t.shape)
 	t.ref.b.Copy(out.bview(), t.bview())
 	if !dt.IsFloat() || !t.dtype.IsFloat() {
 		return out
@@ -363,7 +363,7 @@ func (c *Context) binaryRaw(op *Op, bop backend.BinaryOp, a, b *Tensor) *Tensor 
 	if bop.IsComparison() {
 		dt = Bool
 	}
-	out := allocTensor(c, dt, a.device, shape)
+	out := allocOut(c, dt, a.device, shape)
 	a.ref.b.Binary(bop, out.bview(), a.expandView(shape), b.expandView(shape))
 	return out
 }
@@ -483,7 +483,7 @@ func (c *Context) maxmin(op *Op, a, b *Tensor) *Tensor {
 // whereRaw computes cond ? a : b with broadcasting, without recording.
 func (c *Context) whereRaw(cond, a, b *Tensor) *Tensor {
 	shape := broadcastShapes("where", cond, a, b)
-	out := allocTensor(c, a.dtype, a.device, shape)
+	out := allocOut(c, a.dtype, a.device, shape)
 	a.ref.b.Where(out.bview(), cond.expandView(shape), a.expandView(shape), b.expandView(shape))
 	return out
 }
@@ -554,7 +554,7 @@ var (
 // unaryRaw applies a unary kernel without recording.
 func (c *Context) unaryRaw(x *Tensor, k backend.UnaryOp, p0, p1 float64) *Tensor {
 	x = x.dense(c)
-	out := allocTensor(c, x.dtype, x.device, x.shape)
+	out := allocOut(c, x.dtype, x.device, x.shape)
 	x.ref.b.Unary(k, out.ref.s, x.ref.s, x.Numel(), p0, p1)
 	return out
 }
@@ -565,7 +565,7 @@ func (t *Tensor) dense(c *Context) *Tensor {
 	if t.offset == 0 && t.IsContiguous() {
 		return t
 	}
-	out := allocTensor(c, t.dtype, t.device, t.shape)
+	out := allocOut(c, t.dtype, t.device, t.shape)
 	t.ref.b.Copy(out.bview(), t.bview())
 	return out
 }
@@ -577,11 +577,11 @@ func (c *Context) unary(d unaryDef, x *Tensor, p0, p1 float64) *Tensor {
 		fail(d.op.Name, in, "needs a floating-point tensor; Cast it first")
 	}
 	xd := x.dense(c)
-	out := allocTensor(c, x.dtype, x.device, x.shape)
+	out := allocOut(c, x.dtype, x.device, x.shape)
 	x.ref.b.Unary(d.kind, out.ref.s, xd.ref.s, x.Numel(), p0, p1)
 	return c.record(d.op, out, in, func(bc *Context, g *Tensor) []*Tensor {
 		g = g.dense(bc)
-		gx := allocTensor(bc, g.dtype, g.device, g.shape)
+		gx := allocOut(bc, g.dtype, g.device, g.shape)
 		var xs, ys backend.Storage
 		switch d.uses {
 		case usesX:

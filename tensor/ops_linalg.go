@@ -46,18 +46,18 @@ func (c *Context) matmul(a, b *Tensor) *Tensor {
 		fail("matmul", in, "inner dimensions differ (%d and %d)", k, k2)
 	}
 	batch := broadcastBatch(in, a.shape[:a.Dim()-2], b.shape[:b.Dim()-2])
-	out := allocTensor(c, a.dtype, a.device, append(batch.Clone(), m, n))
+	out := allocOut(c, a.dtype, a.device, append(batch.Clone(), m, n))
 	c.gemmInto(out, a, b, batch, 0)
 	return c.record(opMatMul, out, in, func(bc *Context, g *Tensor) []*Tensor {
 		var ga, gb *Tensor
 		if a.requiresGrad {
 			// dA = g·Bᵀ, summed over broadcast batch dimensions.
-			full := allocTensor(bc, g.dtype, g.device, append(batch.Clone(), m, k))
+			full := allocOut(bc, g.dtype, g.device, append(batch.Clone(), m, k))
 			bc.gemmInto(full, g, b.mT(bc), batch, 0)
 			ga = bc.sumTo(full, a.shape)
 		}
 		if b.requiresGrad {
-			full := allocTensor(bc, g.dtype, g.device, append(batch.Clone(), k, n))
+			full := allocOut(bc, g.dtype, g.device, append(batch.Clone(), k, n))
 			bc.gemmInto(full, a.mT(bc), g, batch, 0)
 			gb = bc.sumTo(full, b.shape)
 		}
@@ -152,7 +152,7 @@ func (c *Context) layoutFor(t *Tensor, batch Shape) matLayout {
 		expect = bst[i] * batch[i]
 	}
 	if !ok {
-		d := allocTensor(c, t.dtype, t.device, append(batch.Clone(), rows, cols))
+		d := allocOut(c, t.dtype, t.device, append(batch.Clone(), rows, cols))
 		t.ref.b.Copy(d.bview(), v)
 		return c.layoutFor(d, batch)
 	}
@@ -199,7 +199,7 @@ func (c *Context) linear(x, w, b *Tensor) *Tensor {
 	rows := x.Numel() / inF
 	x2 := c.reshapeRaw(x.dense(c), Shape{rows, inF})
 	outShape := append(x.shape[:x.Dim()-1].Clone(), outF)
-	out := allocTensor(c, x.dtype, x.device, Shape{rows, outF})
+	out := allocOut(c, x.dtype, x.device, Shape{rows, outF})
 	beta := float32(0)
 	if b != nil {
 		out.ref.b.Copy(out.bview(), b.expandView(Shape{rows, outF}))
@@ -211,12 +211,12 @@ func (c *Context) linear(x, w, b *Tensor) *Tensor {
 		g2 := bc.reshapeRaw(g.dense(bc), Shape{rows, outF})
 		var gx, gw, gb *Tensor
 		if x.requiresGrad {
-			gx = allocTensor(bc, g.dtype, g.device, Shape{rows, inF})
+			gx = allocOut(bc, g.dtype, g.device, Shape{rows, inF})
 			bc.gemmInto(gx, g2, w, Shape{}, 0)
 			gx = bc.reshapeRaw(gx, x.shape)
 		}
 		if w.requiresGrad {
-			gw = allocTensor(bc, g.dtype, g.device, Shape{outF, inF})
+			gw = allocOut(bc, g.dtype, g.device, Shape{outF, inF})
 			bc.gemmInto(gw, g2.mT(bc), x2, Shape{}, 0)
 		}
 		if b != nil && b.requiresGrad {

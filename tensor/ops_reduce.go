@@ -127,11 +127,11 @@ func (c *Context) reduceRaw(kind backend.ReduceOp, t *Tensor, dims []int, keep b
 		next := slices.Concat(shape[:lo], Shape{1}, shape[hi:])
 		if kind == backend.Mean && len(dims) > 1 {
 			// Mean over several passes: sum each, scale once at the end.
-			r := allocTensor(c, cur.dtype, cur.device, next)
+			r := allocOut(c, cur.dtype, cur.device, next)
 			cur.ref.b.Reduce(backend.Sum, r.ref.s, cur.ref.s, outer, n, inner)
 			cur = r
 		} else {
-			r := allocTensor(c, cur.dtype, cur.device, next)
+			r := allocOut(c, cur.dtype, cur.device, next)
 			cur.ref.b.Reduce(kind, r.ref.s, cur.ref.s, outer, n, inner)
 			cur = r
 		}

@@ -74,6 +74,23 @@ func SetDefaultDevice(d Device) error {
 // allocTensor allocates a contiguous tensor in c (nil: untracked). It panics with an
 // *backend.OOMError when the device is out of memory (see CatchOOM).
 func allocTensor(c *Context, dt DType, dev Device, shape Shape) *Tensor {
+	return allocWith(c, dt, dev, shape, false)
+}
+
+// uninitAllocator is implemented by backends that can hand out storage without zeroing
+// it (cpu.Backend.AllocUninit).
+type uninitAllocator interface {
+	AllocUninit(dt backend.DType, n int) (backend.Storage, error)
+}
+
+// allocOut is allocTensor for an op's output that the kernel called next writes in
+// full: where the backend can, the storage is not zeroed first, which saves a pass over
+// memory per op. Use allocTensor whenever a kernel might leave an element unwritten.
+func allocOut(c *Context, dt DType, dev Device, shape Shape) *Tensor {
+	return allocWith(c, dt, dev, shape, true)
+}
+
+func allocWith(c *Context, dt DType, dev Device, shape Shape, uninit bool) *Tensor {
 	b, err := backend.Get(dev)
 	if err != nil {
 		panic(fmt.Errorf("tensor: %w", err))
@@ -83,7 +100,12 @@ func allocTensor(c *Context, dt DType, dev Device, shape Shape) *Tensor {
 			panic(&OpError{Op: "alloc", Msg: fmt.Sprintf("negative dimension in shape %v", shape)})
 		}
 	}
-	s, err := b.Alloc(dt, shape.Numel())
+	var s backend.Storage
+	if u, ok := b.(uninitAllocator); ok && uninit {
+		s, err = u.AllocUninit(dt, shape.Numel())
+	} else {
+		s, err = b.Alloc(dt, shape.Numel())
+	}
 	if err != nil {
 		panic(err)
 	}

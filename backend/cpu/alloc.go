@@ -41,29 +41,74 @@ func sizeClass(words int) int {
 	return (words + q - 1) / q * q
 }
 
-func (a *allocator) alloc(b *Backend, dt backend.DType, n int) (*storage, error) {
+// alloc returns storage for n elements of dt, zeroed unless zero is false (then a block
+// from the cache keeps what it held).
+func (a *allocator) alloc(b *Backend, dt backend.DType, n int, zero bool) (*storage, error) {
 	if n < 0 {
 		panic(fmt.Sprintf("cpu: negative allocation of %d %s elements", n, dt))
 	}
 	nbytes := int64(n) * int64(dt.Size())
 	words := sizeClass(int((nbytes + 7) / 8))
-	capBytes := int64(words) * 8
+	blk, err := a.take(dt, nbytes, words)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case blk.reused && zero:
+		// A cached block is zeroed outside the lock, and only as far as n reaches.
+		clearWords(blk.words[:(nbytes+7)/8])
+	case !zero && poisonUninit:
+		for i := range blk.words[:(nbytes+7)/8] {
+			blk.words[i] = ^uint64(0) // NaN in every float dtype
+		}
+	}
+	return &storage{owner: b, dt: dt, n: n, bytes: nbytes, words: blk.words}, nil
+}
 
+// poisonUninitEnv names the environment variable that, when set, makes AllocUninit fill
+// its storage with all-ones bytes (NaN in every float dtype) rather than leave it as the
+// cache had it: a test of every caller that claims to overwrite what it allocates.
+const poisonUninitEnv = "GAMP_CPU_POISON_UNINIT"
+
+var poisonUninit = os.Getenv(poisonUninitEnv) != ""
+
+// block is a block of words the allocator handed out; reused when it came from the
+// cache (and so is not zero).
+type block struct {
+	words  []uint64
+	reused bool
+}
+
+// clearWordsGrain is the block size, in words, from which clearWords splits the work.
+const clearWordsGrain = 1 << 16
+
+// clearWords zeroes w, on the worker pool when it is large.
+func clearWords(w []uint64) {
+	if len(w) < 2*clearWordsGrain {
+		clear(w)
+		return
+	}
+	ParallelFor(len(w), clearWordsGrain, func(lo, hi int) { clear(w[lo:hi]) })
+}
+
+// take finds or makes a block of words words for nbytes bytes of dt and updates the
+// statistics.
+func (a *allocator) take(dt backend.DType, nbytes int64, words int) (block, error) {
+	capBytes := int64(words) * 8
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var blk []uint64
+	var blk block
 	if l := a.cache[words]; len(l) > 0 {
-		blk = l[len(l)-1]
+		blk = block{l[len(l)-1], true}
 		a.cache[words] = l[:len(l)-1]
 		a.cached -= capBytes
-		clear(blk)
 	} else {
 		s := &a.stats
 		if total := systemMemory(); s.Limit == 0 && total > 0 && s.Reserved+capBytes > total {
 			// Without a cap, a request beyond physical memory would kill the process
 			// inside the Go runtime; report it as the out-of-memory error it is.
 			s.NumOOMs++
-			return nil, &backend.OOMError{
+			return blk, &backend.OOMError{
 				Device: a.dev, Requested: nbytes, Allocated: s.Allocated,
 				Reserved: s.Reserved, Limit: total, FreeCache: a.cached,
 			}
@@ -75,13 +120,13 @@ func (a *allocator) alloc(b *Backend, dt backend.DType, n int) (*storage, error)
 				s.NumRetries++
 			} else {
 				s.NumOOMs++
-				return nil, &backend.OOMError{
+				return blk, &backend.OOMError{
 					Device: a.dev, Requested: nbytes, Allocated: s.Allocated,
 					Reserved: s.Reserved, Limit: s.Limit, FreeCache: a.cached,
 				}
 			}
 		}
-		blk = make([]uint64, words)
+		blk.words = make([]uint64, words)
 		s.Reserved += capBytes
 		s.PeakReserved = max(s.PeakReserved, s.Reserved)
 	}
@@ -94,7 +139,7 @@ func (a *allocator) alloc(b *Backend, dt backend.DType, n int) (*storage, error)
 	d.Allocated += nbytes
 	d.PeakAllocated = max(d.PeakAllocated, d.Allocated)
 	d.NumAllocs++
-	return &storage{owner: b, dt: dt, n: n, bytes: nbytes, words: blk}, nil
+	return blk, nil
 }
 
 func (a *allocator) free(s *storage) {

@@ -98,3 +98,38 @@ func TestHugeAllocationIsAnError(t *testing.T) {
 		t.Fatalf("err = %v, want out of memory", err)
 	}
 }
+
+// AllocUninit counts like Alloc and reuses cached blocks without clearing them; Alloc
+// still hands out reused blocks zeroed, large ones (cleared on the pool) included.
+func TestAllocUninit(t *testing.T) {
+	b, _ := New(44)
+	for _, n := range []int{1000, 3 << 17} {
+		s, err := b.AllocUninit(backend.Float32, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Len() != n || s.DType() != backend.Float32 {
+			t.Fatalf("AllocUninit(Float32, %d) gave %d %s elements", n, s.Len(), s.DType())
+		}
+		for i := range st(s).f32() {
+			st(s).f32()[i] = 1
+		}
+		before := b.MemoryStats()
+		b.Free(s)
+		u, _ := b.AllocUninit(backend.Float32, n)
+		if after := b.MemoryStats(); after.Reserved != before.Reserved || after.NumAllocs != before.NumAllocs+1 {
+			t.Fatalf("n=%d: reuse changed reserved %d → %d, allocs %d → %d", n, before.Reserved, after.Reserved, before.NumAllocs, after.NumAllocs)
+		}
+		if !poisonUninit && st(u).f32()[n-1] != 1 {
+			t.Errorf("n=%d: AllocUninit cleared a cached block", n)
+		}
+		b.Free(u)
+		z, _ := b.Alloc(backend.Float32, n)
+		for i, v := range st(z).f32() {
+			if v != 0 {
+				t.Fatalf("n=%d: Alloc of a reused block: [%d] = %v, want 0", n, i, v)
+			}
+		}
+		b.Free(z)
+	}
+}

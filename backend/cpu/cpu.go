@@ -1,7 +1,10 @@
 // Package cpu is gamp's pure-Go CPU backend: the reference oracle every other backend is
 // compared with, and a backend that always works. Half-precision data is stored as
 // 16-bit values and computed in float32 (float32 accumulation for GEMM and reductions);
-// large kernels run on a fixed worker pool.
+// large kernels run on a fixed worker pool. The GEMMs and the float32 loops under the
+// elementwise, reduction, softmax and norm kernels (vec.go) have AVX-512 and AVX2
+// assembly chosen at run time, each with a pure-Go twin that gives the same bits and
+// runs under the purego build tag and off amd64.
 //
 // Importing the package registers it for backend.KindCPU. Several logical CPU devices
 // (cpu:0, cpu:1, …) can be opened, each with its own allocator and statistics, so
@@ -59,7 +62,21 @@ func (b *Backend) Alloc(dt backend.DType, n int) (backend.Storage, error) {
 	if dt == backend.Invalid || dt.Size() == 0 {
 		panic("cpu: Alloc with invalid dtype")
 	}
-	s, err := b.alloc.alloc(b, dt, n)
+	s, err := b.alloc.alloc(b, dt, n, true)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// AllocUninit is Alloc without the zeroing: a block from the allocator's cache keeps the
+// values it held. It is for outputs that a kernel overwrites entirely (the tensor
+// package uses it for those), so the zeroing would be a wasted pass over memory.
+func (b *Backend) AllocUninit(dt backend.DType, n int) (backend.Storage, error) {
+	if dt == backend.Invalid || dt.Size() == 0 {
+		panic("cpu: AllocUninit with invalid dtype")
+	}
+	s, err := b.alloc.alloc(b, dt, n, false)
 	if err != nil {
 		return nil, err
 	}

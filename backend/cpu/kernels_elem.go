@@ -140,6 +140,9 @@ func geluTanh(x float64) float64 {
 // unaryApply computes y = op(x) elementwise; y may alias x.
 func unaryApply[C numeric](op backend.UnaryOp, y, x []C, p0, p1 float64) {
 	x = x[:len(y)]
+	if vecUnary(op, y, x, p0) {
+		return
+	}
 	switch op {
 	case backend.Neg:
 		for i, v := range x {
@@ -253,6 +256,34 @@ func unaryApply[C numeric](op backend.UnaryOp, y, x []C, p0, p1 float64) {
 	}
 }
 
+// vecUnary computes y = op(x) on the vector layer and reports true when C is float32
+// and op is one of the ops it has: Relu, AddScalar, MulScalar, RSubScalar, Recip
+// (1/x), and Square and PowScalar 2 (x·x). The results are those of unaryApply's loops.
+func vecUnary[C numeric](op backend.UnaryOp, y, x []C, p0 float64) bool {
+	yf, ok := any(y).([]float32)
+	if !ok {
+		return false
+	}
+	xf := any(x).([]float32)
+	switch {
+	case op == backend.Relu:
+		vecScalar(vecRelu, yf, xf, 0)
+	case op == backend.AddScalar:
+		vecScalar(vecAddS, yf, xf, float32(p0))
+	case op == backend.MulScalar:
+		vecScalar(vecMulS, yf, xf, float32(p0))
+	case op == backend.RSubScalar:
+		vecScalar(vecRSubS, yf, xf, float32(p0))
+	case op == backend.Recip:
+		vecScalar(vecRDivS, yf, xf, 1)
+	case op == backend.Square, op == backend.PowScalar && p0 == 2:
+		vecBinary(vecMul, yf, xf, xf)
+	default:
+		return false
+	}
+	return true
+}
+
 // Which saved tensor an op's derivative is written in.
 const (
 	gradUsesNone = iota
@@ -352,6 +383,9 @@ func unaryGrad[C numeric](op backend.UnaryOp, gx, gy, a []C, p0, p1 float64) {
 	gy = gy[:len(gx)]
 	if unaryGradUses(op) != gradUsesNone {
 		a = a[:len(gx)]
+	}
+	if vecUnaryGrad(op, gx, gy, a, p0) {
+		return
 	}
 	switch op {
 	case backend.Neg, backend.RSubScalar:
@@ -462,6 +496,30 @@ func unaryGrad[C numeric](op backend.UnaryOp, gx, gy, a []C, p0, p1 float64) {
 	}
 }
 
+// vecUnaryGrad computes gx = gy·op'(·) on the vector layer and reports true when C is
+// float32 and op is Relu (gy where x > 0), MulScalar (gy·p0), Exp (gy·y) or Log (gy/x).
+// The results are those of unaryGrad's loops.
+func vecUnaryGrad[C numeric](op backend.UnaryOp, gx, gy, a []C, p0 float64) bool {
+	gxf, ok := any(gx).([]float32)
+	if !ok {
+		return false
+	}
+	gyf, af := any(gy).([]float32), any(a).([]float32)
+	switch op {
+	case backend.Relu:
+		vecBinary(vecMask, gxf, gyf, af)
+	case backend.MulScalar:
+		vecScalar(vecMulS, gxf, gyf, float32(p0))
+	case backend.Exp:
+		vecBinary(vecMul, gxf, gyf, af)
+	case backend.Log:
+		vecBinary(vecDiv, gxf, gyf, af)
+	default:
+		return false
+	}
+	return true
+}
+
 // UnscaleCheck implements backend.Backend: g *= inv in g's dtype (float32 arithmetic for
 // Float32 and half data, float64 for Float64), checking the stored results. A value that
 // was Inf or NaN before scaling is still Inf or NaN after it, so checking the results
@@ -477,7 +535,7 @@ func (b *Backend) UnscaleCheck(g backend.Storage, n int, inv float32) bool {
 		case backend.Float64:
 			ok = scaleFinite(s.f64()[lo:hi], float64(inv))
 		case backend.Float32:
-			ok = scaleFinite(s.f32()[lo:hi], inv)
+			ok = vecScaleFinite(s.f32()[lo:hi], inv)
 		default:
 			ok = scaleHalfFinite(s, lo, hi, inv)
 		}
@@ -524,9 +582,7 @@ func scaleHalfFinite(s *storage, lo, hi int, inv float32) bool {
 		m := min(chunk, hi-c)
 		x := buf[:m]
 		s.loadF32(x, c)
-		for i := range x {
-			x[i] *= inv
-		}
+		vecScalar(vecMulS, x, x, inv)
 		s.storeF32(c, x)
 		ok = halfAllFinite(bits[c:c+m], mask) && ok
 	}

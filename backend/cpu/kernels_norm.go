@@ -144,6 +144,7 @@ type bnParams struct {
 
 func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 	cnt, stride := a.N*a.S, a.C*a.S
+	xr, yr := elemRunOf[C](x), elemRunOf[C](y)
 	ParallelFor(a.C, max(1, grainElems/max(cnt, 1)), func(lo, hi int) {
 		k := hi - lo
 		mean, invstd := make([]float64, k), make([]float64, k)
@@ -156,10 +157,7 @@ func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 				m := len(t.ch)
 				clear(acc[:m])
 				for n := 0; n < a.N; n++ {
-					load(buf[:m], x, t.off+n*stride, 1)
-					for j, v := range buf[:m] {
-						acc[j] += float64(v)
-					}
+					accAdd(acc[:m], xr.read(buf[:m], t.off+n*stride))
 				}
 				for j, c := range t.ch {
 					sum[c] += acc[j]
@@ -175,11 +173,7 @@ func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 					em[j] = mean[c]
 				}
 				for n := 0; n < a.N; n++ {
-					load(buf[:m], x, t.off+n*stride, 1)
-					for j, v := range buf[:m] {
-						d := float64(v) - em[j]
-						acc[j] += d * d
-					}
+					accDev(accSq, acc[:m], nil, xr.read(buf[:m], t.off+n*stride), em[:m])
 				}
 				for j, c := range t.ch {
 					sq[c] += acc[j]
@@ -218,7 +212,7 @@ func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 		}
 		// y = (x − mean)·(invstd·w) + b; subtracting first keeps a large mean from
 		// cancelling against the shift.
-		em, es, eb := make([]C, chunk), make([]C, chunk), make([]C, chunk)
+		em, es, eb, ob := make([]C, chunk), make([]C, chunk), make([]C, chunk), make([]C, chunk)
 		bnTiles(a, lo, hi, func(t bnTile) {
 			m := len(t.ch)
 			for j, c := range t.ch {
@@ -226,12 +220,9 @@ func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 			}
 			for n := 0; n < a.N; n++ {
 				off := t.off + n*stride
-				v := buf[:m]
-				load(v, x, off, 1)
-				for j := range v {
-					v[j] = (v[j]-em[j])*es[j] + eb[j]
-				}
-				store(y, off, 1, v)
+				o := yr.out(ob[:m], off)
+				bnAffine(o, xr.read(buf[:m], off), em, es, eb)
+				yr.flush(off, o)
 			}
 		})
 	})
@@ -272,6 +263,7 @@ func (b *Backend) BatchNormBackward(a backend.NormArgs) {
 
 func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx *storage, p *bnParams) {
 	cnt, stride := float64(a.N*a.S), a.C*a.S
+	xr, gyr, gxr := elemRunOf[C](x), elemRunOf[C](gy), elemRunOf[C](gx)
 	ParallelFor(a.C, max(1, grainElems/max(a.N*a.S, 1)), func(lo, hi int) {
 		k := hi - lo
 		mean, invstd := make([]float64, k), make([]float64, k)
@@ -297,13 +289,9 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx *storage, p *bn
 				}
 				for n := 0; n < a.N; n++ {
 					off := t.off + n*stride
-					load(gb[:m], gy, off, 1)
-					load(xb[:m], x, off, 1)
-					for j, v := range gb[:m] {
-						g := float64(v)
-						acc1[j] += g
-						acc2[j] += g * (float64(xb[j]) - em[j])
-					}
+					g := gyr.read(gb[:m], off)
+					accAdd(acc1[:m], g)
+					accDev(accProd, acc2[:m], g, xr.read(xb[:m], off), em[:m])
 				}
 				for j, c := range t.ch {
 					sg[c] += acc1[j]
@@ -329,6 +317,7 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx *storage, p *bn
 			}
 		}
 		ea, eb, ec, em := make([]C, chunk), make([]C, chunk), make([]C, chunk), make([]C, chunk)
+		ob, tb := make([]C, chunk), make([]C, chunk)
 		bnTiles(a, lo, hi, func(t bnTile) {
 			m := len(t.ch)
 			for j, c := range t.ch {
@@ -336,16 +325,76 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx *storage, p *bn
 			}
 			for n := 0; n < a.N; n++ {
 				off := t.off + n*stride
-				g, xs := gb[:m], xb[:m]
-				load(g, gy, off, 1)
-				load(xs, x, off, 1)
-				for j := range g {
-					g[j] = ea[j]*g[j] + eb[j]*(xs[j]-em[j]) + ec[j]
-				}
-				store(gx, off, 1, g)
+				g, xs := gyr.read(gb[:m], off), xr.read(xb[:m], off)
+				o := gxr.out(ob[:m], off)
+				bnGrad(o, g, xs, ea, eb, ec, em, tb)
+				gxr.flush(off, o)
 			}
 		})
 	})
+}
+
+// accAdd sets acc[j] += float64(v[j]), on the vector layer for float32.
+func accAdd[C numeric](acc []float64, v []C) {
+	if vf, ok := any(v).([]float32); ok {
+		vecAccF64(acc, vf)
+		return
+	}
+	for j, x := range v {
+		acc[j] += float64(x)
+	}
+}
+
+// accDev sets acc[j] += p·d with d = float64(x[j]) - m[j] and p = d (accSq) or
+// float64(g[j]) (accProd), one rounding each (a fused multiply-add), on the vector layer
+// for float32.
+func accDev[C numeric](op accDevOp, acc []float64, g, x []C, m []float64) {
+	if xf, ok := any(x).([]float32); ok {
+		gf, _ := any(g).([]float32)
+		vecAccDevF64(op, acc, gf, xf, m)
+		return
+	}
+	for j, v := range x {
+		d := float64(v) - m[j]
+		p := d
+		if op == accProd {
+			p = float64(g[j])
+		}
+		acc[j] = math.FMA(p, d, acc[j])
+	}
+}
+
+// bnAffine sets o[j] = (v[j]-m[j])·s[j] + b[j], each operation rounded (three vector
+// passes for float32). o may be v.
+func bnAffine[C numeric](o, v, m, s, b []C) {
+	if of, ok := any(o).([]float32); ok {
+		n := len(of)
+		vecBinary(vecSub, of, any(v).([]float32), any(m).([]float32)[:n])
+		vecBinary(vecMul, of, of, any(s).([]float32)[:n])
+		vecBinary(vecAdd, of, of, any(b).([]float32)[:n])
+		return
+	}
+	for j := range o {
+		o[j] = C((v[j]-m[j])*s[j]) + b[j]
+	}
+}
+
+// bnGrad sets o[j] = (ea[j]·g[j] + eb[j]·(x[j]-em[j])) + ec[j], each operation rounded,
+// using t as scratch. o may be g or x.
+func bnGrad[C numeric](o, g, x, ea, eb, ec, em, t []C) {
+	n := len(o)
+	if of, ok := any(o).([]float32); ok {
+		tf := any(t).([]float32)[:n]
+		vecBinary(vecSub, tf, any(x).([]float32), any(em).([]float32)[:n])
+		vecBinary(vecMul, tf, any(eb).([]float32)[:n], tf)
+		vecBinary(vecMul, of, any(ea).([]float32)[:n], any(g).([]float32))
+		vecBinary(vecAdd, of, of, tf)
+		vecBinary(vecAdd, of, of, any(ec).([]float32)[:n])
+		return
+	}
+	for j := range o {
+		o[j] = C(C(ea[j]*g[j])+C(eb[j]*(x[j]-em[j]))) + ec[j]
+	}
 }
 
 // LayerNorm implements backend.Backend. X and Y are [Outer, C] with Outer = N (Y may

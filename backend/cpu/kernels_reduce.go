@@ -98,6 +98,9 @@ func argExtreme[C numeric](x []C, sgn C) (C, int) {
 // index.
 func foldRow[C numeric](op backend.ReduceOp, x []C) (float64, int64) {
 	if op == backend.Sum || op == backend.Mean {
+		if xf, ok := any(x).([]float32); ok {
+			return vecSumF64(xf), 0
+		}
 		// Four float64 accumulators hide the add latency; their order is fixed.
 		var s0, s1, s2, s3 float64
 		i := 0
@@ -246,6 +249,10 @@ func reduceCols[C numeric](op backend.ReduceOp, d, s *storage, outer, n, inner i
 				clear(a)
 				for j := j0; j < j1; j++ {
 					x := src.read(buf[:w], base+j*inner)
+					if xf, ok := any(x).([]float32); ok {
+						vecAccF64(a, xf)
+						continue
+					}
 					for c, v := range x {
 						a[c] += float64(v)
 					}
@@ -306,7 +313,9 @@ func reduceCols[C numeric](op backend.ReduceOp, d, s *storage, outer, n, inner i
 
 // Softmax implements backend.Backend: per row, subtract the maximum, exponentiate and
 // sum in float64, then divide (log-softmax: x - max - log(sum)); each result is rounded
-// once on store. A row holding NaN or +Inf yields NaN, as in PyTorch.
+// once on store. A row holding NaN or +Inf yields NaN, as in PyTorch. Float32 and half
+// sources run on the vector layer (softmaxF32), whose exponential is within 4 ulp of
+// math.Exp in float64 and whose sums run in vecSumF64's fixed order.
 func (b *Backend) Softmax(dst, src backend.Storage, outer, n int, log bool) {
 	d, s := st(dst), st(src)
 	if outer < 0 || n < 0 {
@@ -322,8 +331,69 @@ func (b *Backend) Softmax(dst, src backend.Storage, outer, n int, log bool) {
 	if computeF64(s.dt) {
 		softmaxKernel[float64](d, s, outer, n, log)
 	} else {
-		softmaxKernel[float32](d, s, outer, n, log)
+		softmaxF32(d, s, outer, n, log)
 	}
+}
+
+// softmaxF32 is softmaxKernel for float32 and half sources on the vector layer: the row
+// maximum by vecMaxF32, the exponentials and their float64 sum by vecExpF64, and the
+// results, when dst is Float32, by vecNarrow. Half destinations are stored from float64
+// so they are rounded once.
+func softmaxF32(d, s *storage, outer, n int, log bool) {
+	src := elemRunOf[float32](s)
+	ParallelFor(outer, max(1, grainElems/n), func(lo, hi int) {
+		var buf [chunk]float32
+		var out, ebuf [chunk]float64
+		// Softmax keeps a row's exponentials for the final division.
+		e := ebuf[:]
+		if !log && n > chunk {
+			e = make([]float64, n)
+		}
+		for r := lo; r < hi; r++ {
+			off := r * n
+			mx := float32(math.Inf(-1))
+			for c := 0; c < n; c += chunk {
+				mx = vecMax(mx, vecMaxF32(src.read(buf[:min(chunk, n-c)], off+c)))
+			}
+			mf := float64(mx)
+			var sum float64
+			for c := 0; c < n; c += chunk {
+				m := min(chunk, n-c)
+				ec := ebuf[:m]
+				if !log {
+					ec = e[c : c+m]
+				}
+				sum += vecExpF64(ec, src.read(buf[:m], off+c), mf)
+			}
+			ls := math.Log(sum)
+			for c := 0; c < n; c += chunk {
+				m := min(chunk, n-c)
+				var x []float32
+				if log {
+					x = src.read(buf[:m], off+c)
+				}
+				if d.dt == backend.Float32 {
+					if log {
+						vecNarrow(narrowLogSm, d.f32()[off+c:off+c+m], nil, x, nil, mf, ls)
+					} else {
+						vecNarrow(narrowDiv, d.f32()[off+c:off+c+m], e[c:c+m], nil, nil, sum, 0)
+					}
+					continue
+				}
+				o := out[:m]
+				if log {
+					for i, v := range x {
+						o[i] = (float64(v) - mf) - ls
+					}
+				} else {
+					for i, ev := range e[c : c+m] {
+						o[i] = ev / sum
+					}
+				}
+				d.storeF64(off+c, o)
+			}
+		}
+	})
 }
 
 func softmaxKernel[C numeric](d, s *storage, outer, n int, log bool) {
@@ -398,8 +468,58 @@ func (b *Backend) SoftmaxBackward(gx, gy, y backend.Storage, outer, n int, log b
 	if computeF64(gys.dt, ys.dt) {
 		softmaxBackwardKernel[float64](gxs, gys, ys, outer, n, log)
 	} else {
-		softmaxBackwardKernel[float32](gxs, gys, ys, outer, n, log)
+		softmaxBackwardF32(gxs, gys, ys, outer, n, log)
 	}
+}
+
+// softmaxBackwardF32 is softmaxBackwardKernel for float32 and half data on the vector
+// layer: the row sums by vecDotF64 and vecSumF64, exp(y) by vecExpF64, and the results,
+// when gx is Float32, by vecNarrow.
+func softmaxBackwardF32(gx, gy, y *storage, outer, n int, log bool) {
+	gr, yr := elemRunOf[float32](gy), elemRunOf[float32](y)
+	ParallelFor(outer, max(1, grainElems/n), func(lo, hi int) {
+		var gb, yb [chunk]float32
+		var out, e [chunk]float64
+		for r := lo; r < hi; r++ {
+			off := r * n
+			var dot float64 // Σ gy·y, or Σ gy for log-softmax
+			for c := 0; c < n; c += chunk {
+				m := min(chunk, n-c)
+				g := gr.read(gb[:m], off+c)
+				if log {
+					dot += vecSumF64(g)
+				} else {
+					dot += vecDotF64(g, yr.read(yb[:m], off+c))
+				}
+			}
+			for c := 0; c < n; c += chunk {
+				m := min(chunk, n-c)
+				g, yv := gr.read(gb[:m], off+c), yr.read(yb[:m], off+c)
+				if log {
+					vecExpF64(e[:m], yv, 0)
+				}
+				if gx.dt == backend.Float32 {
+					if log {
+						vecNarrow(narrowLsBwd, gx.f32()[off+c:off+c+m], e[:m], g, nil, dot, 0)
+					} else {
+						vecNarrow(narrowSmBwd, gx.f32()[off+c:off+c+m], nil, g, yv, dot, 0)
+					}
+					continue
+				}
+				o := out[:m]
+				if log {
+					for i, ev := range e[:m] {
+						o[i] = float64(g[i]) - float64(ev*dot)
+					}
+				} else {
+					for i, v := range yv {
+						o[i] = float64(v) * (float64(g[i]) - dot)
+					}
+				}
+				gx.storeF64(off+c, o)
+			}
+		}
+	})
 }
 
 func softmaxBackwardKernel[C numeric](gx, gy, y *storage, outer, n int, log bool) {

@@ -71,7 +71,12 @@ func (b *Backend) SGDStep(a backend.SGDArgs) {
 func sgdRange[C float32 | float64](a backend.SGDArgs, w, g, buf []C, hs *storage) {
 	ParallelFor(a.N, grainElems, func(lo, hi int) {
 		wd, mom, damp, lr := C(a.WeightDecay), C(a.Momentum), C(1-a.Dampening), C(a.LR)
-		for i := lo; i < hi; i++ {
+		i0 := lo
+		if w32, ok := any(w).([]float32); ok && !a.Maximize {
+			sgdVec(a, w32, any(g).([]float32), any(buf).([]float32), lo, hi)
+			i0 = hi
+		}
+		for i := i0; i < hi; i++ {
 			d := g[i]
 			if a.Maximize {
 				d = -d
@@ -107,6 +112,47 @@ func sgdRange[C float32 | float64](a backend.SGDArgs, w, g, buf []C, hs *storage
 			}
 		}
 	})
+}
+
+// sgdVec is sgdRange's float32 loop over [lo, hi) on the vector layer, a chunk at a
+// time: the loop's operations in its order, each a vector pass over a chunk that stays
+// in L1, so the results are the loop's bit for bit. Maximize (a negation, which no vector
+// operation spells exactly for ±0) stays on the loop.
+func sgdVec(a backend.SGDArgs, w, g, buf []float32, lo, hi int) {
+	var db, tb [chunk]float32
+	mom := float32(a.Momentum)
+	for c := lo; c < hi; c += chunk {
+		m := min(chunk, hi-c)
+		wc, d, t := w[c:c+m], g[c:c+m], tb[:m]
+		if a.WeightDecay != 0 {
+			vecScalar(vecMulS, t, wc, float32(a.WeightDecay))
+			vecBinary(vecAdd, db[:m], t, d)
+			d = db[:m]
+		}
+		if a.Momentum != 0 {
+			bc := buf[c : c+m]
+			switch {
+			case a.First:
+				copy(bc, d)
+			case a.Dampening == 0:
+				vecScalar(vecMulS, bc, bc, mom)
+				vecBinary(vecAdd, bc, bc, d)
+			default:
+				vecScalar(vecMulS, bc, bc, mom)
+				vecScalar(vecMulS, t, d, float32(1-a.Dampening))
+				vecBinary(vecAdd, bc, bc, t)
+			}
+			if a.Nesterov {
+				vecScalar(vecMulS, t, bc, mom)
+				vecBinary(vecAdd, db[:m], t, d)
+				d = db[:m]
+			} else {
+				d = bc
+			}
+		}
+		vecScalar(vecMulS, t, d, float32(a.LR))
+		vecBinary(vecSub, wc, wc, t)
+	}
 }
 
 // AdamStep implements backend.FusedOptimizer.

@@ -279,6 +279,9 @@ func (b *Backend) Copy(dst, src backend.View) {
 
 func copyRows[C numeric](dst, src backend.View, d, s *storage) {
 	forRows(dst.Shape, []backend.View{dst, src}, func(off []int, inner int, is []int) {
+		if is[0] == 1 && is[1] == 1 && convertContig(d, off[0], s, off[1], inner) {
+			return
+		}
 		var buf [chunk]C
 		for lo := 0; lo < inner; lo += chunk {
 			m := min(chunk, inner-lo)
@@ -286,6 +289,25 @@ func copyRows[C numeric](dst, src backend.View, d, s *storage) {
 			store(d, off[0]+lo*is[0], is[0], buf[:m])
 		}
 	})
+}
+
+// convertContig copies the n contiguous elements of s at so into d at do and reports
+// true when the dtypes are equal (a byte copy) or one is Float32 and the other a half
+// type (a bulk conversion, rounding to nearest even); it does nothing and reports false
+// for other pairs.
+func convertContig(d *storage, do int, s *storage, so, n int) bool {
+	switch {
+	case d.dt == s.dt:
+		sz := d.dt.Size()
+		copy(d.rawBytes()[do*sz:(do+n)*sz], s.rawBytes()[so*sz:(so+n)*sz])
+	case s.dt == backend.Float32 && d.dt.IsHalf():
+		d.storeF32(do, s.f32()[so:so+n])
+	case d.dt == backend.Float32 && s.dt.IsHalf():
+		s.loadF32(d.f32()[do:do+n], so)
+	default:
+		return false
+	}
+	return true
 }
 
 // Fill implements backend.Backend.
@@ -328,11 +350,90 @@ func (b *Backend) Binary(op backend.BinaryOp, dst, x, y backend.View) {
 	checkShapes("Binary", dst.Shape, x.Shape)
 	checkShapes("Binary", dst.Shape, y.Shape)
 	views := []backend.View{dst, x, y}
-	if computeF64(d.dt, s1.dt, s2.dt) {
+	switch {
+	case computeF64(d.dt, s1.dt, s2.dt):
 		binaryRows[float64](op, views, d, s1, s2)
-	} else {
+	case op <= backend.Div:
+		binaryRowsVec(vecOp(op-backend.Add)+vecAdd, views, d, s1, s2)
+	default:
 		binaryRows[float32](op, views, d, s1, s2)
 	}
+}
+
+// binaryRowsVec is binaryRows[float32] for the arithmetic ops (op is vecAdd … vecDiv)
+// on the vector layer. Float32 operands that are contiguous in a row are read and
+// written where they lie, broadcast ones (stride 0) become the scalar of a vecScalar
+// operation, and only the rest go through conversion buffers.
+func binaryRowsVec(op vecOp, views []backend.View, d, s1, s2 *storage) {
+	forRows(views[0].Shape, views, func(off []int, inner int, is []int) {
+		// dst is written in place unless it shares storage with an input it does not
+		// coincide with, which the buffers then keep apart as binaryRows does.
+		outNative := d.dt == backend.Float32 && is[0] == 1
+		if s1 == d && (off[1] != off[0] || is[1] != is[0]) || s2 == d && (off[2] != off[0] || is[2] != is[0]) {
+			outNative = false
+		}
+		direct := func(s *storage, stride int) bool {
+			return stride == 0 || stride == 1 && s.dt == backend.Float32
+		}
+		if outNative && direct(s1, is[1]) && direct(s2, is[2]) {
+			// Nothing to convert: the whole row in one call, and no buffers to clear.
+			var a1, b1 [1]float32
+			a := f32Row(a1[:], s1, off[1], is[1], inner)
+			b := f32Row(b1[:], s2, off[2], is[2], inner)
+			binaryVec(op, d.f32()[off[0]:off[0]+inner], a, b, is[1] == 0, is[2] == 0)
+			return
+		}
+		var ab, bb, ob [chunk]float32
+		for lo := 0; lo < inner; lo += chunk {
+			m := min(chunk, inner-lo)
+			a := f32Row(ab[:], s1, off[1]+lo*is[1], is[1], m)
+			b := f32Row(bb[:], s2, off[2]+lo*is[2], is[2], m)
+			out := ob[:m]
+			if outNative {
+				out = d.f32()[off[0]+lo : off[0]+lo+m]
+			}
+			binaryVec(op, out, a, b, is[1] == 0, is[2] == 0)
+			if !outNative {
+				store(d, off[0]+lo*is[0], is[0], out)
+			}
+		}
+	})
+}
+
+// binaryVec sets out = op(a, b) for op vecAdd … vecDiv, where a (b) holds one element
+// broadcast over out when sa (sb) is set and len(out) elements otherwise.
+func binaryVec(op vecOp, out, a, b []float32, sa, sb bool) {
+	switch {
+	case !sa && !sb:
+		vecBinary(op, out, a, b)
+	case sb && !sa:
+		vecScalar(op+vecAddS-vecAdd, out, a, b[0])
+	case sa && !sb:
+		// s op b: commuted for add and mul, reversed for sub and div.
+		rev := [...]vecOp{vecAddS, vecRSubS, vecMulS, vecRDivS}[op-vecAdd]
+		vecScalar(rev, out, b, a[0])
+	default:
+		var v [1]float32
+		vecOpGo(op, v[:], a[:1], b[:1])
+		for i := range out {
+			out[i] = v[0]
+		}
+	}
+}
+
+// f32Row returns m elements of s from off with the given stride as float32: the
+// storage itself when it is Float32 and the stride 1, one element (the broadcast
+// value, in buf[0]) when the stride is 0, and otherwise buf filled by conversion.
+func f32Row(buf []float32, s *storage, off, stride, m int) []float32 {
+	switch {
+	case stride == 0:
+		buf[0] = scalarF32(s, off)
+		return buf[:1]
+	case stride == 1 && s.dt == backend.Float32:
+		return s.f32()[off : off+m]
+	}
+	load(buf[:m], s, off, stride)
+	return buf[:m]
 }
 
 func binaryRows[C numeric](op backend.BinaryOp, views []backend.View, d, s1, s2 *storage) {

@@ -1,0 +1,259 @@
+//go:build amd64 && !purego
+
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+// vecOpAVX512 computes n elements (a multiple of 16) of operation op with zmm
+// registers. It equals vecOpGo(op, dst[:n], a[:n], b[:n]) for the vector operations
+// and vecOpGo(op, dst[:n], a[:n], b[:1]) for the scalar ones, bit for bit, NaN payloads
+// aside; for vecAdd, for instance,
+//
+//	for i := 0; i < n; i++ {
+//		dst[i] = a[i] + b[i]
+//	}
+//
+// and for vecRelu (a compare with the unordered predicate !(a <= 0), then a zeroing
+// masked move)
+//
+//	for i := 0; i < n; i++ {
+//		if v := a[i]; v <= 0 {
+//			dst[i] = 0
+//		} else {
+//			dst[i] = v
+//		}
+//	}
+//
+//go:noescape
+func vecOpAVX512(op vecOp, dst, a, b *float32, n int)
+
+// vecOpAVX2 is vecOpAVX512 with ymm registers; compares make lane masks that are
+// ANDed with the value.
+//
+//go:noescape
+func vecOpAVX2(op vecOp, dst, a, b *float32, n int)
+
+// vecScaleFiniteAVX512 scales n elements (a multiple of 16) in place. It equals
+//
+//	ok := true
+//	for i := 0; i < n; i++ {
+//		x[i] *= k
+//		ok = ok && !math.IsInf(float64(x[i]), 0) && x[i] == x[i]
+//	}
+//	return ok
+//
+// by keeping four running sums of x[i]·0 (VFMADD231PS), which become NaN from the
+// first Inf or NaN on.
+//
+//go:noescape
+func vecScaleFiniteAVX512(x *float32, k float32, n int) bool
+
+// vecScaleFiniteAVX2 is vecScaleFiniteAVX512 with ymm registers (and FMA).
+//
+//go:noescape
+func vecScaleFiniteAVX2(x *float32, k float32, n int) bool
+
+// vecSumF64AVX512 widens n float32s (a multiple of 16) and adds them into sixteen
+// float64 lanes held in two zmm registers. It equals
+//
+//	for i := 0; i < n; i++ {
+//		s[i%16] += float64(x[i])
+//	}
+//
+//go:noescape
+func vecSumF64AVX512(s *[16]float64, x *float32, n int)
+
+// vecSumF64AVX2 is vecSumF64AVX512 with the lanes in four ymm registers.
+//
+//go:noescape
+func vecSumF64AVX2(s *[16]float64, x *float32, n int)
+
+// vecAccF64AVX512 equals
+//
+//	for i := 0; i < n; i++ {
+//		acc[i] += float64(x[i])
+//	}
+//
+// for n a multiple of 16.
+//
+//go:noescape
+func vecAccF64AVX512(acc *float64, x *float32, n int)
+
+// vecAccF64AVX2 is vecAccF64AVX512 with ymm registers.
+//
+//go:noescape
+func vecAccF64AVX2(acc *float64, x *float32, n int)
+
+// vecDotF64AVX512 equals
+//
+//	for i := 0; i < n; i++ {
+//		s[i%16] += float64(x[i]) * float64(y[i])
+//	}
+//
+// for n a multiple of 16 (VFMADD231PD: the product is exact, so fusing changes nothing).
+//
+//go:noescape
+func vecDotF64AVX512(s *[16]float64, x, y *float32, n int)
+
+// vecDotF64AVX2 is vecDotF64AVX512 with ymm registers (and FMA).
+//
+//go:noescape
+func vecDotF64AVX2(s *[16]float64, x, y *float32, n int)
+
+// vecMaxF32AVX512 equals vecMaxF32Go(s, x[:n]) for n a multiple of 16 (VMAXPS):
+//
+//	for i := 0; i < n; i++ {
+//		s[i%16] = vecMax(s[i%16], x[i])
+//	}
+//
+//go:noescape
+func vecMaxF32AVX512(s *[16]float32, x *float32, n int)
+
+// vecMaxF32AVX2 is vecMaxF32AVX512 with ymm registers.
+//
+//go:noescape
+func vecMaxF32AVX2(s *[16]float32, x *float32, n int)
+
+// vecExpF64AVX512 equals vecExpF64Go(s, e[:n], x[:n], shift) for n a multiple of 16,
+// NaN payloads aside:
+//
+//	for i := 0; i < n; i++ {
+//		e[i] = expF64(float64(x[i]) - shift)
+//		s[i%16] += e[i]
+//	}
+//
+// with expF64's steps as VRNDSCALEPD, VFNMADD231PD, VFMADD213PD, an integer 2^k and
+// masked moves for the clamped ranges.
+//
+//go:noescape
+func vecExpF64AVX512(s *[16]float64, e *float64, x *float32, shift float64, n int)
+
+// vecExpF64AVX2 is vecExpF64AVX512 with ymm registers (VROUNDPD, FMA, VBLENDVPD).
+//
+//go:noescape
+func vecExpF64AVX2(s *[16]float64, e *float64, x *float32, shift float64, n int)
+
+// vecNarrowAVX512 equals vecNarrowGo(op, dst[:n], e, x, y, c0, c1) for n a multiple of
+// 16 (VCVTPD2PS rounds to nearest even, as the float32 conversion does); for narrowDiv
+//
+//	for i := 0; i < n; i++ {
+//		dst[i] = float32(e[i] / c0)
+//	}
+//
+//go:noescape
+func vecNarrowAVX512(op narrowOp, dst *float32, e *float64, x, y *float32, c0, c1 float64, n int)
+
+// vecNarrowAVX2 is vecNarrowAVX512 with ymm registers.
+//
+//go:noescape
+func vecNarrowAVX2(op narrowOp, dst *float32, e *float64, x, y *float32, c0, c1 float64, n int)
+
+// vecAccDevF64AVX512 equals vecAccDevF64Go(op, acc[:n], g, x[:n], m[:n]) for n a
+// multiple of 16 (VFMADD231PD); for accSq
+//
+//	for i := 0; i < n; i++ {
+//		d := float64(x[i]) - m[i]
+//		acc[i] = math.FMA(d, d, acc[i])
+//	}
+//
+//go:noescape
+func vecAccDevF64AVX512(op accDevOp, acc *float64, gy, x *float32, m *float64, n int)
+
+// vecAccDevF64AVX2 is vecAccDevF64AVX512 with ymm registers.
+//
+//go:noescape
+func vecAccDevF64AVX2(op accDevOp, acc *float64, gy, x *float32, m *float64, n int)
+
+var (
+	vecAVX512 = &vecImpl{"avx512", vecOpAVX512, vecScaleFiniteAVX512, vecSumF64AVX512, vecAccF64AVX512,
+		vecDotF64AVX512, vecMaxF32AVX512, vecExpF64AVX512, vecNarrowAVX512, vecAccDevF64AVX512}
+	vecAVX2 = &vecImpl{"avx2", vecOpAVX2, vecScaleFiniteAVX2, vecSumF64AVX2, vecAccF64AVX2,
+		vecDotF64AVX2, vecMaxF32AVX2, vecExpF64AVX2, vecNarrowAVX2, vecAccDevF64AVX2}
+)
+
+// vecImpls lists the vector loops this CPU can run, best first. x/sys/cpu reports the
+// AVX features only where the OS saves the ymm/zmm state.
+var vecImpls = func() []*vecImpl {
+	var is []*vecImpl
+	if cpu.X86.HasAVX512F {
+		is = append(is, vecAVX512)
+	}
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		is = append(is, vecAVX2)
+	}
+	return is
+}()
+
+// The run functions call vec's loops directly (see vec); they are called only when vec
+// is not nil.
+
+func vecOpRun(op vecOp, dst, a, b *float32, n int) {
+	if vec == vecAVX512 {
+		vecOpAVX512(op, dst, a, b, n)
+	} else {
+		vecOpAVX2(op, dst, a, b, n)
+	}
+}
+
+func vecScaleFiniteRun(x *float32, k float32, n int) bool {
+	if vec == vecAVX512 {
+		return vecScaleFiniteAVX512(x, k, n)
+	}
+	return vecScaleFiniteAVX2(x, k, n)
+}
+
+func vecSumF64Run(s *[16]float64, x *float32, n int) {
+	if vec == vecAVX512 {
+		vecSumF64AVX512(s, x, n)
+	} else {
+		vecSumF64AVX2(s, x, n)
+	}
+}
+
+func vecAccF64Run(acc *float64, x *float32, n int) {
+	if vec == vecAVX512 {
+		vecAccF64AVX512(acc, x, n)
+	} else {
+		vecAccF64AVX2(acc, x, n)
+	}
+}
+
+func vecDotF64Run(s *[16]float64, x, y *float32, n int) {
+	if vec == vecAVX512 {
+		vecDotF64AVX512(s, x, y, n)
+	} else {
+		vecDotF64AVX2(s, x, y, n)
+	}
+}
+
+func vecMaxF32Run(s *[16]float32, x *float32, n int) {
+	if vec == vecAVX512 {
+		vecMaxF32AVX512(s, x, n)
+	} else {
+		vecMaxF32AVX2(s, x, n)
+	}
+}
+
+func vecExpF64Run(s *[16]float64, e *float64, x *float32, shift float64, n int) {
+	if vec == vecAVX512 {
+		vecExpF64AVX512(s, e, x, shift, n)
+	} else {
+		vecExpF64AVX2(s, e, x, shift, n)
+	}
+}
+
+func vecNarrowRun(op narrowOp, dst *float32, e *float64, x, y *float32, c0, c1 float64, n int) {
+	if vec == vecAVX512 {
+		vecNarrowAVX512(op, dst, e, x, y, c0, c1, n)
+	} else {
+		vecNarrowAVX2(op, dst, e, x, y, c0, c1, n)
+	}
+}
+
+func vecAccDevF64Run(op accDevOp, acc *float64, g, x *float32, m *float64, n int) {
+	if vec == vecAVX512 {
+		vecAccDevF64AVX512(op, acc, g, x, m, n)
+	} else {
+		vecAccDevF64AVX2(op, acc, g, x, m, n)
+	}
+}
