@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 # Packages whose code starts goroutines (worker pool, loaders) run under the race detector.
 RACE_PKGS = ./backend/cpu/ ./tensor/ ./data/ ./autocast/ ./memory/ ./profiler/ ./parallel/ ./dist/ ./cmd/gamprun/
 
-.PHONY: demo fitdemo test test-short race bench lint fmt vet gpu-tests
+.PHONY: demo fitdemo test test-short race bench bench-torch lint fmt vet gpu-tests
 
 # The main job: the Fashion-MNIST CNN trained with AMP on the best device present
 # (bf16 autocast on the CPU, fp16 on a GPU).
@@ -24,6 +24,7 @@ test: vet
 	CGO_ENABLED=0 $(GO) build ./...
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -tags purego ./half/ ./backend/cpu/
+	GODEBUG=cpu.avx512f=off $(GO) test -count=1 ./half/ ./backend/cpu/
 	$(GO) test -count=1 -race -short $(RACE_PKGS)
 
 test-short:
@@ -53,6 +54,10 @@ gpu-tests:
 	cp scripts/run-gpu-tests.sh .gpu/run.sh
 	@scripts/ensure-data.sh $(DATA) && cp $(DATA)/*-ubyte.gz .gpu/data/
 	@du -sh .gpu
+
+# gamp's MLP step next to PyTorch 1.13's (FP32 and BF16 autocast, medians of rounds).
+bench-torch:
+	scripts/mlp-vs-torch.sh
 
 lint: vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
