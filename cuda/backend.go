@@ -8,6 +8,7 @@ import (
 
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/cuda/internal/cu"
+	"github.com/gamp-ml/gamp/half"
 )
 
 // Backend is one CUDA device as a backend.Backend. Every method is safe for concurrent
@@ -154,7 +155,7 @@ func (b *Backend) Synchronize() error {
 }
 
 // hostSlice returns the address, element count and dtype of a host slice Upload and
-// Download take.
+// Download take; dtype Invalid for []uint16, raw bits of either half dtype.
 func hostSlice(x any) (unsafe.Pointer, int, backend.DType) {
 	switch v := x.(type) {
 	case []float32:
@@ -162,7 +163,11 @@ func hostSlice(x any) (unsafe.Pointer, int, backend.DType) {
 	case []float64:
 		return unsafe.Pointer(unsafe.SliceData(v)), len(v), backend.Float64
 	case []uint16:
-		return unsafe.Pointer(unsafe.SliceData(v)), len(v), backend.Float16 // or BFloat16: same size
+		return unsafe.Pointer(unsafe.SliceData(v)), len(v), backend.Invalid
+	case []half.Float16:
+		return unsafe.Pointer(unsafe.SliceData(v)), len(v), backend.Float16
+	case []half.BFloat16:
+		return unsafe.Pointer(unsafe.SliceData(v)), len(v), backend.BFloat16
 	case []int32:
 		return unsafe.Pointer(unsafe.SliceData(v)), len(v), backend.Int32
 	case []int64:
@@ -170,15 +175,12 @@ func hostSlice(x any) (unsafe.Pointer, int, backend.DType) {
 	case []bool:
 		return unsafe.Pointer(unsafe.SliceData(v)), len(v), backend.Bool
 	}
-	panic(fmt.Sprintf("cuda: host data of type %T (want []float32, []float64, []uint16, []int32, []int64 or []bool)", x))
+	panic(fmt.Sprintf("cuda: host data of type %T (want []float32, []float64, []uint16, []half.Float16, []half.BFloat16, []int32, []int64 or []bool)", x))
 }
 
 func (b *Backend) checkHost(op string, s *Storage, off int, x any) (unsafe.Pointer, int) {
 	p, n, dt := hostSlice(x)
-	if dt.Size() != s.dt.Size() || (dt.IsFloat() != s.dt.IsFloat() && s.dt != backend.Bool && dt != backend.Bool) {
-		panic(fmt.Sprintf("cuda:%d: %s: host %T does not match %s storage", b.d.index, op, x, s.dt))
-	}
-	if dt == backend.Bool && s.dt != backend.Bool || s.dt == backend.Bool && dt != backend.Bool {
+	if dt != s.dt && (dt != backend.Invalid || !s.dt.IsHalf()) {
 		panic(fmt.Sprintf("cuda:%d: %s: host %T does not match %s storage", b.d.index, op, x, s.dt))
 	}
 	if off < 0 || off+n > s.n {

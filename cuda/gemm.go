@@ -72,6 +72,9 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 	if ldc == 0 {
 		ldc = a.N
 	}
+	// cuBLAS wants every leading dimension ≥ 1, also that of a packed operand without
+	// columns (A when K = 0).
+	lda, ldb, ldc = max(lda, 1), max(ldb, 1), max(ldc, 1)
 	// Bounds: the last element each operand touches must lie inside its storage.
 	rowsA, colsA := a.M, a.K
 	if a.TransA {

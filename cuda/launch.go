@@ -80,10 +80,19 @@ func checkParamInfo(f cu.Function, k kernels.Kernel) error {
 	for i, p := range k.Params {
 		off, size, err := cu.FuncGetParamInfo(f, i)
 		if err != nil {
-			return nil // an older driver cannot tell; the CPU-side checks still ran
+			if i == 0 {
+				return nil // an older driver cannot tell; the CPU-side checks still ran
+			}
+			// The driver answered for parameter 0: the image has no parameter i.
+			return fmt.Errorf("kernel %s: the image has %d parameters, the Go table %d (%v)", k.Name, i, len(k.Params), err)
 		}
 		if int(off) != offs[i] || int(size) != p.Size {
 			return fmt.Errorf("kernel %s parameter %d (%s %s): the image says offset %d size %d, the Go table offset %d size %d", k.Name, i, p.CType, p.Name, off, size, offs[i], p.Size)
+		}
+	}
+	if len(k.Params) > 0 {
+		if _, _, err := cu.FuncGetParamInfo(f, len(k.Params)); err == nil {
+			return fmt.Errorf("kernel %s: the image has more parameters than the Go table's %d", k.Name, len(k.Params))
 		}
 	}
 	return nil

@@ -160,8 +160,17 @@ func (b *Backend) Unary(op backend.UnaryOp, dst, src backend.Storage, n int, p0,
 	b.checkFloat("Unary", "dst", d)
 	b.checkFloat("Unary", "src", s)
 	if s.dt != d.dt {
-		v, free := b.as(backend.Dense(s, 0, n), d.dt)
+		rt := runDType(d.dt, s.dt)
+		v, free := b.as(backend.Dense(s, 0, n), rt)
 		defer free()
+		if rt != d.dt {
+			// The CPU backend computes in rt, wider than dst, and rounds once into dst.
+			t := b.temp(rt, n)
+			defer b.Free(t)
+			b.Unary(op, t, v.S, n, p0, p1)
+			b.Copy(backend.Dense(d, 0, n), backend.Dense(t, 0, n))
+			return
+		}
 		s = v.S.(*Storage)
 	}
 	b.launch(kernels.Name("unary", d.dt), int64(n), d.blk.addr, s.blk.addr, int64(n), int32(op), p0, p1)
@@ -210,59 +219,88 @@ func boolInt(v bool) int {
 	return 0
 }
 
-// Binary implements backend.Backend; operands of another dtype than the computation's
-// are converted first (as the CPU backend computes mixed operands in the wider type).
+// Binary implements backend.Backend. Operands of mixed dtypes are computed as the CPU
+// backend computes them (see runDType): converted exactly to dst's dtype, or computed
+// in the wider compute type and rounded once into dst; comparisons of two dtypes run
+// in their compute type.
 func (b *Backend) Binary(op backend.BinaryOp, dst, x, y backend.View) {
 	if int(op) >= backend.NumBinaryOps {
 		b.fail("Binary", "unknown op %d", op)
 	}
 	d := b.st(dst.S)
-	cdt := d.dt
+	xdt, ydt := b.st(x.S).dt, b.st(y.S).dt
+	family, cdt := "binary", d.dt
 	if op.IsComparison() {
 		if d.dt != backend.Bool {
 			b.fail("Binary", "comparison writes bool, dst is %s", d.dt)
 		}
-		cdt = widest(x.S.DType(), y.S.DType())
+		family, cdt = "compare", xdt
+		if xdt != ydt {
+			cdt = computeDType(xdt, ydt)
+		}
+	} else if rt := runDType(d.dt, xdt, ydt); rt != d.dt {
+		b.layouts("Binary", dst, x, y) // validate before computing into a temporary
+		t := b.temp(rt, dst.Numel())
+		defer b.Free(t)
+		tv := backend.Dense(t, 0, dst.Shape...)
+		b.Binary(op, tv, x, y)
+		b.Copy(dst, tv)
+		return
 	}
 	x, fx := b.as(x, cdt)
 	defer fx()
 	y, fy := b.as(y, cdt)
 	defer fy()
 	ls, n := b.layouts("Binary", dst, x, y)
-	family := "binary"
-	if op.IsComparison() {
-		family = "compare"
-	}
 	b.launch(kernels.Name(family, cdt), n, d.blk.addr, b.ptr(x.S), b.ptr(y.S), n, ls[0], ls[1], ls[2], int32(op))
 }
 
-// widest is the dtype two operands are compared in.
-func widest(a, c backend.DType) backend.DType {
-	if a == c {
-		return a
-	}
-	rank := func(d backend.DType) int {
-		switch d {
-		case backend.Float64:
-			return 6
-		case backend.Float32:
-			return 5
-		case backend.BFloat16, backend.Float16:
-			return 4
-		case backend.Int64:
-			return 3
-		case backend.Int32:
-			return 2
+// computeDType is the dtype the CPU backend computes an elementwise op on operands of
+// dts in (backend/cpu computeF64): float64 when one is float64 or an integer, else
+// float32. For a single dtype it is also what that dtype's kernels compute in
+// (kernels/common.cuh).
+func computeDType(dts ...backend.DType) backend.DType {
+	for _, d := range dts {
+		if d == backend.Float64 || d == backend.Int32 || d == backend.Int64 {
+			return backend.Float64
 		}
-		return 1
 	}
-	if a.IsHalf() && c.IsHalf() {
-		return backend.Float32 // f16 vs bf16: neither holds the other
+	return backend.Float32
+}
+
+// exactIn reports whether every value of dtype from converts to dtype to exactly.
+func exactIn(from, to backend.DType) bool {
+	switch {
+	case from == to:
+		return true
+	case to == backend.Float64:
+		return from != backend.Int64
+	case to == backend.Float32:
+		return from.IsHalf() || from == backend.Bool
+	case to == backend.Int64:
+		return from == backend.Int32 || from == backend.Bool
+	case to == backend.Int32, to.IsHalf():
+		return from == backend.Bool
 	}
-	if rank(a) >= rank(c) {
-		return a
+	return false
+}
+
+// runDType is the dtype to run an elementwise kernel writing dst in, given its operands'
+// dtypes, so that the result is the CPU backend's, which converts every operand to the
+// compute type of all of them, computes there and rounds once into dst: dst's own dtype
+// when every operand converts to it exactly and its kernels compute in that type; else
+// the compute type, wider than dst (the caller rounds the result into dst).
+func runDType(dst backend.DType, operands ...backend.DType) backend.DType {
+	w := computeDType(append(operands, dst)...)
+	if computeDType(dst) != w {
+		return w
 	}
-	return c
+	for _, o := range operands {
+		if !exactIn(o, dst) {
+			return w
+		}
+	}
+	return dst
 }
 
 // Where implements backend.Backend.
@@ -279,8 +317,9 @@ func (b *Backend) Where(dst, cond, x, y backend.View) {
 }
 
 // Reduce implements backend.Backend. Sums accumulate in float64 in the CPU backend's
-// order, so they are bit-identical to it; a src of another dtype than dst (a Sum of Bool
-// counting into Int64) is converted to dst's dtype first.
+// order, so they are bit-identical to it; a src of another dtype than dst is converted
+// to dst's dtype first when that is exact (a Sum of Bool counting into Int64), else
+// reduced in float64 and the result rounded into dst, as the CPU backend rounds it.
 func (b *Backend) Reduce(op backend.ReduceOp, dst, src backend.Storage, outer, n, inner int) {
 	d, s := b.st(dst), b.st(src)
 	if outer < 0 || n < 0 || inner < 0 {
@@ -296,6 +335,17 @@ func (b *Backend) Reduce(op backend.ReduceOp, dst, src backend.Storage, outer, n
 		b.fail("Reduce", "reduction of an empty axis has no identity")
 	}
 	if !arg && s.dt != d.dt {
+		if !exactIn(s.dt, d.dt) {
+			// The CPU backend reduces in float64 (or in float32, exactly) and rounds the
+			// result once into dst: reduce in float64, then convert.
+			v, free := b.as(backend.Dense(s, 0, outer*n*inner), backend.Float64)
+			defer free()
+			t := b.temp(backend.Float64, outer*inner)
+			defer b.Free(t)
+			b.Reduce(op, t, v.S, outer, n, inner)
+			b.Copy(backend.Dense(d, 0, outer*inner), backend.Dense(t, 0, outer*inner))
+			return
+		}
 		v, free := b.as(backend.Dense(s, 0, outer*n*inner), d.dt)
 		defer free()
 		s = v.S.(*Storage)

@@ -50,8 +50,9 @@ func (b *Backend) SGDStep(a backend.SGDArgs) {
 	if a.First {
 		flags |= kernels.FlagFirst
 	}
-	b.launch(name, int64(a.N), b.ptr(a.W), b.ptr(a.G), b.ptr(a.Buf), hp, int64(a.N),
-		a.LR, a.Momentum, a.Dampening, a.WeightDecay, flags, uint64(0))
+	args := withHalf([]any{b.ptr(a.W), b.ptr(a.G), b.ptr(a.Buf)}, a.Half, hp)
+	b.launch(name, int64(a.N), append(args, int64(a.N),
+		a.LR, a.Momentum, a.Dampening, a.WeightDecay, flags, uint64(0))...)
 }
 
 // AdamStep implements backend.FusedOptimizer.
@@ -71,6 +72,16 @@ func (b *Backend) AdamStep(a backend.AdamArgs) {
 		flags |= kernels.FlagMaximize
 	}
 	stepSize, bc2Sqrt := kernels.AdamScalars(a.LR, a.Beta1, a.Beta2, a.Step)
-	b.launch(name, int64(a.N), b.ptr(a.W), b.ptr(a.G), b.ptr(a.M), b.ptr(a.V), b.ptr(a.VMax), hp, int64(a.N),
-		a.LR, a.Beta1, a.Beta2, a.Eps, a.WeightDecay, stepSize, bc2Sqrt, flags, uint64(0))
+	args := withHalf([]any{b.ptr(a.W), b.ptr(a.G), b.ptr(a.M), b.ptr(a.V), b.ptr(a.VMax)}, a.Half, hp)
+	b.launch(name, int64(a.N), append(args, int64(a.N),
+		a.LR, a.Beta1, a.Beta2, a.Eps, a.WeightDecay, stepSize, bc2Sqrt, flags, uint64(0))...)
+}
+
+// withHalf appends the half copy's pointer to the state pointers when there is one:
+// only the half kernels (sgd_f16, adam_bf16, …) take the p parameter.
+func withHalf(args []any, half backend.Storage, p uint64) []any {
+	if half == nil {
+		return args
+	}
+	return append(args, p)
 }

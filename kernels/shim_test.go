@@ -5,11 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"reflect"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -19,13 +15,14 @@ import (
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/backend/cpu"
 	"github.com/gamp-ml/gamp/half"
+	"github.com/gamp-ml/gamp/internal/kernelshim"
 	"github.com/gamp-ml/gamp/kernels"
 )
 
-// The g++ shim: every kernel compiled for the CPU (testdata/shim.h), with one wrapper
-// per kernel, generated from the Go table, that unpacks the parameter array Pack
-// builds. A static_assert per wrapper makes a table that disagrees with the source a
-// compile error, and the struct layouts are asserted against the Go mirrors.
+// The g++ shim (package internal/kernelshim): every kernel compiled for the CPU, with
+// one wrapper per kernel, generated from the Go table, that unpacks the parameter array
+// Pack builds. A static_assert per wrapper makes a table that disagrees with the source
+// a compile error, and the struct layouts are asserted against the Go mirrors.
 
 var (
 	shimOnce sync.Once
@@ -65,93 +62,15 @@ func buildShim(gxx string) (*shim, error) {
 		return nil, err
 	}
 	shimDir = dir
-	here, err := filepath.Abs(".")
+	lib, err := kernelshim.BuildWith(gxx, dir)
 	if err != nil {
 		return nil, err
-	}
-	// One translation unit per source, compiled in parallel, linked into one library.
-	files := sourceNames()
-	objs := make([]string, len(files))
-	errs := make([]error, len(files))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, min(runtime.NumCPU(), 4))
-	for i, f := range files {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			src := filepath.Join(dir, strings.TrimSuffix(f, ".cu")+".cpp")
-			if err := os.WriteFile(src, []byte(shimSource(here, f, i == 0)), 0o644); err != nil {
-				errs[i] = err
-				return
-			}
-			objs[i] = strings.TrimSuffix(src, ".cpp") + ".o"
-			cmd := exec.Command(gxx, "-std=c++17", "-O1", "-ffp-contract=off", "-fno-strict-aliasing", "-fPIC", "-c",
-				"-I", filepath.Join(here, "testdata"), "-o", objs[i], src)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				errs[i] = fmt.Errorf("building the shim for %s (%s): %v\n%s", f, src, err, out)
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	lib := filepath.Join(dir, "libshim.so")
-	if out, err := exec.Command(gxx, append([]string{"-shared", "-o", lib}, objs...)...).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("linking the shim: %v\n%s", err, out)
 	}
 	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return nil, fmt.Errorf("dlopen %s: %v", lib, err)
 	}
 	return &shim{handle: h, syms: map[string]uintptr{}}, nil
-}
-
-// shimSource generates the translation unit for one source: the source, a wrapper per
-// kernel it defines and, in the first unit, the struct layout assertions.
-func shimSource(dir, file string, structs bool) string {
-	var b strings.Builder
-	b.WriteString("#include \"shim.h\"\n")
-	fmt.Fprintf(&b, "#include %q\n", filepath.Join(dir, file))
-	for _, s := range []struct {
-		name string
-		v    any
-	}{{"Layout", kernels.Layout{}}, {"Conv2d", kernels.Conv2d{}}, {"Pool2d", kernels.Pool2d{}}} {
-		if !structs {
-			break
-		}
-		typ := reflect.TypeOf(s.v)
-		fmt.Fprintf(&b, "static_assert(sizeof(%s) == %d && alignof(%s) == %d, \"%s: size or alignment differs from the Go mirror\");\n",
-			s.name, typ.Size(), s.name, typ.Align(), s.name)
-		for i := 0; i < typ.NumField(); i++ {
-			f := typ.Field(i)
-			if c := f.Tag.Get("c"); c != "" {
-				fmt.Fprintf(&b, "static_assert(offsetof(%s, %s) == %d, \"%s.%s: offset differs from the Go mirror\");\n",
-					s.name, c, f.Offset, s.name, c)
-			}
-		}
-	}
-	for _, k := range kernels.Kernels() {
-		if k.File != file {
-			continue
-		}
-		types := make([]string, len(k.Params))
-		args := make([]string, len(k.Params))
-		for i, p := range k.Params {
-			types[i] = p.CType
-			args[i] = fmt.Sprintf("*(%s*)p[%d]", p.CType, i)
-		}
-		fmt.Fprintf(&b, `extern "C" int call_%[1]s(void** p, int grid, int block) {
-  static_assert(std::is_same<decltype(&%[1]s), void (*)(%[2]s)>::value, "%[1]s: the Go table's signature differs from the source");
-  return shim::launch(grid, block, %[3]v, [&] { %[1]s(%[4]s); });
-}
-`, k.Name, strings.Join(types, ", "), k.Launch == kernels.PerRow, strings.Join(args, ", "))
-	}
-	return b.String()
 }
 
 func (s *shim) sym(name string) uintptr {

@@ -15,14 +15,28 @@
 //                               stream id (0 for the default stream)
 // Any other image or function: CUDA_ERROR_NOT_SUPPORTED (801).
 //
+// Real kernels: when GAMP_FAKE_KERNELS names the g++ shim library of gamp's kernels
+// (package internal/kernelshim), cuModuleLoadData accepts any image and the module is
+// that library (dlopened once); cuModuleGetFunction returns the address of the shim's
+// call_<name> (CUDA_ERROR_NOT_FOUND without one), cuFuncGetParamInfo asks its
+// info_<name> (parameter offsets and sizes the C++ compiler derived from the kernel's
+// declaration; CUDA_ERROR_NOT_SUPPORTED if it has none), and cuLaunchKernel runs the
+// whole grid on the calling thread before it returns: call_<name>(kernelParams, grid
+// x, block x). Launches with dynamic shared memory or y/z dimensions other than 1 are
+// CUDA_ERROR_INVALID_VALUE (the shim runs 1-D grids without dynamic shared memory, as
+// gamp launches them); a shim error (a barrier in a grid-stride kernel, divergent
+// barriers) is CUDA_ERROR_LAUNCH_FAILED (719).
+//
 // Environment: FAKECUDA_INIT_RESULT=n makes cuInit return n (100: no device, 34:
 // stub); FAKECUDA_MEM_LIMIT=bytes is the device size (default 1 GiB), past which
 // cuMemAlloc fails with CUDA_ERROR_OUT_OF_MEMORY.
 //
 // Build: gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o libcuda.so.1 fakecuda.c
+// (glibc 2.34 or newer has dlopen in libc; older ones need -ldl).
 // -DFAKE_OLD_DRIVER leaves out cuEventElapsedTime_v2 and cuFuncGetParamInfo, like a
 // CUDA 12.2 driver.
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,11 +59,13 @@ enum {
     OUT_OF_MEMORY = 2,
     NOT_INITIALIZED = 3,
     INVALID_DEVICE = 101,
+    INVALID_IMAGE = 200,
     INVALID_CONTEXT = 201,
     INVALID_HANDLE = 400,
     NOT_FOUND = 500,
     ILLEGAL_ADDRESS = 700,
     PEER_ALREADY_ENABLED = 704,
+    LAUNCH_FAILED = 719,
     NOT_SUPPORTED = 801,
 };
 
@@ -64,12 +80,14 @@ static const struct {
     {34, "CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"},
     {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {600, "CUDA_ERROR_NOT_READY", "device not ready"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "peer access is already enabled"},
+    {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
 };
 
@@ -89,6 +107,7 @@ struct fake_event {
 };
 struct fake_module {
     uint32_t magic;
+    void *shim; // the kernel shim library (GAMP_FAKE_KERNELS), or NULL for the built-ins
 };
 struct alloc {
     uint64_t addr, size;
@@ -108,6 +127,46 @@ static __thread CUcontext current;
 static struct alloc *allocs;
 static uint64_t used;
 static unsigned next_stream_id = 1;
+
+// The kernel shim (GAMP_FAKE_KERNELS): the library, and the functions handed out, each
+// a call_<name> address with its info_<name> (or NULL).
+typedef int (*shim_call)(void **params, int grid, int block);
+typedef int (*shim_info)(unsigned long long i, unsigned long long *off, unsigned long long *size);
+struct shim_fn {
+    shim_call call;
+    shim_info info;
+    struct shim_fn *next;
+};
+static void *shim_lib;
+static struct shim_fn *shim_fns;
+
+// shim_open returns the shim library GAMP_FAKE_KERNELS names, loading it once; NULL
+// when the variable is unset or empty. *rc is set to INVALID_IMAGE when it will not load.
+static void *shim_open(CUresult *rc) {
+    const char *path = getenv("GAMP_FAKE_KERNELS");
+    *rc = OK;
+    if (!path || !*path) return NULL;
+    pthread_mutex_lock(&mu);
+    if (!shim_lib) {
+        shim_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!shim_lib) {
+            fprintf(stderr, "fakecuda: GAMP_FAKE_KERNELS=%s: %s\n", path, dlerror());
+            *rc = INVALID_IMAGE;
+        }
+    }
+    void *h = shim_lib;
+    pthread_mutex_unlock(&mu);
+    return h;
+}
+
+// shim_find returns the shim function f, or NULL for any other handle.
+static struct shim_fn *shim_find(CUfunction f) {
+    pthread_mutex_lock(&mu);
+    struct shim_fn *p = shim_fns;
+    while (p && (void *)p->call != f) p = p->next;
+    pthread_mutex_unlock(&mu);
+    return p;
+}
 
 #define NEED_INIT                                                                                  \
     do {                                                                                           \
@@ -417,10 +476,14 @@ CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
 CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     NEED_CTX;
     if (!image) return INVALID_VALUE;
+    CUresult rc;
+    void *shim = shim_open(&rc);
+    if (rc != OK) return rc;
     const char *s = image;
-    if (strncmp(s, "\x7f" "ELFFAKECUBIN", 13) != 0 && strncmp(s, "// fake PTX", 11) != 0) return NOT_SUPPORTED;
+    if (!shim && strncmp(s, "\x7f" "ELFFAKECUBIN", 13) != 0 && strncmp(s, "// fake PTX", 11) != 0) return NOT_SUPPORTED;
     struct fake_module *fm = malloc(sizeof *fm);
     fm->magic = MODULE_MAGIC;
+    fm->shim = shim;
     *m = fm;
     return OK;
 }
@@ -435,7 +498,26 @@ CUresult cuModuleUnload(CUmodule m) {
 
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
     NEED_CTX;
-    if (!m || m->magic != MODULE_MAGIC) return INVALID_HANDLE;
+    if (!m || m->magic != MODULE_MAGIC || !f || !name) return INVALID_HANDLE;
+    if (m->shim) {
+        char sym[512];
+        if (snprintf(sym, sizeof sym, "call_%s", name) >= (int)sizeof sym) return NOT_FOUND;
+        shim_call call = (shim_call)dlsym(m->shim, sym);
+        if (!call) return NOT_FOUND;
+        snprintf(sym, sizeof sym, "info_%s", name);
+        shim_info info = (shim_info)dlsym(m->shim, sym);
+        if (!shim_find((CUfunction)call)) {
+            struct shim_fn *fn = malloc(sizeof *fn);
+            fn->call = call;
+            fn->info = info;
+            pthread_mutex_lock(&mu);
+            fn->next = shim_fns;
+            shim_fns = fn;
+            pthread_mutex_unlock(&mu);
+        }
+        *f = (CUfunction)call;
+        return OK;
+    }
     if (strcmp(name, "fake_fill") == 0) *f = FN_FILL;
     else if (strcmp(name, "fake_record") == 0) *f = FN_RECORD;
     else return NOT_FOUND;
@@ -457,7 +539,14 @@ CUresult cuFuncGetParamInfo(CUfunction f, size_t i, size_t *off, size_t *size) {
         return OK;
     }
     if (f == FN_FILL || f == FN_RECORD) return INVALID_VALUE;
-    return INVALID_HANDLE;
+    struct shim_fn *fn = shim_find(f);
+    if (!fn) return INVALID_HANDLE;
+    if (!fn->info) return NOT_SUPPORTED;
+    unsigned long long o, n;
+    if (fn->info((unsigned long long)i, &o, &n) != 0) return INVALID_VALUE;
+    *off = (size_t)o;
+    *size = (size_t)n;
+    return OK;
 }
 #endif
 
@@ -466,6 +555,12 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     NEED_CTX;
     if (!valid_stream(s)) return INVALID_HANDLE;
     if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || extra != NULL) return INVALID_VALUE;
+    struct shim_fn *fn = shim_find(f);
+    if (fn) {
+        if (shmem != 0 || gy != 1 || gz != 1 || by != 1 || bz != 1 || bx > 1024 || gx > 0x7fffffffu || !params)
+            return INVALID_VALUE;
+        return fn->call(params, (int)gx, (int)bx) == 0 ? OK : LAUNCH_FAILED;
+    }
     if (f == FN_FILL) {
         if (!params) return INVALID_VALUE;
         CUdeviceptr dst = *(CUdeviceptr *)params[0];
