@@ -96,6 +96,16 @@ func (b *Backend) Properties() Properties {
 // Alloc implements backend.Backend: memory comes from the caching allocator and is
 // zeroed on the compute stream.
 func (b *Backend) Alloc(dt backend.DType, n int) (backend.Storage, error) {
+	return b.alloc(dt, n, true)
+}
+
+// AllocUninit is Alloc without the zeroing, for outputs the next kernel writes in full
+// (the tensor package uses it for those): one memset kernel less per op.
+func (b *Backend) AllocUninit(dt backend.DType, n int) (backend.Storage, error) {
+	return b.alloc(dt, n, false)
+}
+
+func (b *Backend) alloc(dt backend.DType, n int, zero bool) (backend.Storage, error) {
 	if dt == backend.Invalid || dt.Size() == 0 {
 		panic(fmt.Sprintf("cuda:%d: Alloc with invalid dtype", b.d.index))
 	}
@@ -107,7 +117,7 @@ func (b *Backend) Alloc(dt backend.DType, n int) (backend.Storage, error) {
 	var err error
 	b.d.do(func() {
 		s.blk, err = b.d.alloc.alloc(bytes, dt, uintptr(b.d.compute))
-		if err == nil && bytes > 0 {
+		if err == nil && bytes > 0 && zero {
 			b.d.must("zeroing new memory", cu.MemsetD8Async(s.at(0), 0, uint64(bytes), b.d.compute))
 		}
 	})

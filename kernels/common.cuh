@@ -1,6 +1,6 @@
 // common.cuh: the prelude every gamp kernel source includes (#include "common.cuh").
-// NVRTC gets it as an in-memory header (kernels.Header); g++ (tests) and clang (PTX
-// checks) read it from this directory. It needs no CUDA header: half values are stored
+// NVRTC gets it as an in-memory header (kernels.Header); clang (PTX checks) reads it
+// from this directory and g++ (internal/kernelshim) from a copy next to its sources. It needs no CUDA header: half values are stored
 // as unsigned short and computed in float; conversions are inline PTX on the device and
 // C++ routines under the g++ shim that round exactly like gamp's half package.
 //
