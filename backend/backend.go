@@ -1,5 +1,7 @@
 package backend
 
+import "fmt"
+
 // Storage is a block of device memory holding Len elements of one DType. It is owned by
 // the backend that allocated it and released with Backend.Free, never by the GC.
 type Storage interface {
@@ -144,6 +146,63 @@ type MatMulArgs struct {
 	LDA, LDB, LDC             int
 	StrideA, StrideB, StrideC int
 	Alpha, Beta               float32
+}
+
+// LeadingDims returns LDA, LDB and LDC with 0 (packed) replaced by the packed row
+// stride of each stored matrix.
+func (a MatMulArgs) LeadingDims() (lda, ldb, ldc int) {
+	lda, ldb, ldc = a.LDA, a.LDB, a.LDC
+	if lda == 0 {
+		lda = a.K
+		if a.TransA {
+			lda = a.M
+		}
+	}
+	if ldb == 0 {
+		ldb = a.N
+		if a.TransB {
+			ldb = a.K
+		}
+	}
+	if ldc == 0 {
+		ldc = a.N
+	}
+	return lda, ldb, ldc
+}
+
+// CheckBounds reports an error when the geometry is negative or an operand's last
+// element (over every batch item) lies outside its storage of lenA, lenB or lenC
+// elements, or a leading dimension is shorter than its rows.
+func (a MatMulArgs) CheckBounds(lenA, lenB, lenC int) error {
+	if a.Batch < 1 || a.M < 0 || a.N < 0 || a.K < 0 {
+		return fmt.Errorf("MatMul with batch %d, M=%d N=%d K=%d", a.Batch, a.M, a.N, a.K)
+	}
+	lda, ldb, ldc := a.LeadingDims()
+	rowsA, colsA := a.M, a.K
+	if a.TransA {
+		rowsA, colsA = a.K, a.M
+	}
+	rowsB, colsB := a.K, a.N
+	if a.TransB {
+		rowsB, colsB = a.N, a.K
+	}
+	for _, o := range []struct {
+		name                           string
+		n, off, rows, cols, ld, stride int
+	}{
+		{"A", lenA, a.OffA, rowsA, colsA, lda, a.StrideA},
+		{"B", lenB, a.OffB, rowsB, colsB, ldb, a.StrideB},
+		{"C", lenC, a.OffC, a.M, a.N, ldc, a.StrideC},
+	} {
+		if o.rows == 0 || o.cols == 0 {
+			continue
+		}
+		last := o.off + (a.Batch-1)*o.stride + (o.rows-1)*o.ld + o.cols - 1
+		if o.ld < o.cols || o.off < 0 || o.stride < 0 || last >= o.n {
+			return fmt.Errorf("MatMul operand %s (%d×%d, ld %d, offset %d, batch stride %d ×%d) exceeds its storage of %d", o.name, o.rows, o.cols, o.ld, o.off, o.stride, a.Batch, o.n)
+		}
+	}
+	return nil
 }
 
 // ConvArgs describes a 2-D convolution geometry for Im2Col/Col2Im, NCHW layout.

@@ -53,49 +53,13 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 	if A.dt != C.dt || B.dt != C.dt || !C.dt.IsFloat() {
 		panic(fmt.Sprintf("cuda:%d: MatMul dtypes %s·%s→%s (want one floating dtype)", b.d.index, A.dt, B.dt, C.dt))
 	}
-	if a.Batch < 1 || a.M < 0 || a.N < 0 || a.K < 0 {
-		panic(fmt.Sprintf("cuda:%d: MatMul with batch %d, M=%d N=%d K=%d", b.d.index, a.Batch, a.M, a.N, a.K))
-	}
-	lda, ldb, ldc := a.LDA, a.LDB, a.LDC
-	if lda == 0 {
-		lda = a.K
-		if a.TransA {
-			lda = a.M
-		}
-	}
-	if ldb == 0 {
-		ldb = a.N
-		if a.TransB {
-			ldb = a.K
-		}
-	}
-	if ldc == 0 {
-		ldc = a.N
+	if err := a.CheckBounds(A.n, B.n, C.n); err != nil {
+		panic(fmt.Sprintf("cuda:%d: %v", b.d.index, err))
 	}
 	// cuBLAS wants every leading dimension ≥ 1, also that of a packed operand without
 	// columns (A when K = 0).
+	lda, ldb, ldc := a.LeadingDims()
 	lda, ldb, ldc = max(lda, 1), max(ldb, 1), max(ldc, 1)
-	// Bounds: the last element each operand touches must lie inside its storage.
-	rowsA, colsA := a.M, a.K
-	if a.TransA {
-		rowsA, colsA = a.K, a.M
-	}
-	rowsB, colsB := a.K, a.N
-	if a.TransB {
-		rowsB, colsB = a.N, a.K
-	}
-	check := func(name string, s *Storage, off, rows, cols, ld, stride int) {
-		if rows == 0 || cols == 0 {
-			return
-		}
-		last := off + (a.Batch-1)*stride + (rows-1)*ld + cols - 1
-		if ld < cols || off < 0 || last >= s.n {
-			panic(fmt.Sprintf("cuda:%d: MatMul operand %s (%d×%d, ld %d, offset %d, batch stride %d ×%d) exceeds its storage of %d", b.d.index, name, rows, cols, ld, off, stride, a.Batch, s.n))
-		}
-	}
-	check("A", A, a.OffA, rowsA, colsA, lda, a.StrideA)
-	check("B", B, a.OffB, rowsB, colsB, ldb, a.StrideB)
-	check("C", C, a.OffC, a.M, a.N, ldc, a.StrideC)
 	if a.M == 0 || a.N == 0 {
 		return
 	}

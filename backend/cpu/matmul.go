@@ -18,22 +18,7 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 	if a.Batch == 0 || a.M == 0 || a.N == 0 {
 		return
 	}
-	lda, ldb, ldc := a.LDA, a.LDB, a.LDC
-	if lda == 0 {
-		lda = a.K
-		if a.TransA {
-			lda = a.M
-		}
-	}
-	if ldb == 0 {
-		ldb = a.N
-		if a.TransB {
-			ldb = a.K
-		}
-	}
-	if ldc == 0 {
-		ldc = a.N
-	}
+	lda, ldb, ldc := a.LeadingDims()
 	// Many small products (attention heads, conv groups): spread the batch over the
 	// workers; nested GEMM calls then run inline.
 	perItem := a.M * a.N * max(a.K, 1)
