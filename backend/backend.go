@@ -413,6 +413,16 @@ type MemoryStats struct {
 	ByDType        [NumDTypes]DTypeStats
 }
 
+// ResetPeak sets the peak figures (total and per dtype) to the current ones; allocators
+// call it under their lock.
+func (s *MemoryStats) ResetPeak() {
+	s.PeakAllocated = s.Allocated
+	s.PeakReserved = s.Reserved
+	for i := range s.ByDType {
+		s.ByDType[i].PeakAllocated = s.ByDType[i].Allocated
+	}
+}
+
 // DTypeStats are per-dtype counters.
 type DTypeStats struct {
 	Allocated, PeakAllocated int64

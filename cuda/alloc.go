@@ -548,12 +548,7 @@ func (a *cachingAllocator) stats() backend.MemoryStats {
 func (a *cachingAllocator) resetPeak() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := &a.st
-	s.PeakAllocated = s.Allocated
-	s.PeakReserved = s.Reserved
-	for i := range s.ByDType {
-		s.ByDType[i].PeakAllocated = s.ByDType[i].Allocated
-	}
+	a.st.ResetPeak()
 }
 
 // setLimit caps Reserved at n bytes (0: no cap). Segments already held are kept.

@@ -173,12 +173,7 @@ func (a *allocator) snapshot() backend.MemoryStats {
 func (a *allocator) resetPeak() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := &a.stats
-	s.PeakAllocated = s.Allocated
-	s.PeakReserved = s.Reserved
-	for i := range s.ByDType {
-		s.ByDType[i].PeakAllocated = s.ByDType[i].Allocated
-	}
+	a.stats.ResetPeak()
 }
 
 func (a *allocator) setLimit(n int64) {
