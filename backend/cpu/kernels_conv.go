@@ -107,6 +107,71 @@ func validRange(out, stride, offset, in int) (lo, hi int) {
 	return min(lo, hi), hi
 }
 
+// convShifted reports whether a has unit strides and OW = W (as a "same" convolution
+// does), so that each kernel position (ki, kj) maps output (oh, ow) to input
+// (oh, ow) + shift, shift = offH·W + offW, over whole runs of rows: one copy (or add)
+// per kernel position, the columns that fall outside the image fixed up after.
+func convShifted(a backend.ConvArgs) bool {
+	return a.StrideH == 1 && a.StrideW == 1 && a.OW == a.W
+}
+
+// im2colShifted fills row, the OH·W columns of one kernel position, from plane in:
+// rows [hLo, hHi) and columns [wLo, wHi) are inside the image, the rest is padding.
+func im2colShifted[T any](row, in []T, w, shift, hLo, hHi, wLo, wHi int) {
+	lo, hi := hLo*w, hHi*w
+	clear(row[:lo])
+	clear(row[hi:])
+	if hLo >= hHi || wLo >= wHi {
+		clear(row[lo:hi])
+		return
+	}
+	// The copy may reach outside in only at the padding columns of the first and last
+	// row, which are cleared below.
+	a := min(max(lo, -shift), hi)
+	b := max(min(hi, len(in)-shift), a)
+	clear(row[lo:a])
+	clear(row[b:hi])
+	copy(row[a:b], in[a+shift:b+shift])
+	if wLo == 0 && wHi == w {
+		return
+	}
+	var zero T
+	for oh := hLo; oh < hHi; oh++ {
+		r := row[oh*w : (oh+1)*w]
+		for i := range wLo {
+			r[i] = zero
+		}
+		for i := wHi; i < w; i++ {
+			r[i] = zero
+		}
+	}
+}
+
+// col2imShifted adds row, the OH·W columns of one kernel position, into plane acc,
+// Col2Im's adjoint of im2colShifted. It zeroes row's padding columns first so that the
+// rows add as one run: adding +0 leaves every accumulator as it was (a sum that starts
+// at +0 is never -0).
+func col2imShifted[C numeric](acc, row []C, w, shift, hLo, hHi, wLo, wHi int) {
+	if hLo >= hHi || wLo >= wHi {
+		return
+	}
+	if wLo > 0 || wHi < w {
+		var zero C
+		for oh := hLo; oh < hHi; oh++ {
+			r := row[oh*w : (oh+1)*w]
+			for i := range wLo {
+				r[i] = zero
+			}
+			for i := wHi; i < w; i++ {
+				r[i] = zero
+			}
+		}
+	}
+	a := min(max(hLo*w, -shift), hHi*w)
+	b := max(min(hHi*w, len(acc)-shift), a)
+	addTo(acc[a+shift:b+shift], row[a:b])
+}
+
 func im2col[T any](dst, src []T, a backend.ConvArgs) {
 	kk, hw, ohw := a.KH*a.KW, a.H*a.W, a.OH*a.OW
 	ParallelFor(a.N*a.C, max(1, grainElems/max(kk*ohw, 1)), func(lo, hi int) {
@@ -120,6 +185,10 @@ func im2col[T any](dst, src []T, a backend.ConvArgs) {
 					offW := kj*a.DilationW - a.PadW
 					wLo, wHi := validRange(a.OW, a.StrideW, offW, a.W)
 					row := out[(ki*a.KW+kj)*ohw:][:ohw]
+					if convShifted(a) {
+						im2colShifted(row, in, a.W, offH*a.W+offW, hLo, hHi, wLo, wHi)
+						continue
+					}
 					for oh := 0; oh < a.OH; oh++ {
 						r := row[oh*a.OW:][:a.OW]
 						if oh < hLo || oh >= hHi || wLo == wHi {
@@ -162,10 +231,18 @@ func col2im[C numeric](d, s *storage, a backend.ConvArgs) {
 						continue
 					}
 					load(row, s, (p*kk+ki*a.KW+kj)*ohw, 1)
+					if convShifted(a) {
+						col2imShifted(acc, row, a.W, offH*a.W+offW, hLo, hHi, wLo, wHi)
+						continue
+					}
 					for oh := hLo; oh < hHi; oh++ {
 						r := row[oh*a.OW:][:a.OW]
 						arow := acc[(oh*a.StrideH+offH)*a.W:][:a.W]
 						iw := wLo*a.StrideW + offW
+						if a.StrideW == 1 {
+							addTo(arow[iw:][:wHi-wLo], r[wLo:wHi])
+							continue
+						}
 						for ow := wLo; ow < wHi; ow++ {
 							arow[iw] += r[ow]
 							iw += a.StrideW
@@ -176,4 +253,19 @@ func col2im[C numeric](d, s *storage, a backend.ConvArgs) {
 			store(d, p*hw, 1, acc)
 		}
 	})
+}
+
+// addTo sets dst[i] += src[i] for i < len(dst): the multiple of 16 on the vector layer
+// for float32, the rest (col2im's rows are short) in the loop here.
+func addTo[C numeric](dst, src []C) {
+	src = src[:len(dst)]
+	m := 0
+	if d, ok := any(dst).([]float32); ok && vec != nil {
+		if m = len(d) &^ 15; m > 0 {
+			vecOpRun(vecAdd, &d[0], &d[0], &any(src).([]float32)[0], m)
+		}
+	}
+	for i, v := range src[m:] {
+		dst[m+i] += v
+	}
 }

@@ -258,7 +258,9 @@ func unaryApply[C numeric](op backend.UnaryOp, y, x []C, p0, p1 float64) {
 
 // vecUnary computes y = op(x) on the vector layer and reports true when C is float32
 // and op is one of the ops it has: Relu, AddScalar, MulScalar, RSubScalar, Recip
-// (1/x), and Square and PowScalar 2 (x·x). The results are those of unaryApply's loops.
+// (1/x), and Square and PowScalar 2 (x·x), with the results of unaryApply's loops; and
+// Gelu, whose erfF64 gives the float32 results of math.Erf's formula but for rare
+// float64 ties (see vec_gelu.go).
 func vecUnary[C numeric](op backend.UnaryOp, y, x []C, p0 float64) bool {
 	yf, ok := any(y).([]float32)
 	if !ok {
@@ -278,6 +280,8 @@ func vecUnary[C numeric](op backend.UnaryOp, y, x []C, p0 float64) bool {
 		vecScalar(vecRDivS, yf, xf, 1)
 	case op == backend.Square, op == backend.PowScalar && p0 == 2:
 		vecBinary(vecMul, yf, xf, xf)
+	case op == backend.Gelu:
+		vecGelu(yf, xf, nil)
 	default:
 		return false
 	}
@@ -497,8 +501,8 @@ func unaryGrad[C numeric](op backend.UnaryOp, gx, gy, a []C, p0, p1 float64) {
 }
 
 // vecUnaryGrad computes gx = gy·op'(·) on the vector layer and reports true when C is
-// float32 and op is Relu (gy where x > 0), MulScalar (gy·p0), Exp (gy·y) or Log (gy/x).
-// The results are those of unaryGrad's loops.
+// float32 and op is Relu (gy where x > 0), MulScalar (gy·p0), Exp (gy·y), Log (gy/x) or
+// Gelu (vecGelu). The results are those of unaryGrad's loops (Gelu's as vecUnary says).
 func vecUnaryGrad[C numeric](op backend.UnaryOp, gx, gy, a []C, p0 float64) bool {
 	gxf, ok := any(gx).([]float32)
 	if !ok {
@@ -514,6 +518,8 @@ func vecUnaryGrad[C numeric](op backend.UnaryOp, gx, gy, a []C, p0 float64) bool
 		vecBinary(vecMul, gxf, gyf, af)
 	case backend.Log:
 		vecBinary(vecDiv, gxf, gyf, af)
+	case backend.Gelu:
+		vecGelu(gxf, af, gyf)
 	default:
 		return false
 	}

@@ -445,6 +445,19 @@ func layerNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 				p.si[r] = float32(invstd)
 			}
 			m, is := C(mean), C(invstd)
+			if rf, ok := any(row).([]float32); ok {
+				// The loops below on the vector layer, each step rounded as there.
+				vecScalar(vecSubS, rf, rf, float32(m))
+				vecScalar(vecMulS, rf, rf, float32(is))
+				if w != nil {
+					vecBinary(vecMul, rf, rf, any(w).([]float32))
+				}
+				if bias != nil {
+					vecBinary(vecAdd, rf, rf, any(bias).([]float32))
+				}
+				store(y, r*cols, 1, row)
+				continue
+			}
 			for j, v := range row {
 				row[j] = (v - m) * is
 			}
@@ -464,10 +477,15 @@ func layerNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 }
 
 // rowStats returns the mean and 1/√(var+eps) of row (biased variance, two passes in
-// float64).
+// float64; float32 rows sum in vecSumF64's order, so within float64 rounding of the
+// sequential sums).
 func rowStats[C numeric](row []C, eps float64) (mean, invstd float64) {
 	if len(row) == 0 {
 		return 0, 1 / math.Sqrt(eps)
+	}
+	if rf, ok := any(row).([]float32); ok {
+		mean = vecSumF64(rf) / float64(len(rf))
+		return mean, 1 / math.Sqrt(vecDevSqF64(rf, mean)/float64(len(rf))+eps)
 	}
 	s := 0.0
 	for _, v := range row {
@@ -534,6 +552,10 @@ func layerNormBackward[C numeric](a *backend.NormArgs, x, gyS, gxS *storage, p *
 	}
 	ParallelFor(nb, 1, func(blo, bhi int) {
 		xr, gy, g := make([]C, cols), make([]C, cols), make([]C, cols)
+		var scratch []float64 // stands in for a nil bgw or bgb in the float32 row pass
+		if pgw == nil || pgb == nil {
+			scratch = make([]float64, cols)
+		}
 		for blk := blo; blk < bhi; blk++ {
 			var bgw, bgb []float64
 			if pgw != nil {
@@ -546,6 +568,11 @@ func layerNormBackward[C numeric](a *backend.NormArgs, x, gyS, gxS *storage, p *
 				load(xr, x, r*cols, 1)
 				load(gy, gyS, r*cols, 1)
 				mean, invstd := float64(p.sm[r]), float64(p.si[r])
+				if gf, ok := any(g).([]float32); ok {
+					layerNormBackwardRowF32(gf, any(gy).([]float32), any(xr).([]float32), any(w).([]float32), bgw, bgb, scratch, mean, invstd)
+					store(gxS, r*cols, 1, g)
+					continue
+				}
 				copy(g, gy)
 				if w != nil {
 					for j := range g {
@@ -598,4 +625,33 @@ func layerNormBackward[C numeric](a *backend.NormArgs, x, gyS, gxS *storage, p *
 			}
 		}
 	})
+}
+
+// layerNormBackwardRowF32 is layerNormBackward's float32 row on the vector layer: g =
+// gy·w, the row sums and the bgw, bgb updates in vecLnRow (scratch, which it leaves
+// dirty, taking the place of a nil one), then g = ca·g + cb·(x - cm) + cc with the
+// loop's float32 roundings, step by step.
+func layerNormBackwardRowF32(g, gy, xr, w []float32, bgw, bgb, scratch []float64, mean, invstd float64) {
+	if w != nil {
+		vecBinary(vecMul, g, gy, w)
+	} else {
+		copy(g, gy)
+	}
+	if bgw == nil {
+		bgw = scratch
+	}
+	if bgb == nil {
+		bgb = scratch
+	}
+	s1, s2 := vecLnRow(bgw, bgb, g, gy, xr, mean, invstd)
+	n := float64(len(g))
+	ca, cm := float32(invstd), float32(mean)
+	cb := float32(-invstd * invstd * s2 / n)
+	cc := float32(-invstd * s1 / n)
+	// xr is the caller's scratch copy of the row, free to be overwritten.
+	vecScalar(vecSubS, xr, xr, cm)
+	vecScalar(vecMulS, xr, xr, cb)
+	vecScalar(vecMulS, g, g, ca)
+	vecBinary(vecAdd, g, g, xr)
+	vecScalar(vecAddS, g, g, cc)
 }

@@ -117,6 +117,11 @@ func poolForward[C numeric](d, s *storage, idx []int64, a backend.PoolArgs) {
 		in := make([]C, hw)
 		out := make([]C, ohw)
 		for p := lo; p < hi; p++ {
+			if _, ok := any(in).([]float32); ok && maxPool2x2Packed(&a) {
+				maxPlane2x2Packed(any(out).([]float32), idx[p*ohw:(p+1)*ohw], any(in).([]float32), s, p*hw, &a)
+				store(d, p*ohw, 1, out)
+				continue
+			}
 			load(in, s, p*hw, 1)
 			if a.Kind == backend.MaxPool {
 				maxPlane(out, idx[p*ohw:(p+1)*ohw], in, &a)
@@ -128,7 +133,19 @@ func poolForward[C numeric](d, s *storage, idx []int64, a backend.PoolArgs) {
 	})
 }
 
+// maxPlane sets out to the maxima of the windows of one input plane and idx to their
+// positions in the plane.
 func maxPlane[C numeric](out []C, idx []int64, in []C, a *backend.PoolArgs) {
+	if a.KH == 2 && a.KW == 2 && a.StrideH == 2 && a.StrideW == 2 && a.PadH == 0 && a.PadW == 0 &&
+		2*a.OH <= a.H && 2*a.OW <= a.W {
+		maxPlane2x2(out, idx, in, a.W, a.OH, a.OW)
+		return
+	}
+	maxPlaneAny(out, idx, in, a)
+}
+
+// maxPlaneAny is maxPlane for any geometry.
+func maxPlaneAny[C numeric](out []C, idx []int64, in []C, a *backend.PoolArgs) {
 	ninf := C(math.Inf(-1))
 	for oh := 0; oh < a.OH; oh++ {
 		h0, h1, _ := poolWindow(oh, a.StrideH, a.PadH, a.KH, a.H)
@@ -145,6 +162,48 @@ func maxPlane[C numeric](out []C, idx []int64, in []C, a *backend.PoolArgs) {
 			}
 			out[oh*a.OW+ow] = best
 			idx[oh*a.OW+ow] = int64(at)
+		}
+	}
+}
+
+// maxPool2x2Packed reports whether a is a 2×2, stride-2 max-pool without padding
+// whose windows tile the input's width (W = 2·OW), which maxPlane2x2Packed runs.
+func maxPool2x2Packed(a *backend.PoolArgs) bool {
+	return a.Kind == backend.MaxPool && a.KH == 2 && a.KW == 2 && a.StrideH == 2 && a.StrideW == 2 &&
+		a.PadH == 0 && a.PadW == 0 && a.W == 2*a.OW && 2*a.OH <= a.H
+}
+
+// maxPlane2x2Packed is maxPlane for a maxPool2x2Packed geometry, plane s[off:]: it loads
+// the even input rows into in[:OH·W] and the odd ones after them, so that the windows
+// of the whole plane are one maxRow2x2 run (on the vector layer, however short the
+// rows), whose indices it then moves from 2·(i·OW + j) + at to 2i·W + 2j + at.
+func maxPlane2x2Packed(out []float32, idx []int64, in []float32, s *storage, off int, a *backend.PoolArgs) {
+	w, oh, ow := a.W, a.OH, a.OW
+	r0, r1 := in[:oh*w], in[oh*w:2*oh*w]
+	for i := range oh {
+		load(r0[i*w:(i+1)*w], s, off+2*i*w, 1)
+		load(r1[i*w:(i+1)*w], s, off+(2*i+1)*w, 1)
+	}
+	vecMaxRow2x2(out[:oh*ow], idx, r0, r1, 0, w)
+	for i := 1; i < oh; i++ {
+		shift := int64(i * 2 * ow)
+		x := idx[i*ow : (i+1)*ow]
+		for j := range x {
+			x[j] += shift
+		}
+	}
+}
+
+// maxPlane2x2 is maxPlane for 2×2 windows at stride 2 without padding, every window
+// inside the w-wide input: maxRow2x2 row by row, on the vector layer for float32.
+func maxPlane2x2[C numeric](out []C, idx []int64, in []C, w, oh, ow int) {
+	for i := range oh {
+		r0, r1 := in[2*i*w:][:2*ow], in[(2*i+1)*w:][:2*ow]
+		o, x := out[i*ow:][:ow], idx[i*ow:][:ow]
+		if of, ok := any(o).([]float32); ok {
+			vecMaxRow2x2(of, x, any(r0).([]float32), any(r1).([]float32), 2*i*w, w)
+		} else {
+			maxRow2x2(o, x, r0, r1, 2*i*w, w)
 		}
 	}
 }

@@ -189,7 +189,13 @@ func adamRange[C float32 | float64](a backend.AdamArgs, w, g, m, v, vmax []C, hs
 		decay, wdC := C(1-a.LR*a.WeightDecay), C(a.WeightDecay)
 		wtC, wt1C := C(wt), C(1-wt)
 		b2, omb2, eps := C(a.Beta2), C(1-a.Beta2), C(a.Eps)
-		for i := lo; i < hi; i++ {
+		i0 := lo
+		if w32, ok := any(w).([]float32); ok && !a.Maximize && !a.AMSGrad {
+			adamVec(a, w32, any(g).([]float32), any(m).([]float32), any(v).([]float32), lo, hi,
+				float32(stepSize), float32(bc2Sqrt), small)
+			i0 = hi
+		}
+		for i := i0; i < hi; i++ {
 			gv := g[i]
 			if a.Maximize {
 				gv = -gv
@@ -233,4 +239,46 @@ func adamRange[C float32 | float64](a backend.AdamArgs, w, g, m, v, vmax []C, hs
 			}
 		}
 	})
+}
+
+// adamVec is adamRange's float32 loop over [lo, hi) on the vector layer, a chunk at a
+// time, as sgdVec: the loop's operations in its order, each rounded to float32, so the
+// results are the loop's bit for bit (the square root rounded once, as VSQRTPS does).
+// Maximize (a negation) and AMSGrad (a NaN-aware maximum) stay on the loop.
+func adamVec(a backend.AdamArgs, w, g, m, v []float32, lo, hi int, stepSize, bc2Sqrt float32, small bool) {
+	var wb, db, tb [chunk]float32
+	wt := 1 - a.Beta1
+	for c := lo; c < hi; c += chunk {
+		n := min(chunk, hi-c)
+		wc, gv, mc, vc, t := w[c:c+n], g[c:c+n], m[c:c+n], v[c:c+n], tb[:n]
+		wv := wc
+		if a.WeightDecay != 0 {
+			if a.Decoupled {
+				wv = wb[:n]
+				vecScalar(vecMulS, wv, wc, float32(1-a.LR*a.WeightDecay))
+			} else {
+				vecScalar(vecMulS, t, wc, float32(a.WeightDecay))
+				vecBinary(vecAdd, db[:n], t, gv)
+				gv = db[:n]
+			}
+		}
+		vecBinary(vecSub, t, gv, mc) // gv - m
+		if small {
+			vecScalar(vecMulS, t, t, float32(wt))
+			vecBinary(vecAdd, mc, mc, t)
+		} else {
+			vecScalar(vecMulS, t, t, float32(1-wt))
+			vecBinary(vecSub, mc, gv, t)
+		}
+		vecScalar(vecMulS, vc, vc, float32(a.Beta2))
+		vecScalar(vecMulS, t, gv, float32(1-a.Beta2))
+		vecBinary(vecMul, t, t, gv)
+		vecBinary(vecAdd, vc, vc, t)
+		vecScalar(vecSqrt, t, vc, 0)
+		vecScalar(vecDivS, t, t, bc2Sqrt)
+		vecScalar(vecAddS, t, t, float32(a.Eps))
+		vecBinary(vecDiv, t, mc, t)
+		vecScalar(vecMulS, t, t, stepSize)
+		vecBinary(vecSub, wc, wv, t)
+	}
 }

@@ -181,8 +181,27 @@ func loadStridedF32(dst []float32, s *storage, off, stride int) {
 			dst[i] = v
 		}
 	default:
-		for i := range dst {
-			dst[i] = scalarF32(s, off+i*stride)
+		// One dtype switch per run rather than per element (scalarF32).
+		switch s.dt {
+		case backend.Float32:
+			src := s.f32()
+			for i := range dst {
+				dst[i] = src[off+i*stride]
+			}
+		case backend.Float16:
+			src := s.f16()
+			for i := range dst {
+				dst[i] = src[off+i*stride].Float32()
+			}
+		case backend.BFloat16:
+			src := s.bf16()
+			for i := range dst {
+				dst[i] = src[off+i*stride].Float32()
+			}
+		default:
+			for i := range dst {
+				dst[i] = scalarF32(s, off+i*stride)
+			}
 		}
 	}
 }
@@ -211,8 +230,26 @@ func storeStridedF32(s *storage, off, stride int, src []float32) {
 		s.storeF32(off, src)
 		return
 	}
-	for i, v := range src {
-		s.storeF32(off+i*stride, []float32{v})
+	switch s.dt {
+	case backend.Float32:
+		d := s.f32()
+		for i, v := range src {
+			d[off+i*stride] = v
+		}
+	case backend.Float16:
+		d := s.f16()
+		for i, v := range src {
+			d[off+i*stride] = half.Float16FromFloat32(v)
+		}
+	case backend.BFloat16:
+		d := s.bf16()
+		for i, v := range src {
+			d[off+i*stride] = half.BFloat16FromFloat32(v)
+		}
+	default:
+		for i, v := range src {
+			s.storeF32(off+i*stride, []float32{v})
+		}
 	}
 }
 
@@ -282,6 +319,9 @@ func copyRows[C numeric](dst, src backend.View, d, s *storage) {
 		if is[0] == 1 && is[1] == 1 && convertContig(d, off[0], s, off[1], inner) {
 			return
 		}
+		if d.dt == s.dt && copyStridedRaw(d, off[0], is[0], s, off[1], is[1], inner) {
+			return
+		}
 		var buf [chunk]C
 		for lo := 0; lo < inner; lo += chunk {
 			m := min(chunk, inner-lo)
@@ -289,6 +329,82 @@ func copyRows[C numeric](dst, src backend.View, d, s *storage) {
 			store(d, off[0]+lo*is[0], is[0], buf[:m])
 		}
 	})
+}
+
+// copyStridedRaw copies n elements of s (from so, stride ss) to d (from do, stride ds),
+// both of one dtype, without the round trip through the compute type, and reports
+// whether it did: for Float32, Float64, Int32 and Bool that trip is the identity, and for
+// the half types it only quiets a signalling NaN, which the copy here does too. Int64
+// (which the trip rounds to float64) is left to the caller.
+func copyStridedRaw(d *storage, do, ds int, s *storage, so, ss, n int) bool {
+	switch d.dt {
+	case backend.Float32, backend.Int32:
+		copyStrided(d.i32(), do, ds, s.i32(), so, ss, n)
+	case backend.Float64:
+		copyStrided(d.f64(), do, ds, s.f64(), so, ss, n)
+	case backend.Bool:
+		copyStrided(d.b8(), do, ds, s.b8(), so, ss, n)
+	case backend.Float16:
+		copyStridedQuiet(d.u16(), do, ds, s.u16(), so, ss, n, 0x7c00, 0x0200)
+	case backend.BFloat16:
+		copyStridedQuiet(d.u16(), do, ds, s.u16(), so, ss, n, 0x7f80, 0x0040)
+	default:
+		return false
+	}
+	return true
+}
+
+func copyStrided[T any](d []T, do, ds int, s []T, so, ss, n int) {
+	switch {
+	case ds == 1 && ss == 1:
+		copy(d[do:do+n], s[so:so+n])
+	case ss == 0:
+		fillStrided(d, do, ds, s[so], n)
+	default:
+		for i := range n {
+			d[do+i*ds] = s[so+i*ss]
+		}
+	}
+}
+
+// fillStrided sets d[do + i·ds] = v for i < n; a contiguous run by doubling copies (a
+// broadcast Copy, such as a convolution's bias, is mostly such runs).
+func fillStrided[T any](d []T, do, ds int, v T, n int) {
+	if n == 0 {
+		return
+	}
+	if ds != 1 {
+		for i := range n {
+			d[do+i*ds] = v
+		}
+		return
+	}
+	r := d[do : do+n]
+	r[0] = v
+	for k := 1; k < n; k *= 2 {
+		copy(r[k:], r[:k])
+	}
+}
+
+// copyStridedQuiet is copyStrided for a half type whose infinity is inf and quiet bit
+// quiet: a NaN (magnitude above inf) gets its quiet bit set, as converting it to
+// float32 and back does.
+func copyStridedQuiet(d []uint16, do, ds int, s []uint16, so, ss, n int, inf, quiet uint16) {
+	if ss == 0 && n > 0 {
+		v := s[so]
+		if v&0x7fff > inf {
+			v |= quiet
+		}
+		fillStrided(d, do, ds, v, n)
+		return
+	}
+	for i := range n {
+		v := s[so+i*ss]
+		if v&0x7fff > inf {
+			v |= quiet
+		}
+		d[do+i*ds] = v
+	}
 }
 
 // convertContig copies the n contiguous elements of s at so into d at do and reports

@@ -164,11 +164,47 @@ func vecAccDevF64AVX512(op accDevOp, acc *float64, gy, x *float32, m *float64, n
 //go:noescape
 func vecAccDevF64AVX2(op accDevOp, acc *float64, gy, x *float32, m *float64, n int)
 
+// vecDevSqF64AVX512 equals vecDevSqF64Go(s, x[:n], mean) for n a multiple of 16:
+//
+//	for i := 0; i < n; i++ {
+//		d := float64(x[i]) - mean
+//		s[i%16] = math.FMA(d, d, s[i%16])
+//	}
+//
+//go:noescape
+func vecDevSqF64AVX512(s *[16]float64, x *float32, mean float64, n int)
+
+// vecDevSqF64AVX2 is vecDevSqF64AVX512 with ymm registers.
+//
+//go:noescape
+func vecDevSqF64AVX2(s *[16]float64, x *float32, mean float64, n int)
+
+// vecLnRowAVX512 equals vecLnRowGo(s, gw[:n], gb[:n], gv[:n], gy[:n], x[:n], mean,
+// invstd) for n a multiple of 16:
+//
+//	for i := 0; i < n; i++ {
+//		xh := (float64(x[i]) - mean) * invstd
+//		s[i%16] += float64(gv[i])
+//		s[16+i%16] = math.FMA(float64(gv[i]), xh, s[16+i%16])
+//		gw[i] += float64(float64(gy[i]) * xh)
+//		gb[i] += float64(gy[i])
+//	}
+//
+//go:noescape
+func vecLnRowAVX512(s *[32]float64, gw, gb *float64, gv, gy, x *float32, mean, invstd float64, n int)
+
+// vecLnRowAVX2 is vecLnRowAVX512 with ymm registers.
+//
+//go:noescape
+func vecLnRowAVX2(s *[32]float64, gw, gb *float64, gv, gy, x *float32, mean, invstd float64, n int)
+
 var (
 	vecAVX512 = &vecImpl{"avx512", vecOpAVX512, vecScaleFiniteAVX512, vecSumF64AVX512, vecAccF64AVX512,
-		vecDotF64AVX512, vecMaxF32AVX512, vecExpF64AVX512, vecNarrowAVX512, vecAccDevF64AVX512}
+		vecDotF64AVX512, vecMaxF32AVX512, vecExpF64AVX512, vecNarrowAVX512, vecAccDevF64AVX512,
+		vecDevSqF64AVX512, vecLnRowAVX512}
 	vecAVX2 = &vecImpl{"avx2", vecOpAVX2, vecScaleFiniteAVX2, vecSumF64AVX2, vecAccF64AVX2,
-		vecDotF64AVX2, vecMaxF32AVX2, vecExpF64AVX2, vecNarrowAVX2, vecAccDevF64AVX2}
+		vecDotF64AVX2, vecMaxF32AVX2, vecExpF64AVX2, vecNarrowAVX2, vecAccDevF64AVX2,
+		vecDevSqF64AVX2, vecLnRowAVX2}
 )
 
 // vecImpls lists the vector loops this CPU can run, best first. x/sys/cpu reports the
@@ -255,5 +291,64 @@ func vecAccDevF64Run(op accDevOp, acc *float64, g, x *float32, m *float64, n int
 		vecAccDevF64AVX512(op, acc, g, x, m, n)
 	} else {
 		vecAccDevF64AVX2(op, acc, g, x, m, n)
+	}
+}
+
+// vecGeluAVX512 equals geluGo(dst[:n], x[:n], gy[:n]) (gy nil: forward) for n a
+// multiple of 16, bit for bit, NaN payloads aside; forward
+//
+//	for i := 0; i < n; i++ {
+//		f := float64(x[i])
+//		dst[i] = float32(0.5 * f * (1 + erfF64(f/math.Sqrt2)))
+//	}
+//
+// with every piece of erfF64 computed in the lanes that need it (VFMADD213PD Horner
+// steps, VDIVPD, expF64 as in vecExpF64AVX512) and merged under masks. There is no AVX2
+// version: without AVX-512 the twin runs.
+//
+//go:noescape
+func vecGeluAVX512(dst, x, gy *float32, n int)
+
+// vecAVX512OK reports whether the loops that exist for AVX-512 only (vecGeluRun,
+// vecMaxPool2x2Run) can run.
+func vecAVX512OK() bool { return vec == vecAVX512 }
+
+func vecGeluRun(dst, x, gy *float32, n int) { vecGeluAVX512(dst, x, gy, n) }
+
+// vecMaxPool2x2AVX512 equals maxRow2x2(out[:n], idx[:n], r0[:2n], r1[:2n], base, w)
+// for n a multiple of 16, bit for bit:
+//
+//	for j := 0; j < n; j++ {
+//		best, at := r0[2*j], 0
+//		if v := r0[2*j+1]; v > best || v != v {
+//			best, at = v, 1
+//		}
+//		… r1[2*j] (at w), r1[2*j+1] (at w+1) likewise
+//		out[j], idx[j] = best, int64(base+2*j+at)
+//	}
+//
+// with the even and odd columns split by VPERMI2PS and each comparison a GT_OQ and an
+// UNORD compare ORed into a merge mask.
+//
+//go:noescape
+func vecMaxPool2x2AVX512(out *float32, idx *int64, r0, r1 *float32, n, base, w int)
+
+func vecMaxPool2x2Run(out *float32, idx *int64, r0, r1 *float32, n, base, w int) {
+	vecMaxPool2x2AVX512(out, idx, r0, r1, n, base, w)
+}
+
+func vecDevSqF64Run(s *[16]float64, x *float32, mean float64, n int) {
+	if vec == vecAVX512 {
+		vecDevSqF64AVX512(s, x, mean, n)
+	} else {
+		vecDevSqF64AVX2(s, x, mean, n)
+	}
+}
+
+func vecLnRowRun(s *[32]float64, gw, gb *float64, g, gy, x *float32, mean, invstd float64, n int) {
+	if vec == vecAVX512 {
+		vecLnRowAVX512(s, gw, gb, g, gy, x, mean, invstd, n)
+	} else {
+		vecLnRowAVX2(s, gw, gb, g, gy, x, mean, invstd, n)
 	}
 }

@@ -204,6 +204,8 @@ TEXT ·vecOpAVX512(SB), NOSPLIT, $0-40
 	JEQ vecOpAVX512_relu
 	CMPQ AX, $11
 	JEQ vecOpAVX512_mask
+	CMPQ AX, $12
+	JEQ vecOpAVX512_sqrt
 	RET
 
 vecOpAVX512_add:
@@ -675,6 +677,39 @@ vecOpAVX512_mask_one:
 	JMP vecOpAVX512_mask_one
 
 vecOpAVX512_mask_done:
+	VZEROUPPER
+	RET
+
+vecOpAVX512_sqrt:
+	CMPQ CX, $64
+	JB vecOpAVX512_sqrt_one
+
+vecOpAVX512_sqrt_four:
+	VSQRTPS 0(SI), Z0
+	VMOVUPS Z0, 0(DI)
+	VSQRTPS 64(SI), Z1
+	VMOVUPS Z1, 64(DI)
+	VSQRTPS 128(SI), Z2
+	VMOVUPS Z2, 128(DI)
+	VSQRTPS 192(SI), Z3
+	VMOVUPS Z3, 192(DI)
+	ADDQ $256, SI
+	ADDQ $256, DI
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecOpAVX512_sqrt_four
+
+vecOpAVX512_sqrt_one:
+	TESTQ CX, CX
+	JZ vecOpAVX512_sqrt_done
+	VSQRTPS 0(SI), Z0
+	VMOVUPS Z0, 0(DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP vecOpAVX512_sqrt_one
+
+vecOpAVX512_sqrt_done:
 	VZEROUPPER
 	RET
 
@@ -1221,6 +1256,93 @@ vecAccDevF64AVX512_done:
 	VZEROUPPER
 	RET
 
+// func vecDevSqF64AVX512(s *[16]float64, x *float32, mean float64, n int)
+TEXT ·vecDevSqF64AVX512(SB), NOSPLIT, $0-32
+	MOVQ s+0(FP), DI
+	MOVQ x+8(FP), SI
+	VBROADCASTSD mean+16(FP), Z4
+	MOVQ n+24(FP), CX
+	VMOVUPD 0(DI), Z0
+	VMOVUPD 64(DI), Z1
+
+vecDevSqF64AVX512_loop:
+	TESTQ CX, CX
+	JZ vecDevSqF64AVX512_done
+	VCVTPS2PD 0(SI), Z2
+	VSUBPD Z4, Z2, Z2
+	VFMADD231PD Z2, Z2, Z0
+	VCVTPS2PD 32(SI), Z3
+	VSUBPD Z4, Z3, Z3
+	VFMADD231PD Z3, Z3, Z1
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP vecDevSqF64AVX512_loop
+
+vecDevSqF64AVX512_done:
+	VMOVUPD Z0, 0(DI)
+	VMOVUPD Z1, 64(DI)
+	VZEROUPPER
+	RET
+
+// func vecLnRowAVX512(s *[32]float64, gw, gb *float64, gv, gy, x *float32, mean, invstd float64, n int)
+TEXT ·vecLnRowAVX512(SB), NOSPLIT, $0-72
+	MOVQ s+0(FP), DI
+	MOVQ gw+8(FP), R9
+	MOVQ gb+16(FP), R10
+	MOVQ gv+24(FP), DX
+	MOVQ gy+32(FP), R8
+	MOVQ x+40(FP), SI
+	VBROADCASTSD mean+48(FP), Z4
+	VBROADCASTSD invstd+56(FP), Z5
+	MOVQ n+64(FP), CX
+	VMOVUPD 0(DI), Z0
+	VMOVUPD 64(DI), Z1
+	VMOVUPD 128(DI), Z2
+	VMOVUPD 192(DI), Z3
+
+vecLnRowAVX512_loop:
+	TESTQ CX, CX
+	JZ vecLnRowAVX512_done
+	VCVTPS2PD 0(SI), Z6
+	VSUBPD Z4, Z6, Z6
+	VMULPD Z5, Z6, Z6 // xh
+	VCVTPS2PD 0(DX), Z7
+	VADDPD Z7, Z0, Z0
+	VFMADD231PD Z6, Z7, Z2
+	VCVTPS2PD 0(R8), Z8
+	VMULPD Z6, Z8, Z9
+	VADDPD 0(R9), Z9, Z9
+	VMOVUPD Z9, 0(R9)
+	VADDPD 0(R10), Z8, Z8
+	VMOVUPD Z8, 0(R10)
+	VCVTPS2PD 32(SI), Z6
+	VSUBPD Z4, Z6, Z6
+	VMULPD Z5, Z6, Z6 // xh
+	VCVTPS2PD 32(DX), Z7
+	VADDPD Z7, Z1, Z1
+	VFMADD231PD Z6, Z7, Z3
+	VCVTPS2PD 32(R8), Z8
+	VMULPD Z6, Z8, Z9
+	VADDPD 64(R9), Z9, Z9
+	VMOVUPD Z9, 64(R9)
+	VADDPD 64(R10), Z8, Z8
+	VMOVUPD Z8, 64(R10)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, R8
+	ADDQ $128, R9
+	ADDQ $128, R10
+	SUBQ $16, CX
+	JMP vecLnRowAVX512_loop
+
+vecLnRowAVX512_done:
+	VMOVUPD Z0, 0(DI)
+	VMOVUPD Z1, 64(DI)
+	VMOVUPD Z2, 128(DI)
+	VMOVUPD Z3, 192(DI)
+	VZEROUPPER
+	RET
+
 // func vecOpAVX2(op int, dst, a, b *float32, n int)
 TEXT ·vecOpAVX2(SB), NOSPLIT, $0-40
 	MOVQ op+0(FP), AX
@@ -1253,6 +1375,8 @@ TEXT ·vecOpAVX2(SB), NOSPLIT, $0-40
 	JEQ vecOpAVX2_relu
 	CMPQ AX, $11
 	JEQ vecOpAVX2_mask
+	CMPQ AX, $12
+	JEQ vecOpAVX2_sqrt
 	RET
 
 vecOpAVX2_add:
@@ -1729,6 +1853,39 @@ vecOpAVX2_mask_one:
 	JMP vecOpAVX2_mask_one
 
 vecOpAVX2_mask_done:
+	VZEROUPPER
+	RET
+
+vecOpAVX2_sqrt:
+	CMPQ CX, $32
+	JB vecOpAVX2_sqrt_one
+
+vecOpAVX2_sqrt_four:
+	VSQRTPS 0(SI), Y0
+	VMOVUPS Y0, 0(DI)
+	VSQRTPS 32(SI), Y1
+	VMOVUPS Y1, 32(DI)
+	VSQRTPS 64(SI), Y2
+	VMOVUPS Y2, 64(DI)
+	VSQRTPS 96(SI), Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	CMPQ CX, $32
+	JAE vecOpAVX2_sqrt_four
+
+vecOpAVX2_sqrt_one:
+	TESTQ CX, CX
+	JZ vecOpAVX2_sqrt_done
+	VSQRTPS 0(SI), Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP vecOpAVX2_sqrt_one
+
+vecOpAVX2_sqrt_done:
 	VZEROUPPER
 	RET
 
@@ -2297,5 +2454,1245 @@ vecAccDevF64AVX2_prod:
 	JMP vecAccDevF64AVX2_prod
 
 vecAccDevF64AVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecDevSqF64AVX2(s *[16]float64, x *float32, mean float64, n int)
+TEXT ·vecDevSqF64AVX2(SB), NOSPLIT, $0-32
+	MOVQ s+0(FP), DI
+	MOVQ x+8(FP), SI
+	VBROADCASTSD mean+16(FP), Y8
+	MOVQ n+24(FP), CX
+	VMOVUPD 0(DI), Y0
+	VMOVUPD 32(DI), Y1
+	VMOVUPD 64(DI), Y2
+	VMOVUPD 96(DI), Y3
+
+vecDevSqF64AVX2_loop:
+	TESTQ CX, CX
+	JZ vecDevSqF64AVX2_done
+	VCVTPS2PD 0(SI), Y4
+	VSUBPD Y8, Y4, Y4
+	VFMADD231PD Y4, Y4, Y0
+	VCVTPS2PD 16(SI), Y5
+	VSUBPD Y8, Y5, Y5
+	VFMADD231PD Y5, Y5, Y1
+	VCVTPS2PD 32(SI), Y6
+	VSUBPD Y8, Y6, Y6
+	VFMADD231PD Y6, Y6, Y2
+	VCVTPS2PD 48(SI), Y7
+	VSUBPD Y8, Y7, Y7
+	VFMADD231PD Y7, Y7, Y3
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP vecDevSqF64AVX2_loop
+
+vecDevSqF64AVX2_done:
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	VZEROUPPER
+	RET
+
+// func vecLnRowAVX2(s *[32]float64, gw, gb *float64, gv, gy, x *float32, mean, invstd float64, n int)
+TEXT ·vecLnRowAVX2(SB), NOSPLIT, $0-72
+	MOVQ s+0(FP), DI
+	MOVQ gw+8(FP), R9
+	MOVQ gb+16(FP), R10
+	MOVQ gv+24(FP), DX
+	MOVQ gy+32(FP), R8
+	MOVQ x+40(FP), SI
+	VBROADCASTSD mean+48(FP), Y8
+	VBROADCASTSD invstd+56(FP), Y9
+	MOVQ n+64(FP), CX
+	VMOVUPD 0(DI), Y0
+	VMOVUPD 32(DI), Y1
+	VMOVUPD 64(DI), Y2
+	VMOVUPD 96(DI), Y3
+	VMOVUPD 128(DI), Y4
+	VMOVUPD 160(DI), Y5
+	VMOVUPD 192(DI), Y6
+	VMOVUPD 224(DI), Y7
+
+vecLnRowAVX2_loop:
+	TESTQ CX, CX
+	JZ vecLnRowAVX2_done
+	VCVTPS2PD 0(SI), Y10
+	VSUBPD Y8, Y10, Y10
+	VMULPD Y9, Y10, Y10 // xh
+	VCVTPS2PD 0(DX), Y11
+	VADDPD Y11, Y0, Y0
+	VFMADD231PD Y10, Y11, Y4
+	VCVTPS2PD 0(R8), Y12
+	VMULPD Y10, Y12, Y13
+	VADDPD 0(R9), Y13, Y13
+	VMOVUPD Y13, 0(R9)
+	VADDPD 0(R10), Y12, Y12
+	VMOVUPD Y12, 0(R10)
+	VCVTPS2PD 16(SI), Y10
+	VSUBPD Y8, Y10, Y10
+	VMULPD Y9, Y10, Y10 // xh
+	VCVTPS2PD 16(DX), Y11
+	VADDPD Y11, Y1, Y1
+	VFMADD231PD Y10, Y11, Y5
+	VCVTPS2PD 16(R8), Y12
+	VMULPD Y10, Y12, Y13
+	VADDPD 32(R9), Y13, Y13
+	VMOVUPD Y13, 32(R9)
+	VADDPD 32(R10), Y12, Y12
+	VMOVUPD Y12, 32(R10)
+	VCVTPS2PD 32(SI), Y10
+	VSUBPD Y8, Y10, Y10
+	VMULPD Y9, Y10, Y10 // xh
+	VCVTPS2PD 32(DX), Y11
+	VADDPD Y11, Y2, Y2
+	VFMADD231PD Y10, Y11, Y6
+	VCVTPS2PD 32(R8), Y12
+	VMULPD Y10, Y12, Y13
+	VADDPD 64(R9), Y13, Y13
+	VMOVUPD Y13, 64(R9)
+	VADDPD 64(R10), Y12, Y12
+	VMOVUPD Y12, 64(R10)
+	VCVTPS2PD 48(SI), Y10
+	VSUBPD Y8, Y10, Y10
+	VMULPD Y9, Y10, Y10 // xh
+	VCVTPS2PD 48(DX), Y11
+	VADDPD Y11, Y3, Y3
+	VFMADD231PD Y10, Y11, Y7
+	VCVTPS2PD 48(R8), Y12
+	VMULPD Y10, Y12, Y13
+	VADDPD 96(R9), Y13, Y13
+	VMOVUPD Y13, 96(R9)
+	VADDPD 96(R10), Y12, Y12
+	VMOVUPD Y12, 96(R10)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, R8
+	ADDQ $128, R9
+	ADDQ $128, R10
+	SUBQ $16, CX
+	JMP vecLnRowAVX2_loop
+
+vecLnRowAVX2_done:
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	VMOVUPD Y4, 128(DI)
+	VMOVUPD Y5, 160(DI)
+	VMOVUPD Y6, 192(DI)
+	VMOVUPD Y7, 224(DI)
+	VZEROUPPER
+	RET
+
+// Constants of the GELU loop (vecGelu), each eight times.
+DATA geluc<>+0(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
+DATA geluc<>+8(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
+DATA geluc<>+16(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
+DATA geluc<>+24(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
+DATA geluc<>+32(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
+DATA geluc<>+40(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
+DATA geluc<>+48(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
+DATA geluc<>+56(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
+DATA geluc<>+64(SB)/8, $0x3ff0000000000000 // one
+DATA geluc<>+72(SB)/8, $0x3ff0000000000000 // one
+DATA geluc<>+80(SB)/8, $0x3ff0000000000000 // one
+DATA geluc<>+88(SB)/8, $0x3ff0000000000000 // one
+DATA geluc<>+96(SB)/8, $0x3ff0000000000000 // one
+DATA geluc<>+104(SB)/8, $0x3ff0000000000000 // one
+DATA geluc<>+112(SB)/8, $0x3ff0000000000000 // one
+DATA geluc<>+120(SB)/8, $0x3ff0000000000000 // one
+DATA geluc<>+128(SB)/8, $0x3fe0000000000000 // half
+DATA geluc<>+136(SB)/8, $0x3fe0000000000000 // half
+DATA geluc<>+144(SB)/8, $0x3fe0000000000000 // half
+DATA geluc<>+152(SB)/8, $0x3fe0000000000000 // half
+DATA geluc<>+160(SB)/8, $0x3fe0000000000000 // half
+DATA geluc<>+168(SB)/8, $0x3fe0000000000000 // half
+DATA geluc<>+176(SB)/8, $0x3fe0000000000000 // half
+DATA geluc<>+184(SB)/8, $0x3fe0000000000000 // half
+DATA geluc<>+192(SB)/8, $0xbfe0000000000000 // neghalf
+DATA geluc<>+200(SB)/8, $0xbfe0000000000000 // neghalf
+DATA geluc<>+208(SB)/8, $0xbfe0000000000000 // neghalf
+DATA geluc<>+216(SB)/8, $0xbfe0000000000000 // neghalf
+DATA geluc<>+224(SB)/8, $0xbfe0000000000000 // neghalf
+DATA geluc<>+232(SB)/8, $0xbfe0000000000000 // neghalf
+DATA geluc<>+240(SB)/8, $0xbfe0000000000000 // neghalf
+DATA geluc<>+248(SB)/8, $0xbfe0000000000000 // neghalf
+DATA geluc<>+256(SB)/8, $0xbfe2000000000000 // m05625
+DATA geluc<>+264(SB)/8, $0xbfe2000000000000 // m05625
+DATA geluc<>+272(SB)/8, $0xbfe2000000000000 // m05625
+DATA geluc<>+280(SB)/8, $0xbfe2000000000000 // m05625
+DATA geluc<>+288(SB)/8, $0xbfe2000000000000 // m05625
+DATA geluc<>+296(SB)/8, $0xbfe2000000000000 // m05625
+DATA geluc<>+304(SB)/8, $0xbfe2000000000000 // m05625
+DATA geluc<>+312(SB)/8, $0xbfe2000000000000 // m05625
+DATA geluc<>+320(SB)/8, $0x3feb0ac160000000 // erx
+DATA geluc<>+328(SB)/8, $0x3feb0ac160000000 // erx
+DATA geluc<>+336(SB)/8, $0x3feb0ac160000000 // erx
+DATA geluc<>+344(SB)/8, $0x3feb0ac160000000 // erx
+DATA geluc<>+352(SB)/8, $0x3feb0ac160000000 // erx
+DATA geluc<>+360(SB)/8, $0x3feb0ac160000000 // erx
+DATA geluc<>+368(SB)/8, $0x3feb0ac160000000 // erx
+DATA geluc<>+376(SB)/8, $0x3feb0ac160000000 // erx
+DATA geluc<>+384(SB)/8, $0x3feb000000000000 // a
+DATA geluc<>+392(SB)/8, $0x3feb000000000000 // a
+DATA geluc<>+400(SB)/8, $0x3feb000000000000 // a
+DATA geluc<>+408(SB)/8, $0x3feb000000000000 // a
+DATA geluc<>+416(SB)/8, $0x3feb000000000000 // a
+DATA geluc<>+424(SB)/8, $0x3feb000000000000 // a
+DATA geluc<>+432(SB)/8, $0x3feb000000000000 // a
+DATA geluc<>+440(SB)/8, $0x3feb000000000000 // a
+DATA geluc<>+448(SB)/8, $0x3ff4000000000000 // b
+DATA geluc<>+456(SB)/8, $0x3ff4000000000000 // b
+DATA geluc<>+464(SB)/8, $0x3ff4000000000000 // b
+DATA geluc<>+472(SB)/8, $0x3ff4000000000000 // b
+DATA geluc<>+480(SB)/8, $0x3ff4000000000000 // b
+DATA geluc<>+488(SB)/8, $0x3ff4000000000000 // b
+DATA geluc<>+496(SB)/8, $0x3ff4000000000000 // b
+DATA geluc<>+504(SB)/8, $0x3ff4000000000000 // b
+DATA geluc<>+512(SB)/8, $0x4006db6db6db6db7 // c
+DATA geluc<>+520(SB)/8, $0x4006db6db6db6db7 // c
+DATA geluc<>+528(SB)/8, $0x4006db6db6db6db7 // c
+DATA geluc<>+536(SB)/8, $0x4006db6db6db6db7 // c
+DATA geluc<>+544(SB)/8, $0x4006db6db6db6db7 // c
+DATA geluc<>+552(SB)/8, $0x4006db6db6db6db7 // c
+DATA geluc<>+560(SB)/8, $0x4006db6db6db6db7 // c
+DATA geluc<>+568(SB)/8, $0x4006db6db6db6db7 // c
+DATA geluc<>+576(SB)/8, $0x4018000000000000 // d
+DATA geluc<>+584(SB)/8, $0x4018000000000000 // d
+DATA geluc<>+592(SB)/8, $0x4018000000000000 // d
+DATA geluc<>+600(SB)/8, $0x4018000000000000 // d
+DATA geluc<>+608(SB)/8, $0x4018000000000000 // d
+DATA geluc<>+616(SB)/8, $0x4018000000000000 // d
+DATA geluc<>+624(SB)/8, $0x4018000000000000 // d
+DATA geluc<>+632(SB)/8, $0x4018000000000000 // d
+DATA geluc<>+640(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
+DATA geluc<>+648(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
+DATA geluc<>+656(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
+DATA geluc<>+664(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
+DATA geluc<>+672(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
+DATA geluc<>+680(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
+DATA geluc<>+688(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
+DATA geluc<>+696(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
+DATA geluc<>+704(SB)/8, $0x7fffffffffffffff // abs
+DATA geluc<>+712(SB)/8, $0x7fffffffffffffff // abs
+DATA geluc<>+720(SB)/8, $0x7fffffffffffffff // abs
+DATA geluc<>+728(SB)/8, $0x7fffffffffffffff // abs
+DATA geluc<>+736(SB)/8, $0x7fffffffffffffff // abs
+DATA geluc<>+744(SB)/8, $0x7fffffffffffffff // abs
+DATA geluc<>+752(SB)/8, $0x7fffffffffffffff // abs
+DATA geluc<>+760(SB)/8, $0x7fffffffffffffff // abs
+DATA geluc<>+768(SB)/8, $0x8000000000000000 // sign
+DATA geluc<>+776(SB)/8, $0x8000000000000000 // sign
+DATA geluc<>+784(SB)/8, $0x8000000000000000 // sign
+DATA geluc<>+792(SB)/8, $0x8000000000000000 // sign
+DATA geluc<>+800(SB)/8, $0x8000000000000000 // sign
+DATA geluc<>+808(SB)/8, $0x8000000000000000 // sign
+DATA geluc<>+816(SB)/8, $0x8000000000000000 // sign
+DATA geluc<>+824(SB)/8, $0x8000000000000000 // sign
+DATA geluc<>+832(SB)/8, $0xffffffff00000000 // hi
+DATA geluc<>+840(SB)/8, $0xffffffff00000000 // hi
+DATA geluc<>+848(SB)/8, $0xffffffff00000000 // hi
+DATA geluc<>+856(SB)/8, $0xffffffff00000000 // hi
+DATA geluc<>+864(SB)/8, $0xffffffff00000000 // hi
+DATA geluc<>+872(SB)/8, $0xffffffff00000000 // hi
+DATA geluc<>+880(SB)/8, $0xffffffff00000000 // hi
+DATA geluc<>+888(SB)/8, $0xffffffff00000000 // hi
+DATA geluc<>+896(SB)/8, $0xbef8ead6120016ac // pp0
+DATA geluc<>+904(SB)/8, $0xbef8ead6120016ac // pp0
+DATA geluc<>+912(SB)/8, $0xbef8ead6120016ac // pp0
+DATA geluc<>+920(SB)/8, $0xbef8ead6120016ac // pp0
+DATA geluc<>+928(SB)/8, $0xbef8ead6120016ac // pp0
+DATA geluc<>+936(SB)/8, $0xbef8ead6120016ac // pp0
+DATA geluc<>+944(SB)/8, $0xbef8ead6120016ac // pp0
+DATA geluc<>+952(SB)/8, $0xbef8ead6120016ac // pp0
+DATA geluc<>+960(SB)/8, $0xbf77a291236668e4 // pp1
+DATA geluc<>+968(SB)/8, $0xbf77a291236668e4 // pp1
+DATA geluc<>+976(SB)/8, $0xbf77a291236668e4 // pp1
+DATA geluc<>+984(SB)/8, $0xbf77a291236668e4 // pp1
+DATA geluc<>+992(SB)/8, $0xbf77a291236668e4 // pp1
+DATA geluc<>+1000(SB)/8, $0xbf77a291236668e4 // pp1
+DATA geluc<>+1008(SB)/8, $0xbf77a291236668e4 // pp1
+DATA geluc<>+1016(SB)/8, $0xbf77a291236668e4 // pp1
+DATA geluc<>+1024(SB)/8, $0xbf9d2a51dbd7194f // pp2
+DATA geluc<>+1032(SB)/8, $0xbf9d2a51dbd7194f // pp2
+DATA geluc<>+1040(SB)/8, $0xbf9d2a51dbd7194f // pp2
+DATA geluc<>+1048(SB)/8, $0xbf9d2a51dbd7194f // pp2
+DATA geluc<>+1056(SB)/8, $0xbf9d2a51dbd7194f // pp2
+DATA geluc<>+1064(SB)/8, $0xbf9d2a51dbd7194f // pp2
+DATA geluc<>+1072(SB)/8, $0xbf9d2a51dbd7194f // pp2
+DATA geluc<>+1080(SB)/8, $0xbf9d2a51dbd7194f // pp2
+DATA geluc<>+1088(SB)/8, $0xbfd4cd7d691cb913 // pp3
+DATA geluc<>+1096(SB)/8, $0xbfd4cd7d691cb913 // pp3
+DATA geluc<>+1104(SB)/8, $0xbfd4cd7d691cb913 // pp3
+DATA geluc<>+1112(SB)/8, $0xbfd4cd7d691cb913 // pp3
+DATA geluc<>+1120(SB)/8, $0xbfd4cd7d691cb913 // pp3
+DATA geluc<>+1128(SB)/8, $0xbfd4cd7d691cb913 // pp3
+DATA geluc<>+1136(SB)/8, $0xbfd4cd7d691cb913 // pp3
+DATA geluc<>+1144(SB)/8, $0xbfd4cd7d691cb913 // pp3
+DATA geluc<>+1152(SB)/8, $0x3fc06eba8214db68 // pp4
+DATA geluc<>+1160(SB)/8, $0x3fc06eba8214db68 // pp4
+DATA geluc<>+1168(SB)/8, $0x3fc06eba8214db68 // pp4
+DATA geluc<>+1176(SB)/8, $0x3fc06eba8214db68 // pp4
+DATA geluc<>+1184(SB)/8, $0x3fc06eba8214db68 // pp4
+DATA geluc<>+1192(SB)/8, $0x3fc06eba8214db68 // pp4
+DATA geluc<>+1200(SB)/8, $0x3fc06eba8214db68 // pp4
+DATA geluc<>+1208(SB)/8, $0x3fc06eba8214db68 // pp4
+DATA geluc<>+1216(SB)/8, $0xbed09c4342a26120 // qq0
+DATA geluc<>+1224(SB)/8, $0xbed09c4342a26120 // qq0
+DATA geluc<>+1232(SB)/8, $0xbed09c4342a26120 // qq0
+DATA geluc<>+1240(SB)/8, $0xbed09c4342a26120 // qq0
+DATA geluc<>+1248(SB)/8, $0xbed09c4342a26120 // qq0
+DATA geluc<>+1256(SB)/8, $0xbed09c4342a26120 // qq0
+DATA geluc<>+1264(SB)/8, $0xbed09c4342a26120 // qq0
+DATA geluc<>+1272(SB)/8, $0xbed09c4342a26120 // qq0
+DATA geluc<>+1280(SB)/8, $0x3f215dc9221c1a10 // qq1
+DATA geluc<>+1288(SB)/8, $0x3f215dc9221c1a10 // qq1
+DATA geluc<>+1296(SB)/8, $0x3f215dc9221c1a10 // qq1
+DATA geluc<>+1304(SB)/8, $0x3f215dc9221c1a10 // qq1
+DATA geluc<>+1312(SB)/8, $0x3f215dc9221c1a10 // qq1
+DATA geluc<>+1320(SB)/8, $0x3f215dc9221c1a10 // qq1
+DATA geluc<>+1328(SB)/8, $0x3f215dc9221c1a10 // qq1
+DATA geluc<>+1336(SB)/8, $0x3f215dc9221c1a10 // qq1
+DATA geluc<>+1344(SB)/8, $0x3f74d022c4d36b0f // qq2
+DATA geluc<>+1352(SB)/8, $0x3f74d022c4d36b0f // qq2
+DATA geluc<>+1360(SB)/8, $0x3f74d022c4d36b0f // qq2
+DATA geluc<>+1368(SB)/8, $0x3f74d022c4d36b0f // qq2
+DATA geluc<>+1376(SB)/8, $0x3f74d022c4d36b0f // qq2
+DATA geluc<>+1384(SB)/8, $0x3f74d022c4d36b0f // qq2
+DATA geluc<>+1392(SB)/8, $0x3f74d022c4d36b0f // qq2
+DATA geluc<>+1400(SB)/8, $0x3f74d022c4d36b0f // qq2
+DATA geluc<>+1408(SB)/8, $0x3fb0a54c5536ceba // qq3
+DATA geluc<>+1416(SB)/8, $0x3fb0a54c5536ceba // qq3
+DATA geluc<>+1424(SB)/8, $0x3fb0a54c5536ceba // qq3
+DATA geluc<>+1432(SB)/8, $0x3fb0a54c5536ceba // qq3
+DATA geluc<>+1440(SB)/8, $0x3fb0a54c5536ceba // qq3
+DATA geluc<>+1448(SB)/8, $0x3fb0a54c5536ceba // qq3
+DATA geluc<>+1456(SB)/8, $0x3fb0a54c5536ceba // qq3
+DATA geluc<>+1464(SB)/8, $0x3fb0a54c5536ceba // qq3
+DATA geluc<>+1472(SB)/8, $0x3fd97779cddadc09 // qq4
+DATA geluc<>+1480(SB)/8, $0x3fd97779cddadc09 // qq4
+DATA geluc<>+1488(SB)/8, $0x3fd97779cddadc09 // qq4
+DATA geluc<>+1496(SB)/8, $0x3fd97779cddadc09 // qq4
+DATA geluc<>+1504(SB)/8, $0x3fd97779cddadc09 // qq4
+DATA geluc<>+1512(SB)/8, $0x3fd97779cddadc09 // qq4
+DATA geluc<>+1520(SB)/8, $0x3fd97779cddadc09 // qq4
+DATA geluc<>+1528(SB)/8, $0x3fd97779cddadc09 // qq4
+DATA geluc<>+1536(SB)/8, $0x3ff0000000000000 // qq5
+DATA geluc<>+1544(SB)/8, $0x3ff0000000000000 // qq5
+DATA geluc<>+1552(SB)/8, $0x3ff0000000000000 // qq5
+DATA geluc<>+1560(SB)/8, $0x3ff0000000000000 // qq5
+DATA geluc<>+1568(SB)/8, $0x3ff0000000000000 // qq5
+DATA geluc<>+1576(SB)/8, $0x3ff0000000000000 // qq5
+DATA geluc<>+1584(SB)/8, $0x3ff0000000000000 // qq5
+DATA geluc<>+1592(SB)/8, $0x3ff0000000000000 // qq5
+DATA geluc<>+1600(SB)/8, $0xbf61bf380a96073f // pa0
+DATA geluc<>+1608(SB)/8, $0xbf61bf380a96073f // pa0
+DATA geluc<>+1616(SB)/8, $0xbf61bf380a96073f // pa0
+DATA geluc<>+1624(SB)/8, $0xbf61bf380a96073f // pa0
+DATA geluc<>+1632(SB)/8, $0xbf61bf380a96073f // pa0
+DATA geluc<>+1640(SB)/8, $0xbf61bf380a96073f // pa0
+DATA geluc<>+1648(SB)/8, $0xbf61bf380a96073f // pa0
+DATA geluc<>+1656(SB)/8, $0xbf61bf380a96073f // pa0
+DATA geluc<>+1664(SB)/8, $0x3fa22a36599795eb // pa1
+DATA geluc<>+1672(SB)/8, $0x3fa22a36599795eb // pa1
+DATA geluc<>+1680(SB)/8, $0x3fa22a36599795eb // pa1
+DATA geluc<>+1688(SB)/8, $0x3fa22a36599795eb // pa1
+DATA geluc<>+1696(SB)/8, $0x3fa22a36599795eb // pa1
+DATA geluc<>+1704(SB)/8, $0x3fa22a36599795eb // pa1
+DATA geluc<>+1712(SB)/8, $0x3fa22a36599795eb // pa1
+DATA geluc<>+1720(SB)/8, $0x3fa22a36599795eb // pa1
+DATA geluc<>+1728(SB)/8, $0xbfbc63983d3e28ec // pa2
+DATA geluc<>+1736(SB)/8, $0xbfbc63983d3e28ec // pa2
+DATA geluc<>+1744(SB)/8, $0xbfbc63983d3e28ec // pa2
+DATA geluc<>+1752(SB)/8, $0xbfbc63983d3e28ec // pa2
+DATA geluc<>+1760(SB)/8, $0xbfbc63983d3e28ec // pa2
+DATA geluc<>+1768(SB)/8, $0xbfbc63983d3e28ec // pa2
+DATA geluc<>+1776(SB)/8, $0xbfbc63983d3e28ec // pa2
+DATA geluc<>+1784(SB)/8, $0xbfbc63983d3e28ec // pa2
+DATA geluc<>+1792(SB)/8, $0x3fd45fca805120e4 // pa3
+DATA geluc<>+1800(SB)/8, $0x3fd45fca805120e4 // pa3
+DATA geluc<>+1808(SB)/8, $0x3fd45fca805120e4 // pa3
+DATA geluc<>+1816(SB)/8, $0x3fd45fca805120e4 // pa3
+DATA geluc<>+1824(SB)/8, $0x3fd45fca805120e4 // pa3
+DATA geluc<>+1832(SB)/8, $0x3fd45fca805120e4 // pa3
+DATA geluc<>+1840(SB)/8, $0x3fd45fca805120e4 // pa3
+DATA geluc<>+1848(SB)/8, $0x3fd45fca805120e4 // pa3
+DATA geluc<>+1856(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
+DATA geluc<>+1864(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
+DATA geluc<>+1872(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
+DATA geluc<>+1880(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
+DATA geluc<>+1888(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
+DATA geluc<>+1896(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
+DATA geluc<>+1904(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
+DATA geluc<>+1912(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
+DATA geluc<>+1920(SB)/8, $0x3fda8d00ad92b34d // pa5
+DATA geluc<>+1928(SB)/8, $0x3fda8d00ad92b34d // pa5
+DATA geluc<>+1936(SB)/8, $0x3fda8d00ad92b34d // pa5
+DATA geluc<>+1944(SB)/8, $0x3fda8d00ad92b34d // pa5
+DATA geluc<>+1952(SB)/8, $0x3fda8d00ad92b34d // pa5
+DATA geluc<>+1960(SB)/8, $0x3fda8d00ad92b34d // pa5
+DATA geluc<>+1968(SB)/8, $0x3fda8d00ad92b34d // pa5
+DATA geluc<>+1976(SB)/8, $0x3fda8d00ad92b34d // pa5
+DATA geluc<>+1984(SB)/8, $0xbf6359b8bef77538 // pa6
+DATA geluc<>+1992(SB)/8, $0xbf6359b8bef77538 // pa6
+DATA geluc<>+2000(SB)/8, $0xbf6359b8bef77538 // pa6
+DATA geluc<>+2008(SB)/8, $0xbf6359b8bef77538 // pa6
+DATA geluc<>+2016(SB)/8, $0xbf6359b8bef77538 // pa6
+DATA geluc<>+2024(SB)/8, $0xbf6359b8bef77538 // pa6
+DATA geluc<>+2032(SB)/8, $0xbf6359b8bef77538 // pa6
+DATA geluc<>+2040(SB)/8, $0xbf6359b8bef77538 // pa6
+DATA geluc<>+2048(SB)/8, $0x3f888b545735151d // qa0
+DATA geluc<>+2056(SB)/8, $0x3f888b545735151d // qa0
+DATA geluc<>+2064(SB)/8, $0x3f888b545735151d // qa0
+DATA geluc<>+2072(SB)/8, $0x3f888b545735151d // qa0
+DATA geluc<>+2080(SB)/8, $0x3f888b545735151d // qa0
+DATA geluc<>+2088(SB)/8, $0x3f888b545735151d // qa0
+DATA geluc<>+2096(SB)/8, $0x3f888b545735151d // qa0
+DATA geluc<>+2104(SB)/8, $0x3f888b545735151d // qa0
+DATA geluc<>+2112(SB)/8, $0x3f8bedc26b51dd1c // qa1
+DATA geluc<>+2120(SB)/8, $0x3f8bedc26b51dd1c // qa1
+DATA geluc<>+2128(SB)/8, $0x3f8bedc26b51dd1c // qa1
+DATA geluc<>+2136(SB)/8, $0x3f8bedc26b51dd1c // qa1
+DATA geluc<>+2144(SB)/8, $0x3f8bedc26b51dd1c // qa1
+DATA geluc<>+2152(SB)/8, $0x3f8bedc26b51dd1c // qa1
+DATA geluc<>+2160(SB)/8, $0x3f8bedc26b51dd1c // qa1
+DATA geluc<>+2168(SB)/8, $0x3f8bedc26b51dd1c // qa1
+DATA geluc<>+2176(SB)/8, $0x3fc02660e763351f // qa2
+DATA geluc<>+2184(SB)/8, $0x3fc02660e763351f // qa2
+DATA geluc<>+2192(SB)/8, $0x3fc02660e763351f // qa2
+DATA geluc<>+2200(SB)/8, $0x3fc02660e763351f // qa2
+DATA geluc<>+2208(SB)/8, $0x3fc02660e763351f // qa2
+DATA geluc<>+2216(SB)/8, $0x3fc02660e763351f // qa2
+DATA geluc<>+2224(SB)/8, $0x3fc02660e763351f // qa2
+DATA geluc<>+2232(SB)/8, $0x3fc02660e763351f // qa2
+DATA geluc<>+2240(SB)/8, $0x3fb2635cd99fe9a7 // qa3
+DATA geluc<>+2248(SB)/8, $0x3fb2635cd99fe9a7 // qa3
+DATA geluc<>+2256(SB)/8, $0x3fb2635cd99fe9a7 // qa3
+DATA geluc<>+2264(SB)/8, $0x3fb2635cd99fe9a7 // qa3
+DATA geluc<>+2272(SB)/8, $0x3fb2635cd99fe9a7 // qa3
+DATA geluc<>+2280(SB)/8, $0x3fb2635cd99fe9a7 // qa3
+DATA geluc<>+2288(SB)/8, $0x3fb2635cd99fe9a7 // qa3
+DATA geluc<>+2296(SB)/8, $0x3fb2635cd99fe9a7 // qa3
+DATA geluc<>+2304(SB)/8, $0x3fe14af092eb6f33 // qa4
+DATA geluc<>+2312(SB)/8, $0x3fe14af092eb6f33 // qa4
+DATA geluc<>+2320(SB)/8, $0x3fe14af092eb6f33 // qa4
+DATA geluc<>+2328(SB)/8, $0x3fe14af092eb6f33 // qa4
+DATA geluc<>+2336(SB)/8, $0x3fe14af092eb6f33 // qa4
+DATA geluc<>+2344(SB)/8, $0x3fe14af092eb6f33 // qa4
+DATA geluc<>+2352(SB)/8, $0x3fe14af092eb6f33 // qa4
+DATA geluc<>+2360(SB)/8, $0x3fe14af092eb6f33 // qa4
+DATA geluc<>+2368(SB)/8, $0x3fbb3e6618eee323 // qa5
+DATA geluc<>+2376(SB)/8, $0x3fbb3e6618eee323 // qa5
+DATA geluc<>+2384(SB)/8, $0x3fbb3e6618eee323 // qa5
+DATA geluc<>+2392(SB)/8, $0x3fbb3e6618eee323 // qa5
+DATA geluc<>+2400(SB)/8, $0x3fbb3e6618eee323 // qa5
+DATA geluc<>+2408(SB)/8, $0x3fbb3e6618eee323 // qa5
+DATA geluc<>+2416(SB)/8, $0x3fbb3e6618eee323 // qa5
+DATA geluc<>+2424(SB)/8, $0x3fbb3e6618eee323 // qa5
+DATA geluc<>+2432(SB)/8, $0x3ff0000000000000 // qa6
+DATA geluc<>+2440(SB)/8, $0x3ff0000000000000 // qa6
+DATA geluc<>+2448(SB)/8, $0x3ff0000000000000 // qa6
+DATA geluc<>+2456(SB)/8, $0x3ff0000000000000 // qa6
+DATA geluc<>+2464(SB)/8, $0x3ff0000000000000 // qa6
+DATA geluc<>+2472(SB)/8, $0x3ff0000000000000 // qa6
+DATA geluc<>+2480(SB)/8, $0x3ff0000000000000 // qa6
+DATA geluc<>+2488(SB)/8, $0x3ff0000000000000 // qa6
+DATA geluc<>+2496(SB)/8, $0xc023a0efc69ac25c // ra0
+DATA geluc<>+2504(SB)/8, $0xc023a0efc69ac25c // ra0
+DATA geluc<>+2512(SB)/8, $0xc023a0efc69ac25c // ra0
+DATA geluc<>+2520(SB)/8, $0xc023a0efc69ac25c // ra0
+DATA geluc<>+2528(SB)/8, $0xc023a0efc69ac25c // ra0
+DATA geluc<>+2536(SB)/8, $0xc023a0efc69ac25c // ra0
+DATA geluc<>+2544(SB)/8, $0xc023a0efc69ac25c // ra0
+DATA geluc<>+2552(SB)/8, $0xc023a0efc69ac25c // ra0
+DATA geluc<>+2560(SB)/8, $0xc054526557e4d2f2 // ra1
+DATA geluc<>+2568(SB)/8, $0xc054526557e4d2f2 // ra1
+DATA geluc<>+2576(SB)/8, $0xc054526557e4d2f2 // ra1
+DATA geluc<>+2584(SB)/8, $0xc054526557e4d2f2 // ra1
+DATA geluc<>+2592(SB)/8, $0xc054526557e4d2f2 // ra1
+DATA geluc<>+2600(SB)/8, $0xc054526557e4d2f2 // ra1
+DATA geluc<>+2608(SB)/8, $0xc054526557e4d2f2 // ra1
+DATA geluc<>+2616(SB)/8, $0xc054526557e4d2f2 // ra1
+DATA geluc<>+2624(SB)/8, $0xc067135cebccabb2 // ra2
+DATA geluc<>+2632(SB)/8, $0xc067135cebccabb2 // ra2
+DATA geluc<>+2640(SB)/8, $0xc067135cebccabb2 // ra2
+DATA geluc<>+2648(SB)/8, $0xc067135cebccabb2 // ra2
+DATA geluc<>+2656(SB)/8, $0xc067135cebccabb2 // ra2
+DATA geluc<>+2664(SB)/8, $0xc067135cebccabb2 // ra2
+DATA geluc<>+2672(SB)/8, $0xc067135cebccabb2 // ra2
+DATA geluc<>+2680(SB)/8, $0xc067135cebccabb2 // ra2
+DATA geluc<>+2688(SB)/8, $0xc0644cb184282266 // ra3
+DATA geluc<>+2696(SB)/8, $0xc0644cb184282266 // ra3
+DATA geluc<>+2704(SB)/8, $0xc0644cb184282266 // ra3
+DATA geluc<>+2712(SB)/8, $0xc0644cb184282266 // ra3
+DATA geluc<>+2720(SB)/8, $0xc0644cb184282266 // ra3
+DATA geluc<>+2728(SB)/8, $0xc0644cb184282266 // ra3
+DATA geluc<>+2736(SB)/8, $0xc0644cb184282266 // ra3
+DATA geluc<>+2744(SB)/8, $0xc0644cb184282266 // ra3
+DATA geluc<>+2752(SB)/8, $0xc04f300ae4cba38d // ra4
+DATA geluc<>+2760(SB)/8, $0xc04f300ae4cba38d // ra4
+DATA geluc<>+2768(SB)/8, $0xc04f300ae4cba38d // ra4
+DATA geluc<>+2776(SB)/8, $0xc04f300ae4cba38d // ra4
+DATA geluc<>+2784(SB)/8, $0xc04f300ae4cba38d // ra4
+DATA geluc<>+2792(SB)/8, $0xc04f300ae4cba38d // ra4
+DATA geluc<>+2800(SB)/8, $0xc04f300ae4cba38d // ra4
+DATA geluc<>+2808(SB)/8, $0xc04f300ae4cba38d // ra4
+DATA geluc<>+2816(SB)/8, $0xc0251e0441b0e726 // ra5
+DATA geluc<>+2824(SB)/8, $0xc0251e0441b0e726 // ra5
+DATA geluc<>+2832(SB)/8, $0xc0251e0441b0e726 // ra5
+DATA geluc<>+2840(SB)/8, $0xc0251e0441b0e726 // ra5
+DATA geluc<>+2848(SB)/8, $0xc0251e0441b0e726 // ra5
+DATA geluc<>+2856(SB)/8, $0xc0251e0441b0e726 // ra5
+DATA geluc<>+2864(SB)/8, $0xc0251e0441b0e726 // ra5
+DATA geluc<>+2872(SB)/8, $0xc0251e0441b0e726 // ra5
+DATA geluc<>+2880(SB)/8, $0xbfe63416e4ba7360 // ra6
+DATA geluc<>+2888(SB)/8, $0xbfe63416e4ba7360 // ra6
+DATA geluc<>+2896(SB)/8, $0xbfe63416e4ba7360 // ra6
+DATA geluc<>+2904(SB)/8, $0xbfe63416e4ba7360 // ra6
+DATA geluc<>+2912(SB)/8, $0xbfe63416e4ba7360 // ra6
+DATA geluc<>+2920(SB)/8, $0xbfe63416e4ba7360 // ra6
+DATA geluc<>+2928(SB)/8, $0xbfe63416e4ba7360 // ra6
+DATA geluc<>+2936(SB)/8, $0xbfe63416e4ba7360 // ra6
+DATA geluc<>+2944(SB)/8, $0xbf843412600d6435 // ra7
+DATA geluc<>+2952(SB)/8, $0xbf843412600d6435 // ra7
+DATA geluc<>+2960(SB)/8, $0xbf843412600d6435 // ra7
+DATA geluc<>+2968(SB)/8, $0xbf843412600d6435 // ra7
+DATA geluc<>+2976(SB)/8, $0xbf843412600d6435 // ra7
+DATA geluc<>+2984(SB)/8, $0xbf843412600d6435 // ra7
+DATA geluc<>+2992(SB)/8, $0xbf843412600d6435 // ra7
+DATA geluc<>+3000(SB)/8, $0xbf843412600d6435 // ra7
+DATA geluc<>+3008(SB)/8, $0xbfaeeff2ee749a62 // sa0
+DATA geluc<>+3016(SB)/8, $0xbfaeeff2ee749a62 // sa0
+DATA geluc<>+3024(SB)/8, $0xbfaeeff2ee749a62 // sa0
+DATA geluc<>+3032(SB)/8, $0xbfaeeff2ee749a62 // sa0
+DATA geluc<>+3040(SB)/8, $0xbfaeeff2ee749a62 // sa0
+DATA geluc<>+3048(SB)/8, $0xbfaeeff2ee749a62 // sa0
+DATA geluc<>+3056(SB)/8, $0xbfaeeff2ee749a62 // sa0
+DATA geluc<>+3064(SB)/8, $0xbfaeeff2ee749a62 // sa0
+DATA geluc<>+3072(SB)/8, $0x401a47ef8e484a93 // sa1
+DATA geluc<>+3080(SB)/8, $0x401a47ef8e484a93 // sa1
+DATA geluc<>+3088(SB)/8, $0x401a47ef8e484a93 // sa1
+DATA geluc<>+3096(SB)/8, $0x401a47ef8e484a93 // sa1
+DATA geluc<>+3104(SB)/8, $0x401a47ef8e484a93 // sa1
+DATA geluc<>+3112(SB)/8, $0x401a47ef8e484a93 // sa1
+DATA geluc<>+3120(SB)/8, $0x401a47ef8e484a93 // sa1
+DATA geluc<>+3128(SB)/8, $0x401a47ef8e484a93 // sa1
+DATA geluc<>+3136(SB)/8, $0x405b28a3ee48ae2c // sa2
+DATA geluc<>+3144(SB)/8, $0x405b28a3ee48ae2c // sa2
+DATA geluc<>+3152(SB)/8, $0x405b28a3ee48ae2c // sa2
+DATA geluc<>+3160(SB)/8, $0x405b28a3ee48ae2c // sa2
+DATA geluc<>+3168(SB)/8, $0x405b28a3ee48ae2c // sa2
+DATA geluc<>+3176(SB)/8, $0x405b28a3ee48ae2c // sa2
+DATA geluc<>+3184(SB)/8, $0x405b28a3ee48ae2c // sa2
+DATA geluc<>+3192(SB)/8, $0x405b28a3ee48ae2c // sa2
+DATA geluc<>+3200(SB)/8, $0x407ad02157700314 // sa3
+DATA geluc<>+3208(SB)/8, $0x407ad02157700314 // sa3
+DATA geluc<>+3216(SB)/8, $0x407ad02157700314 // sa3
+DATA geluc<>+3224(SB)/8, $0x407ad02157700314 // sa3
+DATA geluc<>+3232(SB)/8, $0x407ad02157700314 // sa3
+DATA geluc<>+3240(SB)/8, $0x407ad02157700314 // sa3
+DATA geluc<>+3248(SB)/8, $0x407ad02157700314 // sa3
+DATA geluc<>+3256(SB)/8, $0x407ad02157700314 // sa3
+DATA geluc<>+3264(SB)/8, $0x40842b1921ec2868 // sa4
+DATA geluc<>+3272(SB)/8, $0x40842b1921ec2868 // sa4
+DATA geluc<>+3280(SB)/8, $0x40842b1921ec2868 // sa4
+DATA geluc<>+3288(SB)/8, $0x40842b1921ec2868 // sa4
+DATA geluc<>+3296(SB)/8, $0x40842b1921ec2868 // sa4
+DATA geluc<>+3304(SB)/8, $0x40842b1921ec2868 // sa4
+DATA geluc<>+3312(SB)/8, $0x40842b1921ec2868 // sa4
+DATA geluc<>+3320(SB)/8, $0x40842b1921ec2868 // sa4
+DATA geluc<>+3328(SB)/8, $0x407b290dd58a1a71 // sa5
+DATA geluc<>+3336(SB)/8, $0x407b290dd58a1a71 // sa5
+DATA geluc<>+3344(SB)/8, $0x407b290dd58a1a71 // sa5
+DATA geluc<>+3352(SB)/8, $0x407b290dd58a1a71 // sa5
+DATA geluc<>+3360(SB)/8, $0x407b290dd58a1a71 // sa5
+DATA geluc<>+3368(SB)/8, $0x407b290dd58a1a71 // sa5
+DATA geluc<>+3376(SB)/8, $0x407b290dd58a1a71 // sa5
+DATA geluc<>+3384(SB)/8, $0x407b290dd58a1a71 // sa5
+DATA geluc<>+3392(SB)/8, $0x4061350c526ae721 // sa6
+DATA geluc<>+3400(SB)/8, $0x4061350c526ae721 // sa6
+DATA geluc<>+3408(SB)/8, $0x4061350c526ae721 // sa6
+DATA geluc<>+3416(SB)/8, $0x4061350c526ae721 // sa6
+DATA geluc<>+3424(SB)/8, $0x4061350c526ae721 // sa6
+DATA geluc<>+3432(SB)/8, $0x4061350c526ae721 // sa6
+DATA geluc<>+3440(SB)/8, $0x4061350c526ae721 // sa6
+DATA geluc<>+3448(SB)/8, $0x4061350c526ae721 // sa6
+DATA geluc<>+3456(SB)/8, $0x4033a6b9bd707687 // sa7
+DATA geluc<>+3464(SB)/8, $0x4033a6b9bd707687 // sa7
+DATA geluc<>+3472(SB)/8, $0x4033a6b9bd707687 // sa7
+DATA geluc<>+3480(SB)/8, $0x4033a6b9bd707687 // sa7
+DATA geluc<>+3488(SB)/8, $0x4033a6b9bd707687 // sa7
+DATA geluc<>+3496(SB)/8, $0x4033a6b9bd707687 // sa7
+DATA geluc<>+3504(SB)/8, $0x4033a6b9bd707687 // sa7
+DATA geluc<>+3512(SB)/8, $0x4033a6b9bd707687 // sa7
+DATA geluc<>+3520(SB)/8, $0x3ff0000000000000 // sa8
+DATA geluc<>+3528(SB)/8, $0x3ff0000000000000 // sa8
+DATA geluc<>+3536(SB)/8, $0x3ff0000000000000 // sa8
+DATA geluc<>+3544(SB)/8, $0x3ff0000000000000 // sa8
+DATA geluc<>+3552(SB)/8, $0x3ff0000000000000 // sa8
+DATA geluc<>+3560(SB)/8, $0x3ff0000000000000 // sa8
+DATA geluc<>+3568(SB)/8, $0x3ff0000000000000 // sa8
+DATA geluc<>+3576(SB)/8, $0x3ff0000000000000 // sa8
+DATA geluc<>+3584(SB)/8, $0xc07e384e9bdc383f // rb0
+DATA geluc<>+3592(SB)/8, $0xc07e384e9bdc383f // rb0
+DATA geluc<>+3600(SB)/8, $0xc07e384e9bdc383f // rb0
+DATA geluc<>+3608(SB)/8, $0xc07e384e9bdc383f // rb0
+DATA geluc<>+3616(SB)/8, $0xc07e384e9bdc383f // rb0
+DATA geluc<>+3624(SB)/8, $0xc07e384e9bdc383f // rb0
+DATA geluc<>+3632(SB)/8, $0xc07e384e9bdc383f // rb0
+DATA geluc<>+3640(SB)/8, $0xc07e384e9bdc383f // rb0
+DATA geluc<>+3648(SB)/8, $0xc09004616a2e5992 // rb1
+DATA geluc<>+3656(SB)/8, $0xc09004616a2e5992 // rb1
+DATA geluc<>+3664(SB)/8, $0xc09004616a2e5992 // rb1
+DATA geluc<>+3672(SB)/8, $0xc09004616a2e5992 // rb1
+DATA geluc<>+3680(SB)/8, $0xc09004616a2e5992 // rb1
+DATA geluc<>+3688(SB)/8, $0xc09004616a2e5992 // rb1
+DATA geluc<>+3696(SB)/8, $0xc09004616a2e5992 // rb1
+DATA geluc<>+3704(SB)/8, $0xc09004616a2e5992 // rb1
+DATA geluc<>+3712(SB)/8, $0xc083ec881375f228 // rb2
+DATA geluc<>+3720(SB)/8, $0xc083ec881375f228 // rb2
+DATA geluc<>+3728(SB)/8, $0xc083ec881375f228 // rb2
+DATA geluc<>+3736(SB)/8, $0xc083ec881375f228 // rb2
+DATA geluc<>+3744(SB)/8, $0xc083ec881375f228 // rb2
+DATA geluc<>+3752(SB)/8, $0xc083ec881375f228 // rb2
+DATA geluc<>+3760(SB)/8, $0xc083ec881375f228 // rb2
+DATA geluc<>+3768(SB)/8, $0xc083ec881375f228 // rb2
+DATA geluc<>+3776(SB)/8, $0xc064145d43c5ed98 // rb3
+DATA geluc<>+3784(SB)/8, $0xc064145d43c5ed98 // rb3
+DATA geluc<>+3792(SB)/8, $0xc064145d43c5ed98 // rb3
+DATA geluc<>+3800(SB)/8, $0xc064145d43c5ed98 // rb3
+DATA geluc<>+3808(SB)/8, $0xc064145d43c5ed98 // rb3
+DATA geluc<>+3816(SB)/8, $0xc064145d43c5ed98 // rb3
+DATA geluc<>+3824(SB)/8, $0xc064145d43c5ed98 // rb3
+DATA geluc<>+3832(SB)/8, $0xc064145d43c5ed98 // rb3
+DATA geluc<>+3840(SB)/8, $0xc031c209555f995a // rb4
+DATA geluc<>+3848(SB)/8, $0xc031c209555f995a // rb4
+DATA geluc<>+3856(SB)/8, $0xc031c209555f995a // rb4
+DATA geluc<>+3864(SB)/8, $0xc031c209555f995a // rb4
+DATA geluc<>+3872(SB)/8, $0xc031c209555f995a // rb4
+DATA geluc<>+3880(SB)/8, $0xc031c209555f995a // rb4
+DATA geluc<>+3888(SB)/8, $0xc031c209555f995a // rb4
+DATA geluc<>+3896(SB)/8, $0xc031c209555f995a // rb4
+DATA geluc<>+3904(SB)/8, $0xbfe993ba70c285de // rb5
+DATA geluc<>+3912(SB)/8, $0xbfe993ba70c285de // rb5
+DATA geluc<>+3920(SB)/8, $0xbfe993ba70c285de // rb5
+DATA geluc<>+3928(SB)/8, $0xbfe993ba70c285de // rb5
+DATA geluc<>+3936(SB)/8, $0xbfe993ba70c285de // rb5
+DATA geluc<>+3944(SB)/8, $0xbfe993ba70c285de // rb5
+DATA geluc<>+3952(SB)/8, $0xbfe993ba70c285de // rb5
+DATA geluc<>+3960(SB)/8, $0xbfe993ba70c285de // rb5
+DATA geluc<>+3968(SB)/8, $0xbf84341239e86f4a // rb6
+DATA geluc<>+3976(SB)/8, $0xbf84341239e86f4a // rb6
+DATA geluc<>+3984(SB)/8, $0xbf84341239e86f4a // rb6
+DATA geluc<>+3992(SB)/8, $0xbf84341239e86f4a // rb6
+DATA geluc<>+4000(SB)/8, $0xbf84341239e86f4a // rb6
+DATA geluc<>+4008(SB)/8, $0xbf84341239e86f4a // rb6
+DATA geluc<>+4016(SB)/8, $0xbf84341239e86f4a // rb6
+DATA geluc<>+4024(SB)/8, $0xbf84341239e86f4a // rb6
+DATA geluc<>+4032(SB)/8, $0xc03670e242712d62 // sb0
+DATA geluc<>+4040(SB)/8, $0xc03670e242712d62 // sb0
+DATA geluc<>+4048(SB)/8, $0xc03670e242712d62 // sb0
+DATA geluc<>+4056(SB)/8, $0xc03670e242712d62 // sb0
+DATA geluc<>+4064(SB)/8, $0xc03670e242712d62 // sb0
+DATA geluc<>+4072(SB)/8, $0xc03670e242712d62 // sb0
+DATA geluc<>+4080(SB)/8, $0xc03670e242712d62 // sb0
+DATA geluc<>+4088(SB)/8, $0xc03670e242712d62 // sb0
+DATA geluc<>+4096(SB)/8, $0x407da874e79fe763 // sb1
+DATA geluc<>+4104(SB)/8, $0x407da874e79fe763 // sb1
+DATA geluc<>+4112(SB)/8, $0x407da874e79fe763 // sb1
+DATA geluc<>+4120(SB)/8, $0x407da874e79fe763 // sb1
+DATA geluc<>+4128(SB)/8, $0x407da874e79fe763 // sb1
+DATA geluc<>+4136(SB)/8, $0x407da874e79fe763 // sb1
+DATA geluc<>+4144(SB)/8, $0x407da874e79fe763 // sb1
+DATA geluc<>+4152(SB)/8, $0x407da874e79fe763 // sb1
+DATA geluc<>+4160(SB)/8, $0x40a3f219cedf3be6 // sb2
+DATA geluc<>+4168(SB)/8, $0x40a3f219cedf3be6 // sb2
+DATA geluc<>+4176(SB)/8, $0x40a3f219cedf3be6 // sb2
+DATA geluc<>+4184(SB)/8, $0x40a3f219cedf3be6 // sb2
+DATA geluc<>+4192(SB)/8, $0x40a3f219cedf3be6 // sb2
+DATA geluc<>+4200(SB)/8, $0x40a3f219cedf3be6 // sb2
+DATA geluc<>+4208(SB)/8, $0x40a3f219cedf3be6 // sb2
+DATA geluc<>+4216(SB)/8, $0x40a3f219cedf3be6 // sb2
+DATA geluc<>+4224(SB)/8, $0x40a8ffb7688c246a // sb3
+DATA geluc<>+4232(SB)/8, $0x40a8ffb7688c246a // sb3
+DATA geluc<>+4240(SB)/8, $0x40a8ffb7688c246a // sb3
+DATA geluc<>+4248(SB)/8, $0x40a8ffb7688c246a // sb3
+DATA geluc<>+4256(SB)/8, $0x40a8ffb7688c246a // sb3
+DATA geluc<>+4264(SB)/8, $0x40a8ffb7688c246a // sb3
+DATA geluc<>+4272(SB)/8, $0x40a8ffb7688c246a // sb3
+DATA geluc<>+4280(SB)/8, $0x40a8ffb7688c246a // sb3
+DATA geluc<>+4288(SB)/8, $0x409802eb189d5118 // sb4
+DATA geluc<>+4296(SB)/8, $0x409802eb189d5118 // sb4
+DATA geluc<>+4304(SB)/8, $0x409802eb189d5118 // sb4
+DATA geluc<>+4312(SB)/8, $0x409802eb189d5118 // sb4
+DATA geluc<>+4320(SB)/8, $0x409802eb189d5118 // sb4
+DATA geluc<>+4328(SB)/8, $0x409802eb189d5118 // sb4
+DATA geluc<>+4336(SB)/8, $0x409802eb189d5118 // sb4
+DATA geluc<>+4344(SB)/8, $0x409802eb189d5118 // sb4
+DATA geluc<>+4352(SB)/8, $0x40745cae221b9f0a // sb5
+DATA geluc<>+4360(SB)/8, $0x40745cae221b9f0a // sb5
+DATA geluc<>+4368(SB)/8, $0x40745cae221b9f0a // sb5
+DATA geluc<>+4376(SB)/8, $0x40745cae221b9f0a // sb5
+DATA geluc<>+4384(SB)/8, $0x40745cae221b9f0a // sb5
+DATA geluc<>+4392(SB)/8, $0x40745cae221b9f0a // sb5
+DATA geluc<>+4400(SB)/8, $0x40745cae221b9f0a // sb5
+DATA geluc<>+4408(SB)/8, $0x40745cae221b9f0a // sb5
+DATA geluc<>+4416(SB)/8, $0x403e568b261d5190 // sb6
+DATA geluc<>+4424(SB)/8, $0x403e568b261d5190 // sb6
+DATA geluc<>+4432(SB)/8, $0x403e568b261d5190 // sb6
+DATA geluc<>+4440(SB)/8, $0x403e568b261d5190 // sb6
+DATA geluc<>+4448(SB)/8, $0x403e568b261d5190 // sb6
+DATA geluc<>+4456(SB)/8, $0x403e568b261d5190 // sb6
+DATA geluc<>+4464(SB)/8, $0x403e568b261d5190 // sb6
+DATA geluc<>+4472(SB)/8, $0x403e568b261d5190 // sb6
+DATA geluc<>+4480(SB)/8, $0x3ff0000000000000 // sb7
+DATA geluc<>+4488(SB)/8, $0x3ff0000000000000 // sb7
+DATA geluc<>+4496(SB)/8, $0x3ff0000000000000 // sb7
+DATA geluc<>+4504(SB)/8, $0x3ff0000000000000 // sb7
+DATA geluc<>+4512(SB)/8, $0x3ff0000000000000 // sb7
+DATA geluc<>+4520(SB)/8, $0x3ff0000000000000 // sb7
+DATA geluc<>+4528(SB)/8, $0x3ff0000000000000 // sb7
+DATA geluc<>+4536(SB)/8, $0x3ff0000000000000 // sb7
+GLOBL geluc<>(SB), RODATA|NOPTR, $4544
+
+// func vecGeluAVX512(dst, x, gy *float32, n int)
+TEXT ·vecGeluAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ gy+16(FP), DX
+	MOVQ n+24(FP), CX
+	TESTQ DX, DX
+	JNZ vecGeluAVX512_bwd
+
+vecGeluAVX512_fwd:
+	TESTQ CX, CX
+	JZ vecGeluAVX512_done
+	VCVTPS2PD (SI), Z0
+	VDIVPD geluc<>+0(SB), Z0, Z1 // u = x/√2
+	VPANDQ geluc<>+704(SB), Z1, Z2 // a = |u|
+	VPANDQ geluc<>+768(SB), Z1, Z9
+	VPORQ geluc<>+64(SB), Z9, Z3 // ±1
+	VCMPPD $0x1d, geluc<>+448(SB), Z2, K5 // a >= 1.25
+	KORTESTW K5, K5
+	JZ vecGeluAVX512_fwd_numb
+	VMOVUPD geluc<>+64(SB), Z4
+	VDIVPD Z2, Z4, Z8 // 1/a
+	VMULPD Z8, Z8, Z4 // s
+	VMOVUPD geluc<>+2496(SB), Z5
+	VFMADD213PD geluc<>+2560(SB), Z4, Z5 // Z5 = Z5·Z4 + ra1
+	VFMADD213PD geluc<>+2624(SB), Z4, Z5 // Z5 = Z5·Z4 + ra2
+	VFMADD213PD geluc<>+2688(SB), Z4, Z5 // Z5 = Z5·Z4 + ra3
+	VFMADD213PD geluc<>+2752(SB), Z4, Z5 // Z5 = Z5·Z4 + ra4
+	VFMADD213PD geluc<>+2816(SB), Z4, Z5 // Z5 = Z5·Z4 + ra5
+	VFMADD213PD geluc<>+2880(SB), Z4, Z5 // Z5 = Z5·Z4 + ra6
+	VFMADD213PD geluc<>+2944(SB), Z4, Z5 // Z5 = Z5·Z4 + ra7
+	VMOVUPD geluc<>+3008(SB), Z6
+	VFMADD213PD geluc<>+3072(SB), Z4, Z6 // Z6 = Z6·Z4 + sa1
+	VFMADD213PD geluc<>+3136(SB), Z4, Z6 // Z6 = Z6·Z4 + sa2
+	VFMADD213PD geluc<>+3200(SB), Z4, Z6 // Z6 = Z6·Z4 + sa3
+	VFMADD213PD geluc<>+3264(SB), Z4, Z6 // Z6 = Z6·Z4 + sa4
+	VFMADD213PD geluc<>+3328(SB), Z4, Z6 // Z6 = Z6·Z4 + sa5
+	VFMADD213PD geluc<>+3392(SB), Z4, Z6 // Z6 = Z6·Z4 + sa6
+	VFMADD213PD geluc<>+3456(SB), Z4, Z6 // Z6 = Z6·Z4 + sa7
+	VFMADD213PD geluc<>+3520(SB), Z4, Z6 // Z6 = Z6·Z4 + sa8
+	VCMPPD $0x1d, geluc<>+512(SB), Z2, K3 // a >= 1/0.35
+	KORTESTW K3, K3
+	JZ vecGeluAVX512_fwd_numb
+	VMOVUPD geluc<>+3584(SB), Z7
+	VFMADD213PD geluc<>+3648(SB), Z4, Z7 // Z7 = Z7·Z4 + rb1
+	VFMADD213PD geluc<>+3712(SB), Z4, Z7 // Z7 = Z7·Z4 + rb2
+	VFMADD213PD geluc<>+3776(SB), Z4, Z7 // Z7 = Z7·Z4 + rb3
+	VFMADD213PD geluc<>+3840(SB), Z4, Z7 // Z7 = Z7·Z4 + rb4
+	VFMADD213PD geluc<>+3904(SB), Z4, Z7 // Z7 = Z7·Z4 + rb5
+	VFMADD213PD geluc<>+3968(SB), Z4, Z7 // Z7 = Z7·Z4 + rb6
+	VMOVAPD Z7, K3, Z5
+	VMOVUPD geluc<>+4032(SB), Z7
+	VFMADD213PD geluc<>+4096(SB), Z4, Z7 // Z7 = Z7·Z4 + sb1
+	VFMADD213PD geluc<>+4160(SB), Z4, Z7 // Z7 = Z7·Z4 + sb2
+	VFMADD213PD geluc<>+4224(SB), Z4, Z7 // Z7 = Z7·Z4 + sb3
+	VFMADD213PD geluc<>+4288(SB), Z4, Z7 // Z7 = Z7·Z4 + sb4
+	VFMADD213PD geluc<>+4352(SB), Z4, Z7 // Z7 = Z7·Z4 + sb5
+	VFMADD213PD geluc<>+4416(SB), Z4, Z7 // Z7 = Z7·Z4 + sb6
+	VFMADD213PD geluc<>+4480(SB), Z4, Z7 // Z7 = Z7·Z4 + sb7
+	VMOVAPD Z7, K3, Z6
+vecGeluAVX512_fwd_numb:
+	VCMPPD $0x1d, geluc<>+384(SB), Z2, K2 // a >= 0.84375
+	KORTESTW K2, K2
+	JZ vecGeluAVX512_fwd_numa
+	VSUBPD geluc<>+64(SB), Z2, Z4 // s = a - 1
+	VMOVUPD geluc<>+1600(SB), Z7
+	VFMADD213PD geluc<>+1664(SB), Z4, Z7 // Z7 = Z7·Z4 + pa1
+	VFMADD213PD geluc<>+1728(SB), Z4, Z7 // Z7 = Z7·Z4 + pa2
+	VFMADD213PD geluc<>+1792(SB), Z4, Z7 // Z7 = Z7·Z4 + pa3
+	VFMADD213PD geluc<>+1856(SB), Z4, Z7 // Z7 = Z7·Z4 + pa4
+	VFMADD213PD geluc<>+1920(SB), Z4, Z7 // Z7 = Z7·Z4 + pa5
+	VFMADD213PD geluc<>+1984(SB), Z4, Z7 // Z7 = Z7·Z4 + pa6
+	VMOVUPD geluc<>+2048(SB), Z9
+	VFMADD213PD geluc<>+2112(SB), Z4, Z9 // Z9 = Z9·Z4 + qa1
+	VFMADD213PD geluc<>+2176(SB), Z4, Z9 // Z9 = Z9·Z4 + qa2
+	VFMADD213PD geluc<>+2240(SB), Z4, Z9 // Z9 = Z9·Z4 + qa3
+	VFMADD213PD geluc<>+2304(SB), Z4, Z9 // Z9 = Z9·Z4 + qa4
+	VFMADD213PD geluc<>+2368(SB), Z4, Z9 // Z9 = Z9·Z4 + qa5
+	VFMADD213PD geluc<>+2432(SB), Z4, Z9 // Z9 = Z9·Z4 + qa6
+	VCMPPD $0x11, geluc<>+448(SB), Z2, K4 // a < 1.25
+	VMOVAPD Z7, K4, Z5
+	VMOVAPD Z9, K4, Z6
+vecGeluAVX512_fwd_numa:
+	VCMPPD $0x11, geluc<>+384(SB), Z2, K2 // a < 0.84375
+	KORTESTW K2, K2
+	JZ vecGeluAVX512_fwd_div
+	VMULPD Z1, Z1, Z4 // z = u·u
+	VMOVUPD geluc<>+896(SB), Z7
+	VFMADD213PD geluc<>+960(SB), Z4, Z7 // Z7 = Z7·Z4 + pp1
+	VFMADD213PD geluc<>+1024(SB), Z4, Z7 // Z7 = Z7·Z4 + pp2
+	VFMADD213PD geluc<>+1088(SB), Z4, Z7 // Z7 = Z7·Z4 + pp3
+	VFMADD213PD geluc<>+1152(SB), Z4, Z7 // Z7 = Z7·Z4 + pp4
+	VMOVUPD geluc<>+1216(SB), Z9
+	VFMADD213PD geluc<>+1280(SB), Z4, Z9 // Z9 = Z9·Z4 + qq1
+	VFMADD213PD geluc<>+1344(SB), Z4, Z9 // Z9 = Z9·Z4 + qq2
+	VFMADD213PD geluc<>+1408(SB), Z4, Z9 // Z9 = Z9·Z4 + qq3
+	VFMADD213PD geluc<>+1472(SB), Z4, Z9 // Z9 = Z9·Z4 + qq4
+	VFMADD213PD geluc<>+1536(SB), Z4, Z9 // Z9 = Z9·Z4 + qq5
+	VMOVAPD Z7, K2, Z5
+	VMOVAPD Z9, K2, Z6
+vecGeluAVX512_fwd_div:
+	VDIVPD Z6, Z5, Z5 // every piece's quotient
+	KORTESTW K5, K5
+	JZ vecGeluAVX512_fwd_skipc
+	VPANDQ geluc<>+832(SB), Z2, Z7 // z
+	VMOVUPD geluc<>+256(SB), Z10
+	VFNMADD231PD Z7, Z7, Z10 // -z·z - 0.5625
+	VSUBPD Z2, Z7, Z15 // z - a
+	VADDPD Z2, Z7, Z9 // z + a
+	VFMADD213PD Z5, Z9, Z15 // (z-a)(z+a) + R/S
+	VMULPD expc<>+0(SB), Z10, Z11
+	VRNDSCALEPD $8, Z11, Z11 // round to nearest even
+	VMOVAPD Z10, Z12
+	VFNMADD231PD expc<>+64(SB), Z11, Z12 // r = x - k·ln2hi
+	VFNMADD231PD expc<>+128(SB), Z11, Z12 // r -= k·ln2lo
+	VMOVUPD expc<>+448(SB), Z13
+	VFMADD213PD expc<>+512(SB), Z12, Z13 // p = p·r + c11
+	VFMADD213PD expc<>+576(SB), Z12, Z13 // p = p·r + c10
+	VFMADD213PD expc<>+640(SB), Z12, Z13 // p = p·r + c9
+	VFMADD213PD expc<>+704(SB), Z12, Z13 // p = p·r + c8
+	VFMADD213PD expc<>+768(SB), Z12, Z13 // p = p·r + c7
+	VFMADD213PD expc<>+832(SB), Z12, Z13 // p = p·r + c6
+	VFMADD213PD expc<>+896(SB), Z12, Z13 // p = p·r + c5
+	VFMADD213PD expc<>+960(SB), Z12, Z13 // p = p·r + c4
+	VFMADD213PD expc<>+1024(SB), Z12, Z13 // p = p·r + c3
+	VFMADD213PD expc<>+1088(SB), Z12, Z13 // p = p·r + c2
+	VFMADD213PD expc<>+1152(SB), Z12, Z13 // p = p·r + c1
+	VFMADD213PD expc<>+1216(SB), Z12, Z13 // p = p·r + c0
+	VCVTPD2DQ Z11, Y14
+	VPMOVSXDQ Y14, Z14
+	VPADDQ expc<>+384(SB), Z14, Z14
+	VPSLLQ $52, Z14, Z14 // 2^k
+	VMULPD Z14, Z13, Z13
+	VCMPPD $0x11, expc<>+192(SB), Z10, K1 // x < lo
+	VXORPD Z13, Z13, K1, Z13
+	VCMPPD $0x1e, expc<>+256(SB), Z10, K1 // x > hi
+	VMOVUPD expc<>+320(SB), K1, Z13
+	VMULPD expc<>+0(SB), Z15, Z16
+	VRNDSCALEPD $8, Z16, Z16 // round to nearest even
+	VMOVAPD Z15, Z17
+	VFNMADD231PD expc<>+64(SB), Z16, Z17 // r = x - k·ln2hi
+	VFNMADD231PD expc<>+128(SB), Z16, Z17 // r -= k·ln2lo
+	VMOVUPD expc<>+448(SB), Z18
+	VFMADD213PD expc<>+512(SB), Z17, Z18 // p = p·r + c11
+	VFMADD213PD expc<>+576(SB), Z17, Z18 // p = p·r + c10
+	VFMADD213PD expc<>+640(SB), Z17, Z18 // p = p·r + c9
+	VFMADD213PD expc<>+704(SB), Z17, Z18 // p = p·r + c8
+	VFMADD213PD expc<>+768(SB), Z17, Z18 // p = p·r + c7
+	VFMADD213PD expc<>+832(SB), Z17, Z18 // p = p·r + c6
+	VFMADD213PD expc<>+896(SB), Z17, Z18 // p = p·r + c5
+	VFMADD213PD expc<>+960(SB), Z17, Z18 // p = p·r + c4
+	VFMADD213PD expc<>+1024(SB), Z17, Z18 // p = p·r + c3
+	VFMADD213PD expc<>+1088(SB), Z17, Z18 // p = p·r + c2
+	VFMADD213PD expc<>+1152(SB), Z17, Z18 // p = p·r + c1
+	VFMADD213PD expc<>+1216(SB), Z17, Z18 // p = p·r + c0
+	VCVTPD2DQ Z16, Y19
+	VPMOVSXDQ Y19, Z19
+	VPADDQ expc<>+384(SB), Z19, Z19
+	VPSLLQ $52, Z19, Z19 // 2^k
+	VMULPD Z19, Z18, Z18
+	VCMPPD $0x11, expc<>+192(SB), Z15, K1 // x < lo
+	VXORPD Z18, Z18, K1, Z18
+	VCMPPD $0x1e, expc<>+256(SB), Z15, K1 // x > hi
+	VMOVUPD expc<>+320(SB), K1, Z18
+	VMULPD Z18, Z13, Z13
+	VMULPD Z8, Z13, Z13 // erfc
+	VMOVUPD geluc<>+64(SB), Z4
+	VSUBPD Z13, Z4, Z4 // 1 - erfc
+	VPANDQ geluc<>+768(SB), Z1, Z9
+	VPORQ Z9, Z4, Z4
+	VCMPPD $0x11, geluc<>+576(SB), Z2, K4 // a < 6
+	VMOVAPD Z4, K4, Z3
+vecGeluAVX512_fwd_skipc:
+	VCMPPD $0x1d, geluc<>+384(SB), Z2, K2 // a >= 0.84375
+	KORTESTW K2, K2
+	JZ vecGeluAVX512_fwd_skipb
+	VADDPD geluc<>+320(SB), Z5, Z4
+	VPANDQ geluc<>+768(SB), Z1, Z9
+	VPORQ Z9, Z4, Z4
+	VCMPPD $0x11, geluc<>+448(SB), Z2, K4 // a < 1.25
+	VMOVAPD Z4, K4, Z3
+vecGeluAVX512_fwd_skipb:
+	VCMPPD $0x11, geluc<>+384(SB), Z2, K2 // a < 0.84375
+	VFMADD213PD Z1, Z1, Z5 // u·y + u
+	VMOVAPD Z5, K2, Z3
+	VCMPPD $0x03, Z1, Z1, K2 // NaN
+	VMOVAPD Z1, K2, Z3
+	VADDPD geluc<>+64(SB), Z3, Z4 // 1 + erf
+	VMULPD geluc<>+128(SB), Z0, Z5 // 0.5·x
+	VMULPD Z4, Z5, Z5
+	VCVTPD2PS Z5, Y5
+	VMOVUPS Y5, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP vecGeluAVX512_fwd
+
+vecGeluAVX512_bwd:
+	TESTQ CX, CX
+	JZ vecGeluAVX512_done
+	VCVTPS2PD (SI), Z0
+	VDIVPD geluc<>+0(SB), Z0, Z1 // u = x/√2
+	VPANDQ geluc<>+704(SB), Z1, Z2 // a = |u|
+	VPANDQ geluc<>+768(SB), Z1, Z9
+	VPORQ geluc<>+64(SB), Z9, Z3 // ±1
+	VCMPPD $0x1d, geluc<>+448(SB), Z2, K5 // a >= 1.25
+	KORTESTW K5, K5
+	JZ vecGeluAVX512_bwd_numb
+	VMOVUPD geluc<>+64(SB), Z4
+	VDIVPD Z2, Z4, Z8 // 1/a
+	VMULPD Z8, Z8, Z4 // s
+	VMOVUPD geluc<>+2496(SB), Z5
+	VFMADD213PD geluc<>+2560(SB), Z4, Z5 // Z5 = Z5·Z4 + ra1
+	VFMADD213PD geluc<>+2624(SB), Z4, Z5 // Z5 = Z5·Z4 + ra2
+	VFMADD213PD geluc<>+2688(SB), Z4, Z5 // Z5 = Z5·Z4 + ra3
+	VFMADD213PD geluc<>+2752(SB), Z4, Z5 // Z5 = Z5·Z4 + ra4
+	VFMADD213PD geluc<>+2816(SB), Z4, Z5 // Z5 = Z5·Z4 + ra5
+	VFMADD213PD geluc<>+2880(SB), Z4, Z5 // Z5 = Z5·Z4 + ra6
+	VFMADD213PD geluc<>+2944(SB), Z4, Z5 // Z5 = Z5·Z4 + ra7
+	VMOVUPD geluc<>+3008(SB), Z6
+	VFMADD213PD geluc<>+3072(SB), Z4, Z6 // Z6 = Z6·Z4 + sa1
+	VFMADD213PD geluc<>+3136(SB), Z4, Z6 // Z6 = Z6·Z4 + sa2
+	VFMADD213PD geluc<>+3200(SB), Z4, Z6 // Z6 = Z6·Z4 + sa3
+	VFMADD213PD geluc<>+3264(SB), Z4, Z6 // Z6 = Z6·Z4 + sa4
+	VFMADD213PD geluc<>+3328(SB), Z4, Z6 // Z6 = Z6·Z4 + sa5
+	VFMADD213PD geluc<>+3392(SB), Z4, Z6 // Z6 = Z6·Z4 + sa6
+	VFMADD213PD geluc<>+3456(SB), Z4, Z6 // Z6 = Z6·Z4 + sa7
+	VFMADD213PD geluc<>+3520(SB), Z4, Z6 // Z6 = Z6·Z4 + sa8
+	VCMPPD $0x1d, geluc<>+512(SB), Z2, K3 // a >= 1/0.35
+	KORTESTW K3, K3
+	JZ vecGeluAVX512_bwd_numb
+	VMOVUPD geluc<>+3584(SB), Z7
+	VFMADD213PD geluc<>+3648(SB), Z4, Z7 // Z7 = Z7·Z4 + rb1
+	VFMADD213PD geluc<>+3712(SB), Z4, Z7 // Z7 = Z7·Z4 + rb2
+	VFMADD213PD geluc<>+3776(SB), Z4, Z7 // Z7 = Z7·Z4 + rb3
+	VFMADD213PD geluc<>+3840(SB), Z4, Z7 // Z7 = Z7·Z4 + rb4
+	VFMADD213PD geluc<>+3904(SB), Z4, Z7 // Z7 = Z7·Z4 + rb5
+	VFMADD213PD geluc<>+3968(SB), Z4, Z7 // Z7 = Z7·Z4 + rb6
+	VMOVAPD Z7, K3, Z5
+	VMOVUPD geluc<>+4032(SB), Z7
+	VFMADD213PD geluc<>+4096(SB), Z4, Z7 // Z7 = Z7·Z4 + sb1
+	VFMADD213PD geluc<>+4160(SB), Z4, Z7 // Z7 = Z7·Z4 + sb2
+	VFMADD213PD geluc<>+4224(SB), Z4, Z7 // Z7 = Z7·Z4 + sb3
+	VFMADD213PD geluc<>+4288(SB), Z4, Z7 // Z7 = Z7·Z4 + sb4
+	VFMADD213PD geluc<>+4352(SB), Z4, Z7 // Z7 = Z7·Z4 + sb5
+	VFMADD213PD geluc<>+4416(SB), Z4, Z7 // Z7 = Z7·Z4 + sb6
+	VFMADD213PD geluc<>+4480(SB), Z4, Z7 // Z7 = Z7·Z4 + sb7
+	VMOVAPD Z7, K3, Z6
+vecGeluAVX512_bwd_numb:
+	VCMPPD $0x1d, geluc<>+384(SB), Z2, K2 // a >= 0.84375
+	KORTESTW K2, K2
+	JZ vecGeluAVX512_bwd_numa
+	VSUBPD geluc<>+64(SB), Z2, Z4 // s = a - 1
+	VMOVUPD geluc<>+1600(SB), Z7
+	VFMADD213PD geluc<>+1664(SB), Z4, Z7 // Z7 = Z7·Z4 + pa1
+	VFMADD213PD geluc<>+1728(SB), Z4, Z7 // Z7 = Z7·Z4 + pa2
+	VFMADD213PD geluc<>+1792(SB), Z4, Z7 // Z7 = Z7·Z4 + pa3
+	VFMADD213PD geluc<>+1856(SB), Z4, Z7 // Z7 = Z7·Z4 + pa4
+	VFMADD213PD geluc<>+1920(SB), Z4, Z7 // Z7 = Z7·Z4 + pa5
+	VFMADD213PD geluc<>+1984(SB), Z4, Z7 // Z7 = Z7·Z4 + pa6
+	VMOVUPD geluc<>+2048(SB), Z9
+	VFMADD213PD geluc<>+2112(SB), Z4, Z9 // Z9 = Z9·Z4 + qa1
+	VFMADD213PD geluc<>+2176(SB), Z4, Z9 // Z9 = Z9·Z4 + qa2
+	VFMADD213PD geluc<>+2240(SB), Z4, Z9 // Z9 = Z9·Z4 + qa3
+	VFMADD213PD geluc<>+2304(SB), Z4, Z9 // Z9 = Z9·Z4 + qa4
+	VFMADD213PD geluc<>+2368(SB), Z4, Z9 // Z9 = Z9·Z4 + qa5
+	VFMADD213PD geluc<>+2432(SB), Z4, Z9 // Z9 = Z9·Z4 + qa6
+	VCMPPD $0x11, geluc<>+448(SB), Z2, K4 // a < 1.25
+	VMOVAPD Z7, K4, Z5
+	VMOVAPD Z9, K4, Z6
+vecGeluAVX512_bwd_numa:
+	VCMPPD $0x11, geluc<>+384(SB), Z2, K2 // a < 0.84375
+	KORTESTW K2, K2
+	JZ vecGeluAVX512_bwd_div
+	VMULPD Z1, Z1, Z4 // z = u·u
+	VMOVUPD geluc<>+896(SB), Z7
+	VFMADD213PD geluc<>+960(SB), Z4, Z7 // Z7 = Z7·Z4 + pp1
+	VFMADD213PD geluc<>+1024(SB), Z4, Z7 // Z7 = Z7·Z4 + pp2
+	VFMADD213PD geluc<>+1088(SB), Z4, Z7 // Z7 = Z7·Z4 + pp3
+	VFMADD213PD geluc<>+1152(SB), Z4, Z7 // Z7 = Z7·Z4 + pp4
+	VMOVUPD geluc<>+1216(SB), Z9
+	VFMADD213PD geluc<>+1280(SB), Z4, Z9 // Z9 = Z9·Z4 + qq1
+	VFMADD213PD geluc<>+1344(SB), Z4, Z9 // Z9 = Z9·Z4 + qq2
+	VFMADD213PD geluc<>+1408(SB), Z4, Z9 // Z9 = Z9·Z4 + qq3
+	VFMADD213PD geluc<>+1472(SB), Z4, Z9 // Z9 = Z9·Z4 + qq4
+	VFMADD213PD geluc<>+1536(SB), Z4, Z9 // Z9 = Z9·Z4 + qq5
+	VMOVAPD Z7, K2, Z5
+	VMOVAPD Z9, K2, Z6
+vecGeluAVX512_bwd_div:
+	VDIVPD Z6, Z5, Z5 // every piece's quotient
+	KORTESTW K5, K5
+	JZ vecGeluAVX512_bwd_skipc
+	VPANDQ geluc<>+832(SB), Z2, Z7 // z
+	VMOVUPD geluc<>+256(SB), Z10
+	VFNMADD231PD Z7, Z7, Z10 // -z·z - 0.5625
+	VSUBPD Z2, Z7, Z15 // z - a
+	VADDPD Z2, Z7, Z9 // z + a
+	VFMADD213PD Z5, Z9, Z15 // (z-a)(z+a) + R/S
+	VMULPD expc<>+0(SB), Z10, Z11
+	VRNDSCALEPD $8, Z11, Z11 // round to nearest even
+	VMOVAPD Z10, Z12
+	VFNMADD231PD expc<>+64(SB), Z11, Z12 // r = x - k·ln2hi
+	VFNMADD231PD expc<>+128(SB), Z11, Z12 // r -= k·ln2lo
+	VMOVUPD expc<>+448(SB), Z13
+	VFMADD213PD expc<>+512(SB), Z12, Z13 // p = p·r + c11
+	VFMADD213PD expc<>+576(SB), Z12, Z13 // p = p·r + c10
+	VFMADD213PD expc<>+640(SB), Z12, Z13 // p = p·r + c9
+	VFMADD213PD expc<>+704(SB), Z12, Z13 // p = p·r + c8
+	VFMADD213PD expc<>+768(SB), Z12, Z13 // p = p·r + c7
+	VFMADD213PD expc<>+832(SB), Z12, Z13 // p = p·r + c6
+	VFMADD213PD expc<>+896(SB), Z12, Z13 // p = p·r + c5
+	VFMADD213PD expc<>+960(SB), Z12, Z13 // p = p·r + c4
+	VFMADD213PD expc<>+1024(SB), Z12, Z13 // p = p·r + c3
+	VFMADD213PD expc<>+1088(SB), Z12, Z13 // p = p·r + c2
+	VFMADD213PD expc<>+1152(SB), Z12, Z13 // p = p·r + c1
+	VFMADD213PD expc<>+1216(SB), Z12, Z13 // p = p·r + c0
+	VCVTPD2DQ Z11, Y14
+	VPMOVSXDQ Y14, Z14
+	VPADDQ expc<>+384(SB), Z14, Z14
+	VPSLLQ $52, Z14, Z14 // 2^k
+	VMULPD Z14, Z13, Z13
+	VCMPPD $0x11, expc<>+192(SB), Z10, K1 // x < lo
+	VXORPD Z13, Z13, K1, Z13
+	VCMPPD $0x1e, expc<>+256(SB), Z10, K1 // x > hi
+	VMOVUPD expc<>+320(SB), K1, Z13
+	VMULPD expc<>+0(SB), Z15, Z16
+	VRNDSCALEPD $8, Z16, Z16 // round to nearest even
+	VMOVAPD Z15, Z17
+	VFNMADD231PD expc<>+64(SB), Z16, Z17 // r = x - k·ln2hi
+	VFNMADD231PD expc<>+128(SB), Z16, Z17 // r -= k·ln2lo
+	VMOVUPD expc<>+448(SB), Z18
+	VFMADD213PD expc<>+512(SB), Z17, Z18 // p = p·r + c11
+	VFMADD213PD expc<>+576(SB), Z17, Z18 // p = p·r + c10
+	VFMADD213PD expc<>+640(SB), Z17, Z18 // p = p·r + c9
+	VFMADD213PD expc<>+704(SB), Z17, Z18 // p = p·r + c8
+	VFMADD213PD expc<>+768(SB), Z17, Z18 // p = p·r + c7
+	VFMADD213PD expc<>+832(SB), Z17, Z18 // p = p·r + c6
+	VFMADD213PD expc<>+896(SB), Z17, Z18 // p = p·r + c5
+	VFMADD213PD expc<>+960(SB), Z17, Z18 // p = p·r + c4
+	VFMADD213PD expc<>+1024(SB), Z17, Z18 // p = p·r + c3
+	VFMADD213PD expc<>+1088(SB), Z17, Z18 // p = p·r + c2
+	VFMADD213PD expc<>+1152(SB), Z17, Z18 // p = p·r + c1
+	VFMADD213PD expc<>+1216(SB), Z17, Z18 // p = p·r + c0
+	VCVTPD2DQ Z16, Y19
+	VPMOVSXDQ Y19, Z19
+	VPADDQ expc<>+384(SB), Z19, Z19
+	VPSLLQ $52, Z19, Z19 // 2^k
+	VMULPD Z19, Z18, Z18
+	VCMPPD $0x11, expc<>+192(SB), Z15, K1 // x < lo
+	VXORPD Z18, Z18, K1, Z18
+	VCMPPD $0x1e, expc<>+256(SB), Z15, K1 // x > hi
+	VMOVUPD expc<>+320(SB), K1, Z18
+	VMULPD Z18, Z13, Z13
+	VMULPD Z8, Z13, Z13 // erfc
+	VMOVUPD geluc<>+64(SB), Z4
+	VSUBPD Z13, Z4, Z4 // 1 - erfc
+	VPANDQ geluc<>+768(SB), Z1, Z9
+	VPORQ Z9, Z4, Z4
+	VCMPPD $0x11, geluc<>+576(SB), Z2, K4 // a < 6
+	VMOVAPD Z4, K4, Z3
+vecGeluAVX512_bwd_skipc:
+	VCMPPD $0x1d, geluc<>+384(SB), Z2, K2 // a >= 0.84375
+	KORTESTW K2, K2
+	JZ vecGeluAVX512_bwd_skipb
+	VADDPD geluc<>+320(SB), Z5, Z4
+	VPANDQ geluc<>+768(SB), Z1, Z9
+	VPORQ Z9, Z4, Z4
+	VCMPPD $0x11, geluc<>+448(SB), Z2, K4 // a < 1.25
+	VMOVAPD Z4, K4, Z3
+vecGeluAVX512_bwd_skipb:
+	VCMPPD $0x11, geluc<>+384(SB), Z2, K2 // a < 0.84375
+	VFMADD213PD Z1, Z1, Z5 // u·y + u
+	VMOVAPD Z5, K2, Z3
+	VCMPPD $0x03, Z1, Z1, K2 // NaN
+	VMOVAPD Z1, K2, Z3
+	VADDPD geluc<>+64(SB), Z3, Z4
+	VMULPD geluc<>+128(SB), Z4, Z4 // cdf
+	VMULPD geluc<>+192(SB), Z0, Z10
+	VMULPD Z0, Z10, Z10 // -0.5·x·x
+	VMULPD expc<>+0(SB), Z10, Z11
+	VRNDSCALEPD $8, Z11, Z11 // round to nearest even
+	VMOVAPD Z10, Z12
+	VFNMADD231PD expc<>+64(SB), Z11, Z12 // r = x - k·ln2hi
+	VFNMADD231PD expc<>+128(SB), Z11, Z12 // r -= k·ln2lo
+	VMOVUPD expc<>+448(SB), Z13
+	VFMADD213PD expc<>+512(SB), Z12, Z13 // p = p·r + c11
+	VFMADD213PD expc<>+576(SB), Z12, Z13 // p = p·r + c10
+	VFMADD213PD expc<>+640(SB), Z12, Z13 // p = p·r + c9
+	VFMADD213PD expc<>+704(SB), Z12, Z13 // p = p·r + c8
+	VFMADD213PD expc<>+768(SB), Z12, Z13 // p = p·r + c7
+	VFMADD213PD expc<>+832(SB), Z12, Z13 // p = p·r + c6
+	VFMADD213PD expc<>+896(SB), Z12, Z13 // p = p·r + c5
+	VFMADD213PD expc<>+960(SB), Z12, Z13 // p = p·r + c4
+	VFMADD213PD expc<>+1024(SB), Z12, Z13 // p = p·r + c3
+	VFMADD213PD expc<>+1088(SB), Z12, Z13 // p = p·r + c2
+	VFMADD213PD expc<>+1152(SB), Z12, Z13 // p = p·r + c1
+	VFMADD213PD expc<>+1216(SB), Z12, Z13 // p = p·r + c0
+	VCVTPD2DQ Z11, Y14
+	VPMOVSXDQ Y14, Z14
+	VPADDQ expc<>+384(SB), Z14, Z14
+	VPSLLQ $52, Z14, Z14 // 2^k
+	VMULPD Z14, Z13, Z13
+	VCMPPD $0x11, expc<>+192(SB), Z10, K1 // x < lo
+	VXORPD Z13, Z13, K1, Z13
+	VCMPPD $0x1e, expc<>+256(SB), Z10, K1 // x > hi
+	VMOVUPD expc<>+320(SB), K1, Z13
+	VMULPD geluc<>+640(SB), Z13, Z13 // pdf
+	VFMADD231PD Z0, Z13, Z4 // cdf + x·pdf
+	VCVTPS2PD (DX), Z20
+	VMULPD Z20, Z4, Z5
+	ADDQ $32, DX
+	VCVTPD2PS Z5, Y5
+	VMOVUPS Y5, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP vecGeluAVX512_bwd
+
+vecGeluAVX512_done:
+	VZEROUPPER
+	RET
+
+// Tables of the 2×2 max-pool loop (vecMaxPool2x2): even and odd indices, window offsets.
+DATA poolc<>+0(SB)/4, $0
+DATA poolc<>+4(SB)/4, $2
+DATA poolc<>+8(SB)/4, $4
+DATA poolc<>+12(SB)/4, $6
+DATA poolc<>+16(SB)/4, $8
+DATA poolc<>+20(SB)/4, $10
+DATA poolc<>+24(SB)/4, $12
+DATA poolc<>+28(SB)/4, $14
+DATA poolc<>+32(SB)/4, $16
+DATA poolc<>+36(SB)/4, $18
+DATA poolc<>+40(SB)/4, $20
+DATA poolc<>+44(SB)/4, $22
+DATA poolc<>+48(SB)/4, $24
+DATA poolc<>+52(SB)/4, $26
+DATA poolc<>+56(SB)/4, $28
+DATA poolc<>+60(SB)/4, $30
+DATA poolc<>+64(SB)/4, $1
+DATA poolc<>+68(SB)/4, $3
+DATA poolc<>+72(SB)/4, $5
+DATA poolc<>+76(SB)/4, $7
+DATA poolc<>+80(SB)/4, $9
+DATA poolc<>+84(SB)/4, $11
+DATA poolc<>+88(SB)/4, $13
+DATA poolc<>+92(SB)/4, $15
+DATA poolc<>+96(SB)/4, $17
+DATA poolc<>+100(SB)/4, $19
+DATA poolc<>+104(SB)/4, $21
+DATA poolc<>+108(SB)/4, $23
+DATA poolc<>+112(SB)/4, $25
+DATA poolc<>+116(SB)/4, $27
+DATA poolc<>+120(SB)/4, $29
+DATA poolc<>+124(SB)/4, $31
+DATA poolc<>+128(SB)/8, $0
+DATA poolc<>+136(SB)/8, $2
+DATA poolc<>+144(SB)/8, $4
+DATA poolc<>+152(SB)/8, $6
+DATA poolc<>+160(SB)/8, $8
+DATA poolc<>+168(SB)/8, $10
+DATA poolc<>+176(SB)/8, $12
+DATA poolc<>+184(SB)/8, $14
+GLOBL poolc<>(SB), RODATA|NOPTR, $192
+
+// func vecMaxPool2x2AVX512(out *float32, idx *int64, r0, r1 *float32, n, base, w int)
+TEXT ·vecMaxPool2x2AVX512(SB), NOSPLIT, $0-56
+	MOVQ out+0(FP), DI
+	MOVQ idx+8(FP), R9
+	MOVQ r0+16(FP), SI
+	MOVQ r1+24(FP), DX
+	MOVQ n+32(FP), CX
+	VPBROADCASTQ base+40(FP), Z20
+	VPADDQ poolc<>+128(SB), Z20, Z20 // base + 2j, j < 8
+	MOVQ $16, AX
+	VPBROADCASTQ AX, Z22
+	VPADDQ Z22, Z20, Z21 // j from 8
+	MOVQ $32, AX
+	VPBROADCASTQ AX, Z22 // the step of base + 2j
+	MOVL $1, AX
+	VPBROADCASTD AX, Z23 // offset 1
+	MOVQ w+48(FP), AX
+	VPBROADCASTD AX, Z24 // offset w
+	INCL AX
+	VPBROADCASTD AX, Z25 // offset w+1
+	VMOVDQU32 poolc<>+0(SB), Z26 // even
+	VMOVDQU32 poolc<>+64(SB), Z27 // odd
+
+vecMaxPool2x2AVX512_loop:
+	TESTQ CX, CX
+	JZ vecMaxPool2x2AVX512_done
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS (DX), Z2
+	VMOVUPS 64(DX), Z3
+	VMOVDQA32 Z26, Z4
+	VPERMI2PS Z1, Z0, Z4 // best = r0 even
+	VMOVDQA32 Z27, Z5
+	VPERMI2PS Z1, Z0, Z5 // r0 odd
+	VMOVDQA32 Z26, Z6
+	VPERMI2PS Z3, Z2, Z6 // r1 even
+	VMOVDQA32 Z27, Z7
+	VPERMI2PS Z3, Z2, Z7 // r1 odd
+	VPXORD Z8, Z8, Z8 // offset 0
+	VCMPPS $0x1e, Z4, Z5, K1 // v > best
+	VCMPPS $0x03, Z5, Z5, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z5, K1, Z4
+	VMOVDQA32 Z23, K1, Z8
+	VCMPPS $0x1e, Z4, Z6, K1 // v > best
+	VCMPPS $0x03, Z6, Z6, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z6, K1, Z4
+	VMOVDQA32 Z24, K1, Z8
+	VCMPPS $0x1e, Z4, Z7, K1 // v > best
+	VCMPPS $0x03, Z7, Z7, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z7, K1, Z4
+	VMOVDQA32 Z25, K1, Z8
+	VMOVUPS Z4, (DI)
+	VPMOVSXDQ Y8, Z9
+	VPADDQ Z20, Z9, Z9
+	VMOVDQU64 Z9, (R9)
+	VEXTRACTI64X4 $1, Z8, Y10
+	VPMOVSXDQ Y10, Z10
+	VPADDQ Z21, Z10, Z10
+	VMOVDQU64 Z10, 64(R9)
+	VPADDQ Z22, Z20, Z20
+	VPADDQ Z22, Z21, Z21
+	ADDQ $128, SI
+	ADDQ $128, DX
+	ADDQ $64, DI
+	ADDQ $128, R9
+	SUBQ $16, CX
+	JMP vecMaxPool2x2AVX512_loop
+
+vecMaxPool2x2AVX512_done:
 	VZEROUPPER
 	RET

@@ -20,3 +20,13 @@ func vecNarrowRun(narrowOp, *float32, *float64, *float32, *float32, float64, flo
 func vecAccDevF64Run(accDevOp, *float64, *float32, *float32, *float64, int) {
 	panic("cpu: no vector loops")
 }
+
+func vecAVX512OK() bool                            { return false }
+func vecGeluRun(*float32, *float32, *float32, int) { panic("cpu: no vector loops") }
+func vecMaxPool2x2Run(*float32, *int64, *float32, *float32, int, int, int) {
+	panic("cpu: no vector loops")
+}
+func vecDevSqF64Run(*[16]float64, *float32, float64, int) { panic("cpu: no vector loops") }
+func vecLnRowRun(*[32]float64, *float64, *float64, *float32, *float32, *float32, float64, float64, int) {
+	panic("cpu: no vector loops")
+}

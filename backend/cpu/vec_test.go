@@ -484,3 +484,37 @@ func TestVecAccDevF64(t *testing.T) {
 		}
 	}
 }
+
+// TestVecMaxSelect checks the branch-free maximum against vecMax on signed zeros,
+// infinities, NaNs and ordinary values, both orders.
+func TestVecMaxSelect(t *testing.T) {
+	vals := []float32{0, float32(math.Copysign(0, -1)), 1, -1, 3e38, float32(math.Inf(1)),
+		float32(math.Inf(-1)), float32(math.NaN()), math.Float32frombits(0x7fc00001), 1e-45}
+	for _, a := range vals {
+		for _, b := range vals {
+			if got, want := vecMaxSelect(a, b), vecMax(a, b); math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("vecMaxSelect(%v, %v) = %#x, vecMax %#x", a, b, math.Float32bits(got), math.Float32bits(want))
+			}
+		}
+	}
+}
+
+// TestVecFold checks the written-out fold against the pairwise loop it spells.
+func TestVecFold(t *testing.T) {
+	rng := rand.New(rand.NewPCG(71, 72))
+	for range 1000 {
+		var s [16]float64
+		for k := range s {
+			s[k] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(30)-15))
+		}
+		w := s
+		for step := 8; step > 0; step /= 2 {
+			for k := range step {
+				w[k] += w[k+step]
+			}
+		}
+		if got := vecFold(&s); !sameBits64(got, w[0]) {
+			t.Fatalf("vecFold(%v) = %v, loop %v", s, got, w[0])
+		}
+	}
+}

@@ -1,6 +1,7 @@
 // Command vecgen writes backend/cpu/vec_amd64.s: the float32 vector loops of
 // the elementwise, reduction, softmax, norm and unscale kernels, each for
-// AVX-512 (zmm) and AVX2 (ymm). One template per routine is instantiated per
+// AVX-512 (zmm) and AVX2 (ymm), and the AVX-512-only GELU (gelu.go) and 2×2
+// max-pool (pool.go) loops. One template per routine is instantiated per
 // instruction set and, for vecOp and vecNarrow, per operation, so the loops are
 // not hand-copied. Every instruction used is one the Go assembler knows; none
 // is spelled as BYTEs.
@@ -46,10 +47,10 @@ func (x isa) vb() int { return 4 * x.lanes }
 
 // The vecOp operations, in the order of the vecOp constants in vec.go.
 // form says where b comes from: a vector (vv), a broadcast scalar (vs), or
-// none (relu).
+// none (relu, unary).
 type opDef struct {
 	name string
-	form string // "vv", "vs", "sv" (scalar first), "relu", "mask"
+	form string // "vv", "vs", "sv" (scalar first), "relu", "mask", "unary"
 	inst string // the arithmetic instruction
 }
 
@@ -66,6 +67,7 @@ var ops = []opDef{
 	{"rdivs", "sv", "VDIVPS"},
 	{"relu", "relu", ""},
 	{"mask", "mask", ""},
+	{"sqrt", "unary", "VSQRTPS"},
 }
 
 // Compare predicates (VCMPPS imm8).
@@ -93,7 +95,13 @@ func main() {
 		g.expF64(x)
 		g.narrow(x)
 		g.accDev(x)
+		g.devSqF64(x)
+		g.lnRow(x)
 	}
+	g.geluConsts()
+	g.gelu(isas[0])
+	g.poolConsts()
+	g.maxPool2x2(isas[0])
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -200,6 +208,8 @@ func (g *gen) opBody(x isa, o opDef, j, off int) {
 	case "sv":
 		g.p("\tVMOVUPS %d(SI), %s", off, r)
 		g.p("\t%s %s, %s, %s", o.inst, r, s, r)
+	case "unary":
+		g.p("\t%s %d(SI), %s", o.inst, off, r)
 	case "relu":
 		// Keep a where !(a <= 0), NaN included; +0 elsewhere (-0 too).
 		if x.masks {

@@ -1,0 +1,100 @@
+package main
+
+// devSqF64 emits vecDevSqF64<ISA>(s *[16]float64, x *float32, mean float64,
+// n int): s[k] = FMA(d, d, s[k]) with d = float64(x[i]) - mean, for every
+// i ≡ k (mod 16) in ascending i: the second pass of LayerNorm's row variance.
+func (g *gen) devSqF64(x isa) {
+	name := "vecDevSqF64" + x.name
+	nr := x.f64Regs()
+	mean := x.reg(2 * nr)
+	g.p("")
+	g.p("// func %s(s *[16]float64, x *float32, mean float64, n int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	g.p("\tMOVQ s+0(FP), DI")
+	g.p("\tMOVQ x+8(FP), SI")
+	g.p("\tVBROADCASTSD mean+16(FP), %s", mean)
+	g.p("\tMOVQ n+24(FP), CX")
+	for r := range nr {
+		g.p("\tVMOVUPD %d(DI), %s", r*x.vb(), x.reg(r))
+	}
+	g.p("")
+	g.p("%s_loop:", name)
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	for r := range nr {
+		d := x.reg(nr + r)
+		g.p("\tVCVTPS2PD %d(SI), %s", r*x.vb()/2, d)
+		g.p("\tVSUBPD %s, %s, %s", mean, d, d)
+		g.p("\tVFMADD231PD %s, %s, %s", d, d, x.reg(r))
+	}
+	g.p("\tADDQ $64, SI")
+	g.p("\tSUBQ $16, CX")
+	g.p("\tJMP %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
+	for r := range nr {
+		g.p("\tVMOVUPD %s, %d(DI)", x.reg(r), r*x.vb())
+	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
+// lnRow emits vecLnRow<ISA>(s *[32]float64, gw, gb *float64, g, gy, x
+// *float32, mean, invstd float64, n int): with xh = (float64(x[i]) - mean)·
+// invstd, s[k] += float64(g[i]) and s[16+k] = FMA(float64(g[i]), xh, s[16+k])
+// for i ≡ k (mod 16), gw[i] += float64(gy[i])·xh (rounded, then added) and
+// gb[i] += float64(gy[i]): the row pass of LayerNorm's backward.
+func (g *gen) lnRow(x isa) {
+	name := "vecLnRow" + x.name
+	nr := x.f64Regs()
+	mean, inv := x.reg(2*nr), x.reg(2*nr+1)
+	t := func(i int) string { return x.reg(2*nr + 2 + i) }
+	g.p("")
+	g.p("// func %s(s *[32]float64, gw, gb *float64, gv, gy, x *float32, mean, invstd float64, n int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-72", name)
+	g.p("\tMOVQ s+0(FP), DI")
+	g.p("\tMOVQ gw+8(FP), R9")
+	g.p("\tMOVQ gb+16(FP), R10")
+	g.p("\tMOVQ gv+24(FP), DX")
+	g.p("\tMOVQ gy+32(FP), R8")
+	g.p("\tMOVQ x+40(FP), SI")
+	g.p("\tVBROADCASTSD mean+48(FP), %s", mean)
+	g.p("\tVBROADCASTSD invstd+56(FP), %s", inv)
+	g.p("\tMOVQ n+64(FP), CX")
+	for r := range 2 * nr {
+		g.p("\tVMOVUPD %d(DI), %s", r*x.vb(), x.reg(r))
+	}
+	g.p("")
+	g.p("%s_loop:", name)
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	for r := range nr {
+		o32, o64 := r*x.vb()/2, r*x.vb()
+		g.p("\tVCVTPS2PD %d(SI), %s", o32, t(0))
+		g.p("\tVSUBPD %s, %s, %s", mean, t(0), t(0))
+		g.p("\tVMULPD %s, %s, %s // xh", inv, t(0), t(0))
+		g.p("\tVCVTPS2PD %d(DX), %s", o32, t(1))
+		g.p("\tVADDPD %s, %s, %s", t(1), x.reg(r), x.reg(r))
+		g.p("\tVFMADD231PD %s, %s, %s", t(0), t(1), x.reg(nr+r))
+		g.p("\tVCVTPS2PD %d(R8), %s", o32, t(2))
+		g.p("\tVMULPD %s, %s, %s", t(0), t(2), t(3))
+		g.p("\tVADDPD %d(R9), %s, %s", o64, t(3), t(3))
+		g.p("\tVMOVUPD %s, %d(R9)", t(3), o64)
+		g.p("\tVADDPD %d(R10), %s, %s", o64, t(2), t(2))
+		g.p("\tVMOVUPD %s, %d(R10)", t(2), o64)
+	}
+	g.p("\tADDQ $64, SI")
+	g.p("\tADDQ $64, DX")
+	g.p("\tADDQ $64, R8")
+	g.p("\tADDQ $128, R9")
+	g.p("\tADDQ $128, R10")
+	g.p("\tSUBQ $16, CX")
+	g.p("\tJMP %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
+	for r := range 2 * nr {
+		g.p("\tVMOVUPD %s, %d(DI)", x.reg(r), r*x.vb())
+	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
