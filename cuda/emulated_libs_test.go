@@ -1,16 +1,15 @@
 package cuda
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/gamp-ml/gamp/internal/kernelshim"
+	"github.com/gamp-ml/gamp/internal/standin"
 )
 
 // The emulated device: the stand-in CUDA libraries of package cu
@@ -65,38 +64,16 @@ func buildEmulation(t *testing.T) emulation {
 			t.Fatal(err)
 		}
 	}
-	builds := []struct {
-		src, soname string
-		defs        []string
-	}{
-		{"fakecuda.c", "libcuda.so.1", nil},
-		{"fakenvml.c", "libnvidia-ml.so.1", nil},
-		{"fakenvrtc.c", "libnvrtc.so.13", nil},
-		{"fakenvrtc.c", "libnvrtc-builtins.so.13.0", []string{"-DFAKE_BUILTINS"}},
-		{"fakecublas.c", "libcublas.so.13", nil},
-		{"fakecublas.c", "libcublasLt.so.13", nil},
-	}
 	var wg sync.WaitGroup
-	errs := make([]error, len(builds)+1)
+	var shimErr error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		e.shim, errs[len(builds)] = kernelshim.BuildWith(gxx, shimDir)
+		e.shim, shimErr = kernelshim.BuildWith(gxx, shimDir)
 	}()
-	for i, b := range builds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			args := append([]string{"-shared", "-fPIC", "-O1", "-Wall", "-Wl,-soname," + b.soname,
-				"-o", filepath.Join(e.lib, b.soname)}, b.defs...)
-			args = append(args, filepath.Join("internal", "cu", "testdata", b.src))
-			if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-				errs[i] = fmt.Errorf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-		}()
-	}
+	libErr := standin.Build(gcc, filepath.Join("internal", "cu", "testdata"), standin.Libs(e.lib))
 	wg.Wait()
-	for _, err := range errs {
+	for _, err := range []error{libErr, shimErr} {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,49 +84,17 @@ func buildEmulation(t *testing.T) emulation {
 // env is the child's environment: this process's without anything that steers library
 // loading or the CUDA tests, plus the emulation's.
 func (e emulation) env(cache string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(k, "GAMP_LIB"), strings.HasPrefix(k, "FAKECUDA_"), strings.HasPrefix(k, "FAKECUBLAS_"),
-			k == "GAMP_CUDA_LIBDIR", k == "GAMP_DISABLE_CUDA", k == "GAMP_REQUIRE_GPU", k == "GAMP_CUDA_BENCHMARK",
-			k == "GAMP_FAKE_KERNELS", k == "GAMP_KERNEL_CACHE", k == emulatedEnv,
-			k == "LD_LIBRARY_PATH", k == "CUDA_HOME", k == "CUDA_PATH", k == "VIRTUAL_ENV", k == "CONDA_PREFIX":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env,
-		emulatedEnv+"=1",
-		"GAMP_LIBCUDA="+filepath.Join(e.lib, "libcuda.so.1"),
-		"GAMP_LIBNVML="+filepath.Join(e.lib, "libnvidia-ml.so.1"),
-		"GAMP_LIBNVRTC="+filepath.Join(e.lib, "libnvrtc.so.13"),
-		"GAMP_LIBCUBLAS="+filepath.Join(e.lib, "libcublas.so.13"),
-		"GAMP_LIBCUBLASLT="+filepath.Join(e.lib, "libcublasLt.so.13"),
-		"GAMP_FAKE_KERNELS="+e.shim,
-		"GAMP_KERNEL_CACHE="+cache,
-	)
+	drop := []string{"GAMP_DISABLE_CUDA", "GAMP_REQUIRE_GPU", "GAMP_CUDA_BENCHMARK", "GAMP_KERNEL_CACHE", emulatedEnv}
+	extra := append([]string{emulatedEnv + "=1"}, standin.LibEnv(e.lib)...)
+	return standin.ChildEnv(drop, append(extra, "GAMP_FAKE_KERNELS="+e.shim, "GAMP_KERNEL_CACHE="+cache)...)
 }
 
 // runChild runs the tests named in tests (exact names) in a child process on the
 // emulated device and checks that each passed (a skip is a failure).
 func (e emulation) runChild(t *testing.T, tests []string) {
 	t.Helper()
-	args := []string{"-test.run=^(" + strings.Join(tests, "|") + ")$", "-test.v", "-test.count=1", "-test.timeout=8m"}
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = e.env(t.TempDir())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the child on the emulated device failed: %v\n%s", err, out)
-	}
-	for _, name := range tests {
-		if !regexp.MustCompile(`(?m)^--- PASS: ` + name + ` `).Match(out) {
-			t.Fatalf("the child did not pass %s:\n%s", name, out)
-		}
-	}
-	if testing.Verbose() {
-		t.Logf("child output:\n%s", out)
-	}
+	env := e.env(t.TempDir())
+	standin.RunChild(t, tests, env, "8m")
 }
 
 // NeedEmulated returns the backend of the emulated cuda:0 in the child, or skips (for

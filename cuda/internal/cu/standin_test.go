@@ -1,14 +1,12 @@
 package cu
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
-	"sync"
 	"testing"
+
+	"github.com/gamp-ml/gamp/internal/standin"
 )
 
 // The stand-in libraries (testdata/fake*.c) let the bindings run without a GPU: gcc
@@ -44,36 +42,9 @@ func buildFakes(t *testing.T) fakeLibs {
 			t.Fatal(err)
 		}
 	}
-	builds := []struct {
-		src, out, soname string
-		defs             []string
-	}{
-		{"fakecuda.c", filepath.Join(f.dir, "libcuda.so.1"), "libcuda.so.1", nil},
-		{"fakecuda.c", filepath.Join(f.old, "libcuda.so.1"), "libcuda.so.1", []string{"-DFAKE_OLD_DRIVER"}},
-		{"fakenvml.c", filepath.Join(f.dir, "libnvidia-ml.so.1"), "libnvidia-ml.so.1", nil},
-		{"fakenvrtc.c", filepath.Join(f.dir, "libnvrtc.so.13"), "libnvrtc.so.13", nil},
-		{"fakenvrtc.c", filepath.Join(f.dir, "libnvrtc-builtins.so.13.0"), "libnvrtc-builtins.so.13.0", []string{"-DFAKE_BUILTINS"}},
-		{"fakecublas.c", filepath.Join(f.dir, "libcublas.so.13"), "libcublas.so.13", nil},
-		{"fakecublas.c", filepath.Join(f.dir, "libcublasLt.so.13"), "libcublasLt.so.13", nil},
-	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(builds))
-	for i, b := range builds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			args := append([]string{"-shared", "-fPIC", "-O1", "-Wall", "-Wl,-soname," + b.soname, "-o", b.out}, b.defs...)
-			args = append(args, filepath.Join("testdata", b.src))
-			if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-				errs[i] = fmt.Errorf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+	libs := append(standin.Libs(f.dir), standin.Lib{Src: "fakecuda.c", Out: filepath.Join(f.old, standin.Cuda), Soname: standin.Cuda, Defs: []string{"-DFAKE_OLD_DRIVER"}})
+	if err := standin.Build(gcc, "testdata", libs); err != nil {
+		t.Fatal(err)
 	}
 	return f
 }
@@ -81,51 +52,17 @@ func buildFakes(t *testing.T) fakeLibs {
 // childEnv is the environment of a child: this process's, without anything that
 // steers library loading, plus extra.
 func childEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(k, "GAMP_LIB"), k == "GAMP_CUDA_LIBDIR", k == standInEnv, strings.HasPrefix(k, "GAMP_CU_"),
-			strings.HasPrefix(k, "FAKECUDA_"), strings.HasPrefix(k, "FAKECUBLAS_"),
-			k == "LD_LIBRARY_PATH", k == "CUDA_HOME", k == "CUDA_PATH", k == "VIRTUAL_ENV", k == "CONDA_PREFIX":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(append(env, standInEnv+"=1"), extra...)
+	return standin.ChildEnv([]string{standInEnv, "GAMP_CU_*"}, append([]string{standInEnv + "=1"}, extra...)...)
 }
 
 // runChild runs the tests named in tests (exact names) in a child process and checks
 // that each passed.
 func runChild(t *testing.T, tests []string, env []string, extraArgs ...string) string {
 	t.Helper()
-	args := append([]string{"-test.run=^(" + strings.Join(tests, "|") + ")$", "-test.v", "-test.count=1", "-test.timeout=5m"}, extraArgs...)
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = env
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child %v failed: %v\n%s", tests, err, out)
-	}
-	for _, name := range tests {
-		if !regexp.MustCompile(`(?m)^--- PASS: ` + name + ` `).Match(out) {
-			t.Fatalf("child did not pass %s:\n%s", name, out)
-		}
-	}
-	if testing.Verbose() {
-		t.Logf("child output:\n%s", out)
-	}
-	return string(out)
+	return standin.RunChild(t, tests, env, "5m", extraArgs...)
 }
 
-func libEnv(dir string) []string {
-	return []string{
-		"GAMP_LIBCUDA=" + filepath.Join(dir, "libcuda.so.1"),
-		"GAMP_LIBNVML=" + filepath.Join(dir, "libnvidia-ml.so.1"),
-		"GAMP_LIBNVRTC=" + filepath.Join(dir, "libnvrtc.so.13"),
-		"GAMP_LIBCUBLAS=" + filepath.Join(dir, "libcublas.so.13"),
-		"GAMP_LIBCUBLASLT=" + filepath.Join(dir, "libcublasLt.so.13"),
-	}
-}
+func libEnv(dir string) []string { return standin.LibEnv(dir) }
 
 // TestStandIn runs the bindings against the stand-in libraries, each scenario in its
 // own process.
