@@ -108,28 +108,13 @@ func TestEmulatedMatMul(t *testing.T) {
 		SetBenchmark(tune)
 		for _, dt := range floatDTypes {
 			for ci, tc := range cases {
-				lda, ldb, ldc := tc.LDA, tc.LDB, tc.LDC
+				lda, ldb, ldc := tc.LeadingDims()
 				rowsA, rowsB := tc.M, tc.K
 				if tc.TransA {
 					rowsA = tc.K
 				}
 				if tc.TransB {
 					rowsB = tc.N
-				}
-				if lda == 0 {
-					lda = tc.K
-					if tc.TransA {
-						lda = tc.M
-					}
-				}
-				if ldb == 0 {
-					ldb = tc.N
-					if tc.TransB {
-						ldb = tc.K
-					}
-				}
-				if ldc == 0 {
-					ldc = tc.N
 				}
 				av := backendtest.RandVals(1, span(tc.OffA, tc.Batch, tc.StrideA, rowsA, lda), -1, 1)
 				bv := backendtest.RandVals(2, span(tc.OffB, tc.Batch, tc.StrideB, rowsB, ldb), -1, 1)
