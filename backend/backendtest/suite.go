@@ -238,3 +238,54 @@ func Free(b backend.Backend, ss ...backend.Storage) {
 		}
 	}
 }
+
+// Bits downloads s's raw bits, one uint64 per element (for bit-for-bit comparisons
+// between backends).
+func Bits(t testing.TB, b backend.Backend, s backend.Storage) []uint64 {
+	t.Helper()
+	n := s.Len()
+	out := make([]uint64, n)
+	switch s.DType() {
+	case backend.Float32:
+		v := make([]float32, n)
+		b.Download(v, s, 0)
+		for i, x := range v {
+			out[i] = uint64(math.Float32bits(x))
+		}
+	case backend.Float64:
+		v := make([]float64, n)
+		b.Download(v, s, 0)
+		for i, x := range v {
+			out[i] = math.Float64bits(x)
+		}
+	case backend.Float16, backend.BFloat16:
+		v := make([]uint16, n)
+		b.Download(v, s, 0)
+		for i, x := range v {
+			out[i] = uint64(x)
+		}
+	case backend.Int32:
+		v := make([]int32, n)
+		b.Download(v, s, 0)
+		for i, x := range v {
+			out[i] = uint64(uint32(x))
+		}
+	case backend.Int64:
+		v := make([]int64, n)
+		b.Download(v, s, 0)
+		for i, x := range v {
+			out[i] = uint64(x)
+		}
+	case backend.Bool:
+		v := make([]bool, n)
+		b.Download(v, s, 0)
+		for i, x := range v {
+			if x {
+				out[i] = 1
+			}
+		}
+	default:
+		t.Fatalf("bits of %s", s.DType())
+	}
+	return out
+}
