@@ -24,6 +24,7 @@ import (
 
 	"github.com/gamp-ml/gamp/amp"
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/cuda"
 	"github.com/gamp-ml/gamp/data"
 	"github.com/gamp-ml/gamp/dist"
 	"github.com/gamp-ml/gamp/models"
@@ -272,6 +273,11 @@ func run(o options, log io.Writer) (summary, error) {
 	if !o.quiet {
 		fmt.Fprintf(log, "fashion: %s, %s (%s, %s), %d train / %d test examples, batch %d×%d\n",
 			o.model, dev, o.precision, level, train.Len(), test.Len(), o.accum, micro)
+		if o.device == "" && dev.Kind == backend.KindCPU && !cuda.Available() {
+			// Say why the GPU was not used: the first reason, not every path tried.
+			why, _, _ := strings.Cut(cuda.Reason().Error(), ": tried")
+			fmt.Fprintf(log, "fashion: no GPU: %s; training on the CPU\n", why)
+		}
 	}
 	var trainTime time.Duration
 	var samples int
