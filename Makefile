@@ -1,8 +1,9 @@
 # gamp — the two commands a newcomer needs are `make demo` and `make test`.
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
-# Packages whose code starts goroutines (worker pool, loaders) run under the race detector.
-RACE_PKGS = ./backend/cpu/ ./tensor/ ./data/ ./autocast/ ./memory/ ./profiler/ ./parallel/ ./dist/ ./cmd/gamprun/
+# Packages whose code starts goroutines (worker pool, loaders, CUDA device workers) run
+# under the race detector.
+RACE_PKGS = ./backend/cpu/ ./tensor/ ./data/ ./autocast/ ./memory/ ./profiler/ ./parallel/ ./dist/ ./cmd/gamprun/ ./cuda/
 
 .PHONY: demo fitdemo test test-short race bench bench-torch lint fmt vet gpu-tests
 
