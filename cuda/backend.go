@@ -132,17 +132,19 @@ func (b *Backend) alloc(dt backend.DType, n int, zero bool) (backend.Storage, er
 }
 
 // Free implements backend.Backend. The block is reused by later work on the compute
-// stream, which runs after every kernel already queued on it, so no sync is needed.
+// stream, which runs after every kernel already queued on it, so no sync is needed; the
+// free itself is queued behind the work already handed to the worker.
 func (b *Backend) Free(s backend.Storage) {
 	c := b.st(s)
 	blk := c.blk
 	c.blk = nil
-	b.d.do(func() { b.d.alloc.free(blk) })
+	b.d.post(func() { b.d.alloc.free(blk) })
 }
 
 // MemoryStats implements backend.Backend. Limit is the cap when one is set, else the
 // device's total memory.
 func (b *Backend) MemoryStats() backend.MemoryStats {
+	b.d.drain() // frees still queued count as freed
 	s := b.d.alloc.stats()
 	if s.Limit == 0 {
 		s.Limit = int64(b.d.total)
@@ -151,13 +153,19 @@ func (b *Backend) MemoryStats() backend.MemoryStats {
 }
 
 // ResetPeak implements backend.Backend.
-func (b *Backend) ResetPeak() { b.d.alloc.resetPeak() }
+func (b *Backend) ResetPeak() {
+	b.d.drain()
+	b.d.alloc.resetPeak()
+}
 
 // EmptyCache implements backend.Backend: cached segments go back to the driver.
 func (b *Backend) EmptyCache() { b.d.do(func() { b.d.alloc.emptyCache() }) }
 
 // SetMemoryLimit implements backend.Backend.
-func (b *Backend) SetMemoryLimit(bytes int64) { b.d.alloc.setLimit(bytes) }
+func (b *Backend) SetMemoryLimit(bytes int64) {
+	b.d.drain()
+	b.d.alloc.setLimit(bytes)
+}
 
 // Synchronize implements backend.Backend: it waits for the compute stream.
 func (b *Backend) Synchronize() error {

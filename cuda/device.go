@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/cuda/internal/cu"
@@ -31,7 +32,8 @@ type device struct {
 	sms          int
 	total        uint64
 
-	work chan func()
+	work   chan func()
+	failed atomic.Pointer[failure] // the first panic of posted work
 
 	compute cu.Stream // where every kernel, copy and GEMM of the backend is queued
 	blas    cu.BlasHandle
@@ -54,7 +56,7 @@ func startDevice(index int) (*device, error) {
 	d := &device{
 		index: index,
 		bdev:  backend.CUDA(index),
-		work:  make(chan func()),
+		work:  make(chan func(), 1024),
 		mods:  map[string]cu.Module{},
 		funcs: map[string]cu.Function{},
 		tuned: map[cu.LtMatmulSpec]tuned{},
@@ -131,8 +133,10 @@ func (d *device) setup() (err error) {
 }
 
 // do runs f on the device worker and waits for it. A panic in f is re-raised on the
-// caller's goroutine, so misuse and driver errors surface where the op was called.
+// caller's goroutine, so misuse and driver errors surface where the op was called. It
+// first re-raises the failure of any work posted earlier (see post).
 func (d *device) do(f func()) {
+	d.checkFailed()
 	var p any
 	done := make(chan struct{})
 	d.work <- func() {
@@ -146,7 +150,38 @@ func (d *device) do(f func()) {
 	if p != nil {
 		panic(p)
 	}
+	d.checkFailed()
 }
+
+// post queues f on the worker and returns without waiting: kernel launches, copies
+// between device buffers and frees, which return nothing, so the caller goes on to the
+// next op while the worker talks to the driver. Work runs in the order it was queued
+// (one queue for do and post). A panic in posted work — a driver error, which CUDA keeps
+// sticky anyway — is kept and re-raised by every later call on the device.
+func (d *device) post(f func()) {
+	d.checkFailed()
+	d.work <- func() {
+		defer func() {
+			if p := recover(); p != nil {
+				d.failed.CompareAndSwap(nil, &failure{p})
+			}
+		}()
+		f()
+	}
+}
+
+// failure is a panic raised by posted work.
+type failure struct{ v any }
+
+// checkFailed re-raises the first failure of posted work.
+func (d *device) checkFailed() {
+	if f := d.failed.Load(); f != nil {
+		panic(fmt.Errorf("cuda:%d: earlier queued work failed (the device is unusable until the program restarts): %v", d.index, f.v))
+	}
+}
+
+// drain waits until every queued piece of work has run.
+func (d *device) drain() { d.do(func() {}) }
 
 // doErr runs f on the worker and returns its error.
 func (d *device) doErr(f func() error) error {

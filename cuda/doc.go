@@ -7,7 +7,9 @@
 //
 // Each device has one worker goroutine locked to an OS thread on which the device's
 // primary context is current; every driver call for the device runs there, and every
-// kernel, copy and GEMM is queued on the device's compute stream in call order. Side
+// kernel, copy and GEMM is queued on the device's compute stream in call order. Calls
+// that return nothing are handed to the worker without waiting; a driver error in such
+// work is re-raised by the next call on the device (CUDA errors are sticky). Side
 // streams (Backend.NewStream), events (Backend.NewEvent, Elapsed), pinned host buffers
 // (Backend.NewPinned) and asynchronous copies (CopyToDeviceAsync, CopyToHostAsync)
 // let copies overlap with compute, ordered by events as in PyTorch.

@@ -74,8 +74,6 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 	}
 	// Scalars by pointer (host pointer mode), in the compute type's precision.
 	var alpha, beta unsafe.Pointer
-	var pin runtime.Pinner
-	defer pin.Unpin()
 	if C.dt == backend.Float64 {
 		al, be := float64(a.Alpha), float64(a.Beta)
 		alpha, beta = unsafe.Pointer(&al), unsafe.Pointer(&be)
@@ -83,35 +81,42 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 		al, be := a.Alpha, a.Beta
 		alpha, beta = unsafe.Pointer(&al), unsafe.Pointer(&be)
 	}
-	pin.Pin(alpha)
-	pin.Pin(beta)
+	// Addresses now: the storages may be freed (on this goroutine) before the worker
+	// runs the GEMM.
+	aPtr, bPtr, cPtr := A.at(a.OffA), B.at(a.OffB), C.at(a.OffC)
+	cdt := C.dt
 	run := func(c cu.DevicePtr, bp unsafe.Pointer) error {
 		if a.Batch == 1 {
 			return cu.GemmEx(b.d.blas, opB, opA, a.N, a.M, a.K, alpha,
-				B.at(a.OffB), dataType, ldb, A.at(a.OffA), dataType, lda,
+				bPtr, dataType, ldb, aPtr, dataType, lda,
 				bp, c, dataType, ldc, computeType, cu.GemmDefault)
 		}
 		return cu.GemmStridedBatchedEx(b.d.blas, opB, opA, a.N, a.M, a.K, alpha,
-			B.at(a.OffB), dataType, ldb, int64(a.StrideB), A.at(a.OffA), dataType, lda, int64(a.StrideA),
+			bPtr, dataType, ldb, int64(a.StrideB), aPtr, dataType, lda, int64(a.StrideA),
 			bp, c, dataType, ldc, int64(a.StrideC), a.Batch, computeType, cu.GemmDefault)
 	}
-	b.d.do(func() {
-		if benchmark.Load() && C.dt != backend.Float64 {
+	// Queued without waiting (post): alpha and beta are pinned while cuBLAS reads them.
+	b.d.post(func() {
+		var pin runtime.Pinner
+		pin.Pin(alpha)
+		pin.Pin(beta)
+		defer pin.Unpin()
+		if benchmark.Load() && cdt != backend.Float64 {
 			spec := cu.LtMatmulSpec{
 				TransA: a.TransA, TransB: a.TransB, M: a.M, N: a.N, K: a.K,
 				AType: dataType, BType: dataType, CType: dataType, ComputeType: computeType,
 				LDA: lda, LDB: ldb, LDC: ldc, Batch: a.Batch,
 				StrideA: int64(a.StrideA), StrideB: int64(a.StrideB), StrideC: int64(a.StrideC),
 				MaxWorkspace: blasWorkspace,
-				MinAlignment: alignment(A.at(a.OffA), B.at(a.OffB), C.at(a.OffC)),
+				MinAlignment: alignment(aPtr, bPtr, cPtr),
 			}
-			t := b.d.tune(spec, C, A.at(a.OffA), B.at(a.OffB), run)
+			t := b.d.tune(spec, C, aPtr, bPtr, run)
 			if t.plan != nil {
-				b.d.must("cublasLtMatmul", t.plan.Run(t.algo, alpha, A.at(a.OffA), B.at(a.OffB), beta, C.at(a.OffC), b.d.blasWS, blasWorkspace, b.d.compute))
+				b.d.must("cublasLtMatmul", t.plan.Run(t.algo, alpha, aPtr, bPtr, beta, cPtr, b.d.blasWS, blasWorkspace, b.d.compute))
 				return
 			}
 		}
-		b.d.must("cublasGemmEx", run(C.at(a.OffC), beta))
+		b.d.must("cublasGemmEx", run(cPtr, beta))
 	})
 }
 

@@ -108,13 +108,14 @@ func kernel(name string) kernels.Kernel {
 }
 
 // launch queues kernel name over work items (elements or rows, as the kernel's table
-// entry says) on the compute stream. It returns at once; the kernel runs later.
+// entry says) on the compute stream. It returns without waiting for the worker (post);
+// the kernel runs later.
 func (b *Backend) launch(name string, work int64, args ...any) {
 	if work <= 0 {
 		return
 	}
 	k := kernel(name)
-	b.d.do(func() { b.d.launchNow(k, work, args...) })
+	b.d.post(func() { b.d.launchNow(k, work, args...) })
 }
 
 // launchNow packs args for k and queues it on the compute stream. Runs on the worker.

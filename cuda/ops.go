@@ -104,8 +104,11 @@ func (b *Backend) Copy(dst, src backend.View) {
 	}
 	if d.dt == s.dt && ls[0].NDim == 1 && ls[0].Stride[0] == 1 && ls[1].Stride[0] == 1 {
 		bytes := uint64(n) * uint64(d.dt.Size())
-		b.d.do(func() {
-			b.d.must("Copy", cu.MemcpyDtoDAsync(d.at(dst.Offset), s.at(src.Offset), bytes, b.d.compute))
+		// Addresses now: the storages may be freed (on this goroutine) before the
+		// worker runs the copy.
+		dp, sp := d.at(dst.Offset), s.at(src.Offset)
+		b.d.post(func() {
+			b.d.must("Copy", cu.MemcpyDtoDAsync(dp, sp, bytes, b.d.compute))
 		})
 		return
 	}
