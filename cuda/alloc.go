@@ -219,10 +219,13 @@ func (a *cachingAllocator) alloc(bytes int64, dt backend.DType, stream uintptr) 
 	} else {
 		p.remove(f)
 	}
-	b := a.take(f, p, size)
+	return a.account(a.take(f, p, size), bytes, dt), nil
+}
+
+// account records a new allocation of bytes (requested) in block b.
+func (a *cachingAllocator) account(b *block, bytes int64, dt backend.DType) *block {
 	b.requested = bytes
 	b.dtype = dt
-
 	s := &a.st
 	s.Allocated += bytes
 	s.PeakAllocated = max(s.PeakAllocated, s.Allocated)
@@ -232,7 +235,30 @@ func (a *cachingAllocator) alloc(bytes int64, dt backend.DType, stream uintptr) 
 	d.Allocated += bytes
 	d.PeakAllocated = max(d.PeakAllocated, d.Allocated)
 	d.NumAllocs++
-	return b, nil
+	return b
+}
+
+// allocCached is alloc when it needs no call into the driver: a cached block fits and
+// no free waits on an event. It returns nil otherwise (the caller then runs alloc on
+// the device's thread). The backend calls it on the caller's goroutine, so the steady
+// state of a training loop allocates without a hand-off to the device worker.
+func (a *cachingAllocator) allocCached(bytes int64, dt backend.DType, stream uintptr) *block {
+	if bytes < 0 || bytes > maxRequest || int(dt) >= backend.NumDTypes {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fault != nil || len(a.pending) > 0 {
+		return nil
+	}
+	size := roundSize(bytes)
+	p := a.poolFor(size)
+	f := a.findFree(p, stream, size)
+	if f == nil {
+		return nil
+	}
+	p.remove(f)
+	return a.account(a.take(f, p, size), bytes, dt)
 }
 
 func (a *cachingAllocator) poolFor(size int64) *pool {

@@ -1161,3 +1161,48 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("after all workers: %+v, device %d, events %d", st, raw.usedBytes(), ev.numLive())
 	}
 }
+
+// TestAllocCached checks the caller-side fast path: it serves a cached block exactly as
+// alloc would (same block, same statistics), and declines when alloc would need the
+// device (an empty cache, a free waiting on another stream, a fault).
+func TestAllocCached(t *testing.T) {
+	a, raw, ev := newTest(1 << 30)
+	if b := a.allocCached(4096, backend.Float32, 1); b != nil {
+		t.Fatal("allocCached served a request from an empty cache")
+	}
+	b := mustAlloc(t, a, 4096, 1)
+	addr := b.addr
+	a.free(b)
+	mallocs := raw.numMallocs()
+	before := a.stats()
+	c := a.allocCached(4000, backend.Float16, 1)
+	if c == nil || c.addr != addr {
+		t.Fatalf("allocCached = %+v, want the cached block at %#x", c, addr)
+	}
+	if raw.numMallocs() != mallocs {
+		t.Fatal("allocCached called the device")
+	}
+	after := a.stats()
+	if after.Allocated-before.Allocated != 4000 || after.NumAllocs-before.NumAllocs != 1 ||
+		after.ByDType[backend.Float16].Allocated-before.ByDType[backend.Float16].Allocated != 4000 || after.Reserved != before.Reserved {
+		t.Fatalf("statistics after allocCached: %+v (before %+v)", after, before)
+	}
+	if d := a.allocCached(4000, backend.Float32, 2); d != nil {
+		t.Fatal("allocCached served a block of stream 1 to stream 2")
+	}
+	// A free that waits for another stream sends every request to the slow path.
+	a.recordStream(c, 2)
+	a.free(c)
+	if d := a.allocCached(64, backend.Float32, 1); d != nil {
+		t.Fatal("allocCached served a request while a free waits on an event")
+	}
+	ev.complete(2)
+	d := mustAlloc(t, a, 64, 1) // the slow path settles the event
+	a.free(d)
+	if e := a.allocCached(64, backend.Float32, 1); e == nil {
+		t.Fatal("allocCached declined after the pending free settled")
+	} else {
+		a.free(e)
+	}
+	checkInvariants(t, a, raw, map[*block]bool{})
+}

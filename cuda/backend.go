@@ -114,6 +114,18 @@ func (b *Backend) alloc(dt backend.DType, n int, zero bool) (backend.Storage, er
 	}
 	s := &Storage{d: b.d, dt: dt, n: n}
 	bytes := int64(n) * int64(dt.Size())
+	b.d.checkFailed()
+	if s.blk = b.d.alloc.allocCached(bytes, dt, uintptr(b.d.compute)); s.blk != nil {
+		// From the cache, on this goroutine: no wait for the device worker. The zeroing
+		// is queued like a kernel.
+		if zero && bytes > 0 {
+			addr := s.at(0)
+			b.d.post(func() {
+				b.d.must("zeroing new memory", cu.MemsetD8Async(addr, 0, uint64(bytes), b.d.compute))
+			})
+		}
+		return s, nil
+	}
 	var err error
 	b.d.do(func() {
 		s.blk, err = b.d.alloc.alloc(bytes, dt, uintptr(b.d.compute))
