@@ -397,6 +397,28 @@ func (a *cachingAllocator) free(b *block) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.freeLocked1(b)
+}
+
+// freeUnrecorded is free for a block no other stream used (no recordStream): it needs
+// no call into the driver, so the backend runs it on the caller's goroutine. It
+// reports false, doing nothing, for a block that needs events (free it on the device's
+// thread).
+func (a *cachingAllocator) freeUnrecorded(b *block) bool {
+	if b == nil || b.owner != a {
+		a.free(b) // panics with the message
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if b.state == blockAllocated && len(b.uses) > 0 {
+		return false
+	}
+	a.freeLocked1(b)
+	return true
+}
+
+// freeLocked1 frees b with a.mu held.
+func (a *cachingAllocator) freeLocked1(b *block) {
 	if b.state != blockAllocated {
 		panic(fmt.Sprintf("%s: block at %#x of %d bytes freed twice", a.dev, b.addr, b.requested))
 	}

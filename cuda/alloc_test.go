@@ -1206,3 +1206,36 @@ func TestAllocCached(t *testing.T) {
 	}
 	checkInvariants(t, a, raw, map[*block]bool{})
 }
+
+// TestFreeUnrecorded checks the caller-side free: a block no other stream used is freed
+// at once, exactly as free does; one with recorded streams is left for free (events).
+func TestFreeUnrecorded(t *testing.T) {
+	a, raw, _ := newTest(1 << 30)
+	b := mustAlloc(t, a, 1000, 1)
+	before := a.stats()
+	if !a.freeUnrecorded(b) {
+		t.Fatal("freeUnrecorded declined a block no other stream used")
+	}
+	after := a.stats()
+	if before.Allocated-after.Allocated != 1000 || after.NumFrees-before.NumFrees != 1 {
+		t.Fatalf("statistics after freeUnrecorded: %+v (before %+v)", after, before)
+	}
+	c := mustAlloc(t, a, 1000, 1)
+	a.recordStream(c, 2)
+	if a.freeUnrecorded(c) {
+		t.Fatal("freeUnrecorded freed a block used on another stream")
+	}
+	if got := a.stats().Allocated; got != after.Allocated+1000 {
+		t.Fatalf("a declined freeUnrecorded changed Allocated to %d", got)
+	}
+	a.free(c)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("freeUnrecorded of a freed block did not panic")
+			}
+		}()
+		a.freeUnrecorded(b)
+	}()
+	checkInvariants(t, a, raw, map[*block]bool{})
+}

@@ -150,7 +150,12 @@ func (b *Backend) Free(s backend.Storage) {
 	c := b.st(s)
 	blk := c.blk
 	c.blk = nil
-	b.d.post(func() { b.d.alloc.free(blk) })
+	// Bookkeeping only, on this goroutine, unless another stream used the block (then
+	// the free records events on the device's thread). Reuse stays safe: every kernel
+	// that touched the block was queued before any that will reuse it.
+	if !b.d.alloc.freeUnrecorded(blk) {
+		b.d.post(func() { b.d.alloc.free(blk) })
+	}
 }
 
 // MemoryStats implements backend.Backend. Limit is the cap when one is set, else the

@@ -134,7 +134,10 @@ func TestEmulatedMatMul(t *testing.T) {
 		}
 	}
 	SetBenchmark(false)
-	if len(g.d.tuned) == 0 {
+	g.d.tuneMu.Lock()
+	tunedShapes := len(g.d.tuned)
+	g.d.tuneMu.Unlock()
+	if tunedShapes == 0 {
 		t.Error("autotuning recorded nothing")
 	}
 }

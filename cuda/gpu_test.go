@@ -114,7 +114,13 @@ func TestAutotunedMatMul(t *testing.T) {
 	defer backendtest.Free(g, a, bm, c1, c2)
 	g.MatMul(backend.MatMulArgs{A: a, B: bm, C: c1, Batch: 1, M: 256, N: 64, K: 128, Alpha: 1})
 	g.MatMul(backend.MatMulArgs{A: a, B: bm, C: c2, Batch: 1, M: 256, N: 64, K: 128, Alpha: 1})
-	if len(g.d.tuned) == 0 {
+	if err := g.Synchronize(); err != nil { // the GEMMs are queued: wait for them
+		t.Fatal(err)
+	}
+	g.d.tuneMu.Lock()
+	tunedShapes := len(g.d.tuned)
+	g.d.tuneMu.Unlock()
+	if tunedShapes == 0 {
 		t.Fatal("autotuning recorded no algorithm")
 	}
 	x, y := backendtest.Download(t, g, c1), backendtest.Download(t, g, c2)
