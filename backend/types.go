@@ -55,6 +55,19 @@ func (d DType) IsHalf() bool { return d == Float16 || d == BFloat16 }
 // IsInt reports whether d is an integer type.
 func (d DType) IsInt() bool { return d == Int32 || d == Int64 }
 
+// ComputeDType is the type elementwise kernels compute a mix of dtypes in: Float64 when
+// any of them is Float64, Int32 or Int64, else Float32 (half data is computed in float32
+// and rounded once on store). Every backend uses this rule, so mixed-dtype results agree
+// across devices.
+func ComputeDType(dts ...DType) DType {
+	for _, d := range dts {
+		if d == Float64 || d == Int32 || d == Int64 {
+			return Float64
+		}
+	}
+	return Float32
+}
+
 // ParseDType parses a dtype name: float32/fp32/f32, float16/fp16/half, bfloat16/bf16,
 // float64/fp64/double, int32, int64/long, bool.
 func ParseDType(s string) (DType, error) {

@@ -239,7 +239,7 @@ func (b *Backend) Binary(op backend.BinaryOp, dst, x, y backend.View) {
 		}
 		family, cdt = "compare", xdt
 		if xdt != ydt {
-			cdt = computeDType(xdt, ydt)
+			cdt = backend.ComputeDType(xdt, ydt)
 		}
 	} else if rt := runDType(d.dt, xdt, ydt); rt != d.dt {
 		b.layouts("Binary", dst, x, y) // validate before computing into a temporary
@@ -256,19 +256,6 @@ func (b *Backend) Binary(op backend.BinaryOp, dst, x, y backend.View) {
 	defer fy()
 	ls, n := b.layouts("Binary", dst, x, y)
 	b.launch(kernels.Name(family, cdt), n, d.blk.addr, b.ptr(x.S), b.ptr(y.S), n, ls[0], ls[1], ls[2], int32(op))
-}
-
-// computeDType is the dtype the CPU backend computes an elementwise op on operands of
-// dts in (backend/cpu computeF64): float64 when one is float64 or an integer, else
-// float32. For a single dtype it is also what that dtype's kernels compute in
-// (kernels/common.cuh).
-func computeDType(dts ...backend.DType) backend.DType {
-	for _, d := range dts {
-		if d == backend.Float64 || d == backend.Int32 || d == backend.Int64 {
-			return backend.Float64
-		}
-	}
-	return backend.Float32
 }
 
 // exactIn reports whether every value of dtype from converts to dtype to exactly.
@@ -294,8 +281,8 @@ func exactIn(from, to backend.DType) bool {
 // when every operand converts to it exactly and its kernels compute in that type; else
 // the compute type, wider than dst (the caller rounds the result into dst).
 func runDType(dst backend.DType, operands ...backend.DType) backend.DType {
-	w := computeDType(append(operands, dst)...)
-	if computeDType(dst) != w {
+	w := backend.ComputeDType(append(operands, dst)...)
+	if backend.ComputeDType(dst) != w {
 		return w
 	}
 	for _, o := range operands {

@@ -77,10 +77,7 @@ func (t *Tensor) FillInPlace(v float64) *Tensor {
 // is Inf or NaN (the scaler's fused unscale + finite check).
 func (t *Tensor) UnscaleCheckInPlace(inv float32) (nonFinite bool) {
 	t.mustLive("unscale_")
-	if t.offset != 0 || !t.IsContiguous() {
-		fail("unscale_", []*Tensor{t}, "needs a dense tensor")
-	}
-	return t.ref.b.UnscaleCheck(t.ref.s, t.Numel(), inv)
+	return UnscaleCheckAll([]*Tensor{t}, inv)[0]
 }
 
 // UnscaleCheckAll is UnscaleCheckInPlace over several tensors: found[i] reports

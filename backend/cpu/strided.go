@@ -138,15 +138,9 @@ func forRows(shape []int, views []backend.View, fn func(off []int, inner int, in
 // float64 and integer storage.
 type numeric interface{ float32 | float64 }
 
-// computeF64 reports whether a set of dtypes must be computed in float64.
-func computeF64(dts ...backend.DType) bool {
-	for _, d := range dts {
-		if d == backend.Float64 || d == backend.Int32 || d == backend.Int64 {
-			return true
-		}
-	}
-	return false
-}
+// computeF64 reports whether a set of dtypes must be computed in float64
+// (backend.ComputeDType).
+func computeF64(dts ...backend.DType) bool { return backend.ComputeDType(dts...) == backend.Float64 }
 
 // load reads n elements of s starting at off with the given stride into dst.
 func load[C numeric](dst []C, s *storage, off, stride int) {
