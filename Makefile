@@ -56,9 +56,10 @@ gpu-tests:
 	@scripts/ensure-data.sh $(DATA) && cp $(DATA)/*-ubyte.gz .gpu/data/
 	@du -sh .gpu
 
-# gamp's MLP step next to PyTorch 1.13's (FP32 and BF16 autocast, medians of rounds).
+# gamp next to PyTorch 1.13 on the CPU: every ampbench model, FP32 and BF16 autocast,
+# alternating rounds, medians (the README's CPU table). MODELS=, ROUNDS=, STEPS= narrow it.
 bench-torch:
-	scripts/mlp-vs-torch.sh
+	scripts/bench-torch.sh
 
 lint: vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)

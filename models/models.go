@@ -71,7 +71,8 @@ type TransformerConfig struct {
 	Dropout float64
 }
 
-func (c TransformerConfig) withDefaults() TransformerConfig {
+// WithDefaults returns c with its zero fields set to the defaults.
+func (c TransformerConfig) WithDefaults() TransformerConfig {
 	c.Vocab, c.SeqLen, c.Dim = or(c.Vocab, 1000), or(c.SeqLen, 64), or(c.Dim, 128)
 	c.Heads, c.Layers, c.Classes = or(c.Heads, 4), or(c.Layers, 2), or(c.Classes, 10)
 	return c
@@ -94,7 +95,7 @@ type Transformer struct {
 // NewTransformer builds the encoder; it panics on a configuration whose Dim is not
 // divisible by Heads (a programming error).
 func NewTransformer(cfg TransformerConfig, init nn.Init) *Transformer {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if cfg.Dim%cfg.Heads != 0 {
 		panic(fmt.Sprintf("models: Dim %d is not divisible by Heads %d", cfg.Dim, cfg.Heads))
 	}

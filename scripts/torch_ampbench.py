@@ -77,15 +77,21 @@ class Transformer(nn.Module):
         return self.head(self.norm(self.blocks(x).mean(1)))
 
 
-BATCH = {"mlp": 256, "cnn": 128, "transformer": 32}
+BATCH = {"mlp": 256, "cnn": 128, "transformer": 32, "transformer-large": 16}
+
+
+def transformer_large():
+    """ampbench's transformer-large: width 512, 8 heads, 4 blocks, 128 tokens."""
+    return Transformer(seq=128, dim=512, heads=8, layers=4)
 
 
 def batches(model, n, batch, device, seed):
     g = torch.Generator().manual_seed(seed)
     out = []
     for _ in range(n):
-        if model == "transformer":
-            x = torch.randint(0, 1000, (batch, 64), generator=g)
+        if model.startswith("transformer"):
+            seq = 128 if model == "transformer-large" else 64
+            x = torch.randint(0, 1000, (batch, seq), generator=g)
         else:
             x = torch.randn(batch, 1, 28, 28, generator=g)
         y = torch.randint(0, 10, (batch,), generator=g)
@@ -96,7 +102,7 @@ def batches(model, n, batch, device, seed):
 def run(args, precision):
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
-    net = {"mlp": mlp, "cnn": cnn, "transformer": Transformer}[args.model]().to(device)
+    net = {"mlp": mlp, "cnn": cnn, "transformer": Transformer, "transformer-large": transformer_large}[args.model]().to(device)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     cuda = device.type == "cuda"
     low = None

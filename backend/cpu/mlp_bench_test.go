@@ -16,8 +16,8 @@ import (
 // BenchmarkMLPStep times one training step of the 784-1024-1024-10 MLP at batch 256
 // (forward, cross-entropy, backward, SGD with momentum) through amp.Trainer: FP32 (O0)
 // and BF16 autocast (O1). Besides ns/op it reports the median step, less sensitive to
-// the other tenants of a shared machine. scripts/mlp-vs-torch.sh runs it next to
-// scripts/torch_mlp.py; profile it with
+// the other tenants of a shared machine (scripts/bench-torch.sh compares the same step,
+// through cmd/ampbench, with PyTorch); profile it with
 //
 //	go test -run '^$' -bench MLPStep/bf16 -benchtime 50x -cpuprofile cpu.out ./backend/cpu/
 //	go tool pprof -top cpu.out

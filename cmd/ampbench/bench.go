@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gamp-ml/gamp/amp"
@@ -54,7 +53,7 @@ type plan struct {
 func resolve(o options) (plan, error) {
 	p := plan{options: o}
 	if _, ok := modelBatch[o.model]; !ok {
-		return p, usagef("unknown -model %q (want mlp, cnn or transformer)", o.model)
+		return p, usagef("unknown -model %q (want mlp, cnn, transformer or transformer-large)", o.model)
 	}
 	if o.batch == 0 {
 		p.batch = modelBatch[o.model]
@@ -94,7 +93,14 @@ func resolve(o options) (plan, error) {
 }
 
 // modelBatch is the default batch of each model, and the set of model names.
-var modelBatch = map[string]int{"mlp": 256, "cnn": 128, "transformer": 32}
+var modelBatch = map[string]int{"mlp": 256, "cnn": 128, "transformer": 32, "transformer-large": 16}
+
+// transformerSizes are the transformer configurations by model name: the small default
+// and a larger one (width 512, 4 blocks, 128 tokens) that shows how a step scales.
+var transformerSizes = map[string]models.TransformerConfig{
+	"transformer":       {},
+	"transformer-large": {Dim: 512, Heads: 8, Layers: 4, SeqLen: 128},
+}
 
 // parseVariants expands the precision list: fp32 once at O0, each half precision at
 // each opt level.
@@ -175,8 +181,8 @@ func buildModel(kind string, seed uint64) nn.Module {
 	switch kind {
 	case "cnn":
 		return models.FashionCNN(models.CNNConfig{}, init)
-	case "transformer":
-		return models.NewTransformer(models.TransformerConfig{}, init)
+	case "transformer", "transformer-large":
+		return models.NewTransformer(transformerSizes[kind], init)
 	}
 	return models.MLP(784, []int{1024, 1024}, 10, init)
 }
@@ -186,21 +192,19 @@ func describe(kind string) string {
 	switch kind {
 	case "cnn":
 		return "Fashion-MNIST CNN: 2×[conv 5×5 + BatchNorm + ReLU + max-pool] 16/32 channels, linear 1568-128-10"
-	case "transformer":
-		c := transformerConfig()
+	case "transformer", "transformer-large":
+		c := transformerConfig(kind)
 		return fmt.Sprintf("transformer encoder: %d layers, width %d, %d heads, %d tokens of %d, %d classes",
 			c.Layers, c.Dim, c.Heads, c.SeqLen, c.Vocab, c.Classes)
 	}
 	return "MLP 784-1024-1024-10, ReLU"
 }
 
-// transformerConfig is the default transformer configuration with its defaults
-// filled in.
-var transformerConfig = sync.OnceValue(func() models.TransformerConfig {
-	m := models.NewTransformer(models.TransformerConfig{}, nn.Seeded(0))
-	defer releaseModel(m)
-	return m.Config()
-})
+// transformerConfig is the named transformer configuration with its defaults filled
+// in.
+func transformerConfig(kind string) models.TransformerConfig {
+	return transformerSizes[kind].WithDefaults()
+}
 
 // releaseModel frees m's parameters, buffers and gradients.
 func releaseModel(m nn.Module) {
@@ -235,8 +239,8 @@ func (b hostBatch) upload(dev tensor.Device) (x, y *tensor.Tensor) {
 // blobs, the transformer random tokens with random labels.
 func makeBatches(kind string, n, micro int, seed uint64) []hostBatch {
 	out := make([]hostBatch, n)
-	if kind == "transformer" {
-		c := transformerConfig()
+	if _, ok := transformerSizes[kind]; ok {
+		c := transformerConfig(kind)
 		r := rand.New(rand.NewPCG(seed, 0x70c3))
 		for i := range out {
 			b := hostBatch{ids: make([]int64, micro*c.SeqLen), y: make([]int64, micro), shape: tensor.Shape{micro, c.SeqLen}}

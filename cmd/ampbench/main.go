@@ -58,7 +58,7 @@ func usagef(format string, args ...any) error {
 func parseArgs(args []string, stderr io.Writer) (options, error) {
 	o := defaultOptions()
 	fs := flag.NewFlagSet("ampbench", flag.ContinueOnError)
-	fs.StringVar(&o.model, "model", o.model, "mlp (784-1024-1024-10), cnn (Fashion-MNIST CNN) or transformer (small encoder, random tokens)")
+	fs.StringVar(&o.model, "model", o.model, "mlp (784-1024-1024-10), cnn (Fashion-MNIST CNN), transformer (small encoder, random tokens) or transformer-large (width 512, 4 blocks, 128 tokens)")
 	fs.StringVar(&o.precision, "precision", o.precision, "comma-separated precisions to compare: fp32 (always O0), fp16, bf16")
 	fs.StringVar(&o.optLevel, "opt-level", o.optLevel, "opt level(s) for the half precisions, comma-separated: O1, O2, O3")
 	fs.IntVar(&o.steps, "steps", o.steps, "timed steps per configuration")

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# gamp against PyTorch on the CPU: one training step of each ampbench model (the same
+# networks, batches, SGD with momentum and cross-entropy as scripts/torch_ampbench.py),
+# FP32 and BF16 autocast, in gamp (cmd/ampbench) and in PyTorch. Rounds alternate the
+# two engines (and which goes first) so that other load on the machine hits both
+# alike; each round's figure is the median of STEPS steps, and the table shows the
+# median over the rounds. The README's CPU figures come from this script.
+#
+#   scripts/bench-torch.sh                              # all models, 5 rounds of 20 steps
+#   MODELS="cnn transformer" ROUNDS=7 scripts/bench-torch.sh
+#
+# PyTorch gets its best configuration here: Debian's python3-torch with OpenBLAS
+# (libopenblas0-openmp on LD_LIBRARY_PATH) for FP32 linear layers, its bundled oneDNN
+# for convolutions and BF16, torch.set_num_threads(THREADS). Without OpenBLAS it says
+# so (FP32 then runs on the reference BLAS and the comparison is unfair to PyTorch).
+set -euo pipefail
+rounds=${ROUNDS:-5}
+steps=${STEPS:-20}
+warmup=${WARMUP:-5}
+threads=${THREADS:-2}
+models=${MODELS:-mlp cnn transformer transformer-large}
+python=${PYTHON:-/usr/bin/python3}
+cd "$(dirname "$0")/.."
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/ampbench" ./cmd/ampbench
+
+torch=1
+if ! "$python" -c 'import torch' 2>/dev/null; then
+  echo "bench-torch: no PyTorch for $python (apt-get install python3-torch); timing gamp only" >&2
+  torch=0
+fi
+openblas=/usr/lib/x86_64-linux-gnu/openblas-openmp
+if [ "$torch" = 1 ] && [ ! -e "$openblas/libblas.so.3" ]; then
+  echo "bench-torch: $openblas missing (apt-get install libopenblas0-openmp): PyTorch FP32 runs on the reference BLAS" >&2
+fi
+
+results="$tmp/results"
+: >"$results"
+run_gamp() { # model round
+  GAMP_CPU_THREADS=$threads "$tmp/ampbench" -device cpu -model "$1" -precision fp32,bf16 \
+      -steps "$steps" -warmup "$warmup" -json |
+    "$python" -c 'import json, sys
+d = json.load(sys.stdin)
+for r in d["results"]:
+    print("gamp", d["model"], r["precision"], r["median_ms"])' >>"$results"
+}
+run_torch() { # model round
+  [ "$torch" = 1 ] || return 0
+  LD_LIBRARY_PATH="$openblas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OMP_NUM_THREADS=$threads \
+      "$python" scripts/torch_ampbench.py --device cpu --model "$1" --threads "$threads" \
+      --steps "$steps" --warmup "$warmup" --json |
+    "$python" -c 'import json, sys
+d = json.load(sys.stdin)
+for r in d["rows"]:
+    print("torch", d["model"], r["precision"], r["median_ms"])' >>"$results"
+}
+
+for m in $models; do
+  for r in $(seq "$rounds"); do
+    echo "$m: round $r/$rounds" >&2
+    if [ $((r % 2)) = 1 ]; then run_gamp "$m"; run_torch "$m"; else run_torch "$m"; run_gamp "$m"; fi
+  done
+done
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
+flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512f|avx512_bf16|amx_bf16|avx512_fp16)$' | tr '\n' ' ')
+tv=$([ "$torch" = 1 ] && "$python" -c 'import torch; print(torch.__version__)' || echo none)
+echo
+echo "CPU: $cpu ($flags), $threads threads; PyTorch $tv"
+echo "median ms per training step over $rounds rounds (each the median of $steps steps)"
+echo
+"$python" - "$results" <<'EOF'
+import statistics, sys
+v = {}
+for line in open(sys.argv[1]):
+    eng, model, prec, ms = line.split()
+    v.setdefault((eng, model, prec), []).append(float(ms))
+med = {k: statistics.median(x) for k, x in v.items()}
+models = list(dict.fromkeys(k[1] for k in v))
+def f(k):
+    return f"{med[k]:8.2f}" if k in med else f"{'-':>8}"
+def ratio(a, b):
+    return f"{med[a] / med[b]:7.2f}" if a in med and b in med else f"{'-':>7}"
+print(f"| {'model':17} | torch fp32 | gamp fp32 | torch bf16 | gamp bf16 | gamp÷torch fp32 | gamp÷torch bf16 | gamp bf16÷fp32 |")
+print("|---|---|---|---|---|---|---|---|")
+for m in models:
+    g32, g16, t32, t16 = ("gamp", m, "fp32"), ("gamp", m, "bf16"), ("torch", m, "fp32"), ("torch", m, "bf16")
+    print(f"| {m:17} | {f(t32)} | {f(g32)} | {f(t16)} | {f(g16)} | {ratio(g32, t32):>15} | {ratio(g16, t16):>15} | {ratio(g16, g32):>14} |")
+EOF
