@@ -19,15 +19,20 @@ func (f LossFunc) Loss(pred, target *tensor.Tensor) *tensor.Tensor { return f(pr
 
 // CrossEntropyLoss is torch.nn.CrossEntropyLoss with class-index targets: logits
 // [N, C] (or [N, C, d…]) against Int32/Int64 labels [N] (or [N, d…]). Smoothing is
-// label_smoothing in [0, 1]. The zero value is the plain mean cross entropy.
+// label_smoothing in [0, 1]. With Ignore set, labels equal to IgnoreIndex count for
+// nothing (PyTorch's ignore_index; tensor.DefaultIgnoreIndex is its default, -100).
+// The zero value is the plain mean cross entropy that ignores no label.
 type CrossEntropyLoss struct {
-	Smoothing float64
-	Reduction tensor.Reduction
+	Smoothing   float64
+	Reduction   tensor.Reduction
+	Ignore      bool
+	IgnoreIndex int64
 }
 
 // Loss returns the cross entropy of logits against labels.
 func (l CrossEntropyLoss) Loss(logits, labels *tensor.Tensor) *tensor.Tensor {
-	return tensor.CrossEntropy(logits, labels, l.Smoothing, l.Reduction)
+	return tensor.CrossEntropyWith(logits, labels, tensor.CrossEntropyOptions{
+		Smoothing: l.Smoothing, Reduction: l.Reduction, Ignore: l.Ignore, IgnoreIndex: l.IgnoreIndex})
 }
 
 // MSELoss is torch.nn.MSELoss: the mean squared error (or as Reduction says).

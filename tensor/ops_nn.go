@@ -200,16 +200,54 @@ func (bc *Context) lossGrad(g *Tensor, r Reduction, count int, k float64) *Tenso
 // 1-ε+ε/C on the label and ε/C on every other class. The loss is the mean over the
 // labels unless a Reduction says otherwise. Labels are checked on the host (one small
 // download) so that a bad label panics with an OpError naming it. Under autocast it
-// runs in float32.
+// runs in float32. A logit of -Inf (a masked class) is allowed: it gets probability 0
+// and gradient 0. CrossEntropyWith also ignores a label value (ignore_index).
 func CrossEntropy(logits, labels *Tensor, smoothing float64, reduction ...Reduction) *Tensor {
-	return resolve(opCrossEntropy, logits, labels).crossEntropy(logits, labels, smoothing, reduction)
+	c := resolve(opCrossEntropy, logits, labels)
+	in := []*Tensor{logits, labels}
+	return c.crossEntropy(logits, labels, CrossEntropyOptions{Smoothing: smoothing, Reduction: reductionOf(opCrossEntropy.Name, in, reduction)})
 }
 
-func (c *Context) crossEntropy(logits, labels *Tensor, eps float64, rs []Reduction) *Tensor {
+// DefaultIgnoreIndex is PyTorch's default ignore_index, for CrossEntropyOptions.
+const DefaultIgnoreIndex = -100
+
+// CrossEntropyOptions are the optional arguments of CrossEntropyWith. The zero value
+// is the plain mean cross entropy that ignores no label (a label outside [0, C)
+// panics, which catches a wrong label set early).
+type CrossEntropyOptions struct {
+	// Smoothing is label_smoothing in [0, 1].
+	Smoothing float64
+	// Reduction combines the per-label losses (mean by default).
+	Reduction Reduction
+	// Ignore makes labels equal to IgnoreIndex contribute nothing: their loss is 0
+	// (under ReductionNone), they are left out of the mean's count, and their logits
+	// get gradient 0 — PyTorch's ignore_index. Set IgnoreIndex to DefaultIgnoreIndex
+	// for PyTorch's default.
+	Ignore      bool
+	IgnoreIndex int64
+}
+
+// CrossEntropyWith is CrossEntropy with options, ignore_index among them. With every
+// label ignored the mean is NaN (0/0), as in PyTorch.
+func CrossEntropyWith(logits, labels *Tensor, o CrossEntropyOptions) *Tensor {
+	return resolve(opCrossEntropy, logits, labels).crossEntropy(logits, labels, o)
+}
+
+// uploadInt64 copies host indices to a new Int64 tensor on dev owned by c.
+func (c *Context) uploadInt64(v []int64, dev Device) *Tensor {
+	t := allocTensor(c, Int64, dev, Shape{len(v)})
+	if len(v) > 0 {
+		t.ref.b.Upload(t.ref.s, 0, v)
+	}
+	return t
+}
+
+func (c *Context) crossEntropy(logits, labels *Tensor, o CrossEntropyOptions) *Tensor {
 	op := opCrossEntropy
 	in := c.prep(op, logits, labels)
 	x, lab := in[0], in[1]
-	red := reductionOf(op.Name, in, rs)
+	red := reductionOf(op.Name, in, []Reduction{o.Reduction})
+	eps := o.Smoothing
 	if !x.dtype.IsFloat() {
 		fail(op.Name, in, "logits must be floating point; Cast them first")
 	}
@@ -232,43 +270,128 @@ func (c *Context) crossEntropy(logits, labels *Tensor, eps float64, rs []Reducti
 	}
 	classes := x.shape[cd]
 	m := lab.Numel()
-	for i, v := range lab.Int64s() {
-		if v < 0 || v >= int64(classes) {
-			fail(op.Name, in, "label %d at position %d is outside [0, %d); labels are class indices (there is no ignore_index)", v, i, classes)
+	// The loss gathers each counted row's log-probability of its label rather than
+	// multiplying a one-hot target into every log-probability: a masked class has
+	// log p = -Inf, and 0·(-Inf) would make the loss NaN.
+	labs := lab.Int64s()
+	flat := make([]int64, 0, m) // row·classes + label of each counted row
+	var kept, clean []int64     // counted rows and labels with ignored ones set to 0; nil when none is ignored
+	for i, v := range labs {
+		if o.Ignore && v == o.IgnoreIndex {
+			if clean == nil {
+				clean = append([]int64(nil), labs...)
+				kept = make([]int64, 0, m)
+				for j := range i {
+					kept = append(kept, int64(j))
+				}
+			}
+			clean[i] = 0
+			continue
 		}
+		if v < 0 || v >= int64(classes) {
+			hint := "there is no ignore_index unless CrossEntropyOptions.Ignore is set"
+			if o.Ignore {
+				hint = fmt.Sprintf("only %d is ignored", o.IgnoreIndex)
+			}
+			fail(op.Name, in, "label %d at position %d is outside [0, %d); labels are class indices (%s)", v, i, classes, hint)
+		}
+		if kept != nil {
+			kept = append(kept, int64(i))
+		}
+		flat = append(flat, int64(i)*int64(classes)+v)
 	}
+	k := len(flat)
 	on, off := 1-eps+eps/float64(classes), eps/float64(classes)
 
 	xm, perm := c.toLast(x, cd)
 	mshape := xm.shape.Clone()
-	labd := lab.dense(c)
 	logp := allocTensor(c, x.dtype, x.device, Shape{m, classes})
 	x.ref.b.Softmax(logp.ref.s, xm.ref.s, m, classes, true)
 	releaseTemp(xm, x)
-	q := allocTensor(c, x.dtype, x.device, Shape{m, classes})
-	x.ref.b.OneHot(q.ref.s, labd.ref.s, m, classes, on, off)
-	// loss_i = -Σ_c q_ic·log p_ic
-	x.ref.b.Binary(backend.Mul, q.bview(), q.bview(), logp.bview())
-	rows := c.reduceRaw(backend.Sum, q, []int{1}, false)
-	q.Release()
-	per := c.unaryRaw(rows, backend.Neg, 0, 0)
-	rows.Release()
-	per = c.reshapeRaw(per, lab.shape)
+	// loss_i = -(on-off)·log p_i[label_i] - off·Σ_c log p_ic, which equals -Σ_c q_ic·log p_ic.
+	idx := c.uploadInt64(flat, x.device)
+	picked := allocTensor(c, x.dtype, x.device, Shape{k})
+	if k > 0 {
+		x.ref.b.IndexSelect(picked.ref.s, logp.ref.s, idx.ref.s, 1, m*classes, 1, k)
+	}
+	idx.Release()
+	per := c.unaryRaw(picked, backend.MulScalar, -(on - off), 0)
+	picked.Release()
+	var keptIdx *Tensor
+	if kept != nil {
+		keptIdx = c.uploadInt64(kept, x.device)
+	}
+	if off != 0 {
+		rows := c.reduceRaw(backend.Sum, logp, []int{1}, false)
+		if keptIdx != nil {
+			sel := allocTensor(c, x.dtype, x.device, Shape{k})
+			if k > 0 {
+				x.ref.b.IndexSelect(sel.ref.s, rows.ref.s, keptIdx.ref.s, 1, m, 1, k)
+			}
+			rows.Release()
+			rows = sel
+		}
+		smooth := c.unaryRaw(rows, backend.MulScalar, -off, 0)
+		rows.Release()
+		sum := c.binaryRaw(op, backend.Add, per, smooth)
+		per.Release()
+		smooth.Release()
+		per = sum
+	}
+	switch {
+	case kept == nil:
+		per = c.reshapeRaw(per, lab.shape)
+	case red == ReductionNone:
+		// Ignored labels have loss 0 in the unreduced output, as in PyTorch.
+		full := allocTensor(c, x.dtype, x.device, Shape{m})
+		x.ref.b.Fill(full.bview(), 0)
+		if k > 0 {
+			x.ref.b.IndexAdd(full.ref.s, per.ref.s, keptIdx.ref.s, 1, m, 1, k)
+		}
+		per.Release()
+		per = c.reshapeRaw(full, lab.shape)
+	}
+	if keptIdx != nil {
+		keptIdx.Release()
+	}
 	out := c.reduceLoss(per, red)
 	if out != per {
 		per.Release()
 	}
+	var labd *Tensor
+	if clean != nil {
+		labd = c.uploadInt64(clean, x.device)
+	} else {
+		labd = lab.dense(c)
+	}
+	var mask []bool // counted rows, for the gradient; nil when all are
+	if kept != nil {
+		mask = make([]bool, m)
+		for _, r := range kept {
+			mask[r] = true
+		}
+	}
 	return c.record(op, out, in, func(bc *Context, g *Tensor) []*Tensor {
-		// d loss_i / d x_i = softmax(x_i) - q_i, times the reduction's weight.
+		// d loss_i / d x_i = softmax(x_i) - q_i, times the reduction's weight; 0 for
+		// ignored rows. A masked class has softmax 0 and target weight 0 (without
+		// smoothing), so its gradient is exactly 0.
 		p := bc.unaryRaw(logp, backend.Exp, 0, 0)
 		q := allocTensor(bc, p.dtype, p.device, p.shape)
 		p.ref.b.OneHot(q.ref.s, labd.ref.s, m, classes, on, off)
 		p.ref.b.Binary(backend.Sub, p.bview(), p.bview(), q.bview())
-		w := bc.lossGrad(g, red, m, 1)
+		q.Release()
+		w := bc.lossGrad(g, red, k, 1)
 		if red == ReductionNone {
 			w = bc.reshapeRaw(w, Shape{m, 1})
 		}
 		p.ref.b.Binary(backend.Mul, p.bview(), p.bview(), w.expandView(p.shape))
+		if mask != nil {
+			cond := allocTensor(bc, Bool, p.device, Shape{m, 1})
+			p.ref.b.Upload(cond.ref.s, 0, mask)
+			zero := allocTensor(bc, p.dtype, p.device, Shape{})
+			p.ref.b.Fill(zero.bview(), 0)
+			p = bc.whereRaw(cond, p, zero)
+		}
 		gx := bc.reshapeRaw(p, mshape).fromLast(bc, perm)
 		return []*Tensor{gx, nil}
 	})
