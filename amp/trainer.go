@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/gamp-ml/gamp/autocast"
+	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/optim"
 	"github.com/gamp-ml/gamp/scaler"
@@ -37,6 +38,7 @@ type Trainer struct {
 	low    tensor.DType
 	policy *autocast.Policy
 	steps  int64
+	div    divergence
 }
 
 // Result reports one optimizer step.
@@ -66,6 +68,9 @@ func NewTrainer(model nn.Module, opt optim.Optimizer, loss LossFunc, dev tensor.
 	low := resolveLow(cfg.Low, dev)
 	if cfg.Low != 0 && !cfg.Low.IsHalf() {
 		return nil, fmt.Errorf("amp: Low must be float16 or bfloat16, not %s", cfg.Low)
+	}
+	if err := cfg.Divergence.validate(); err != nil {
+		return nil, err
 	}
 	pol := cfg.policy(low)
 	if pol != nil {
@@ -126,18 +131,42 @@ func (t *Trainer) Forward(ctx *tensor.Context, x *tensor.Tensor) (*tensor.Tensor
 // and ys stay the caller's; everything the step creates is released before it
 // returns. An error is returned for bad input and for the scaler's skip alarm (the
 // step itself still completed).
-func (t *Trainer) Step(xs, ys []*tensor.Tensor) (Result, error) {
+//
+// A step that fails leaves the trainer as it was before the call: running out of
+// memory in forward, backward, unscaling, clipping or the optimizer update returns an
+// error wrapping tensor.ErrOutOfMemory (any other panic is re-raised) after the
+// gradients are dropped and the buffers (BatchNorm statistics), generator, scaler
+// iteration, optimizer, scheduler and step count are back to their values before the
+// step; so a retry with a smaller batch (memory.FindExecutableBatchSize) starts clean.
+// The optimizer's parameters and state are untouched because gamp's optimizers create
+// their state before updating any parameter (see optim.Optimizer.Step).
+func (t *Trainer) Step(xs, ys []*tensor.Tensor) (res Result, err error) {
 	if len(xs) != t.cfg.Accum || len(ys) != len(xs) {
 		return Result{}, fmt.Errorf("amp: Step needs %d micro-batches (Accum) of inputs and targets, got %d and %d", t.cfg.Accum, len(xs), len(ys))
 	}
+	snap, err := t.snapshot()
+	if err != nil {
+		return Result{}, fmt.Errorf("amp: step: nothing changed: %w", err)
+	}
+	defer snap.release()
+	committed := false
+	defer func() {
+		if committed {
+			return
+		}
+		t.rollback(snap)
+		if r := recover(); r != nil {
+			if e, ok := r.(error); ok && errors.Is(e, tensor.ErrOutOfMemory) {
+				res, err = Result{}, fmt.Errorf("amp: step failed and was undone: %w", e)
+				return
+			}
+			panic(r)
+		}
+	}()
 	t.Model.SetTraining(true)
 	var total float64
 	for i := range xs {
-		l, err := t.microStep(xs[i], ys[i])
-		if err != nil {
-			return Result{}, err
-		}
-		total += l
+		total += t.microStep(xs[i], ys[i])
 	}
 	t.Scaler.Unscale(t.Opt)
 	norm := math.NaN()
@@ -145,16 +174,62 @@ func (t *Trainer) Step(xs, ys []*tensor.Tensor) (Result, error) {
 		norm = optim.ClipGradNorm(t.Opt.MasterGrads(), clipOrInf(t.cfg.ClipNorm), 2)
 	}
 	stepped := t.Scaler.Step(t.Opt)
+	// Nothing below can run out of memory: from here on the step counts.
+	committed = true
 	uerr := t.Scaler.Update()
 	if t.Sched != nil {
 		t.Sched.Step(stepped)
 	}
 	t.Opt.ZeroGrad()
 	t.steps++
-	return Result{
+	r := Result{
 		Loss: total / float64(len(xs)), Skipped: !stepped, Scale: t.Scaler.ScaleValue(),
 		GradNorm: norm, Step: t.steps,
-	}, uerr
+	}
+	return r, joinErrs(uerr, t.div.observe(t.cfg.Divergence, r, t.Scaler.Config().MinScale))
+}
+
+// stepSnapshot is what a step may change before it can fail: the generator's
+// position and the model's buffers (forward updates BatchNorm's running statistics).
+type stepSnapshot struct {
+	gen  backend.RNG
+	bufs []*nn.Param
+	vals []*tensor.Tensor // copies of bufs' tensors, outside any Context
+}
+
+// snapshot records the generator and copies the buffers; it returns an error wrapping
+// tensor.ErrOutOfMemory, having changed nothing, when the copies do not fit.
+func (t *Trainer) snapshot() (s stepSnapshot, err error) {
+	s.gen = t.Gen.State()
+	s.bufs = t.Model.Buffers()
+	err = tensor.CatchOOM(func() {
+		for _, b := range s.bufs {
+			v := tensor.Empty(b.T.Shape(), tensor.WithDType(b.T.DType()), tensor.WithDevice(b.T.Device()))
+			s.vals = append(s.vals, v.CopyFrom(b.T))
+		}
+	})
+	if err != nil {
+		s.release()
+	}
+	return s, err
+}
+
+func (s stepSnapshot) release() {
+	for _, v := range s.vals {
+		v.Release()
+	}
+}
+
+// rollback undoes a failed step: the scaler forgets the iteration, the gradients go,
+// and the buffers and generator get their values back.
+func (t *Trainer) rollback(s stepSnapshot) {
+	t.Scaler.DiscardIteration()
+	t.Opt.ZeroGrad()
+	nn.ZeroGrad(t.Model)
+	for i, b := range s.bufs {
+		b.T.CopyFrom(s.vals[i])
+	}
+	t.Gen.SetState(s.gen)
 }
 
 func clipOrInf(v float64) float64 {
@@ -164,19 +239,11 @@ func clipOrInf(v float64) float64 {
 	return v
 }
 
-// microStep runs forward and scaled backward for one micro-batch in its own Context.
-func (t *Trainer) microStep(x, y *tensor.Tensor) (loss float64, err error) {
+// microStep runs forward and scaled backward for one micro-batch in its own Context,
+// closed before it returns or while an out-of-memory panic unwinds (Step recovers it).
+func (t *Trainer) microStep(x, y *tensor.Tensor) (loss float64) {
 	ctx := tensor.NewContext(tensor.UseGenerator(t.Gen))
 	defer ctx.Close()
-	defer func() {
-		if r := recover(); r != nil {
-			if e, ok := r.(error); ok && errors.Is(e, tensor.ErrOutOfMemory) {
-				err = e
-				return
-			}
-			panic(r)
-		}
-	}()
 	out, region := t.Forward(ctx, x)
 	defer region.Close()
 	l := t.Loss(out, region.Bind(y))
@@ -184,7 +251,7 @@ func (t *Trainer) microStep(x, y *tensor.Tensor) (loss float64, err error) {
 		l = l.MulScalar(1 / float64(t.cfg.Accum))
 	}
 	t.Scaler.Scale(l).Backward()
-	return l.Item() * float64(t.cfg.Accum), nil
+	return l.Item() * float64(t.cfg.Accum)
 }
 
 // Evaluate runs the model in eval mode without gradients on x and returns the float32

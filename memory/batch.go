@@ -19,7 +19,9 @@ import (
 // and other panics propagate.
 //
 // fn should do one whole step (forward, backward, optimizer) in its own Context, so a
-// failed attempt releases everything it allocated when the Context closes:
+// failed attempt releases everything it allocated when the Context closes, and leave
+// no gradient behind when it fails, so the retry does not add to it. amp.Trainer.Step
+// does both (a failed step is undone), so it can be called from fn as it is:
 //
 //	bs, err := memory.FindExecutableBatchSize(1024, func(batch int) error {
 //		ctx := tensor.NewContext()

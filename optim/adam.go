@@ -147,15 +147,29 @@ func (o *Adam) Decoupled() bool { return o.decoupled }
 // Step implements Optimizer.
 func (o *Adam) Step() {
 	cfg, lr := o.cfg, o.lr
-	o.eachUpdate(func(ctx *tensor.Context, i int, w, g *tensor.Tensor) bool {
+	alloc := func(i int, w *tensor.Tensor) func() {
 		st := &o.st[i]
-		if st.m == nil {
-			dt := stateDType(w)
-			st.m, st.v = newState(w, dt), newState(w, dt)
-			if cfg.AMSGrad {
-				st.vmx = newState(w, dt)
-			}
+		if st.m != nil {
+			return nil
 		}
+		n := 2
+		if cfg.AMSGrad {
+			n = 3
+		}
+		b := newStates(w, stateDType(w), n)
+		st.m, st.v = b[0], b[1]
+		if cfg.AMSGrad {
+			st.vmx = b[2]
+		}
+		return func() {
+			for _, x := range b {
+				x.Release()
+			}
+			*st = adamState{}
+		}
+	}
+	o.eachUpdate(alloc, func(ctx *tensor.Context, i int, w, g *tensor.Tensor) bool {
+		st := &o.st[i]
 		st.step++
 		t := float64(st.step)
 		if fused {

@@ -276,9 +276,17 @@ func (s *slot) writeBack() {
 // scope of its own (so at most one parameter's temporaries are alive), writes masters
 // back and counts the step.
 //
+// Before any parameter changes, alloc (when not nil) is called for every parameter with
+// a gradient to create the state the update needs (moments, momentum buffers), and
+// returns a function undoing that (nil when it allocated nothing). An out-of-memory
+// panic while allocating undoes every allocation of this step and propagates with
+// nothing changed, so a step that runs out of memory can be retried. The fused
+// updates allocate nothing; the composed fallback (backends without fused kernels,
+// strided parameters) allocates temporaries per parameter and is not all-or-nothing.
+//
 // update returns true when it also wrote the half parameter (a fused kernel did), so
 // the write-back is skipped.
-func (c *core) eachUpdate(update func(ctx *tensor.Context, i int, w, g *tensor.Tensor) (wroteHalf bool)) {
+func (c *core) eachUpdate(alloc func(i int, w *tensor.Tensor) (undo func()), update func(ctx *tensor.Context, i int, w, g *tensor.Tensor) (wroteHalf bool)) {
 	grads := c.MasterGrads()
 	for i, s := range c.slots {
 		g := grads[i]
@@ -289,6 +297,16 @@ func (c *core) eachUpdate(update func(ctx *tensor.Context, i int, w, g *tensor.T
 		if g.DType() != w.DType() || !g.Shape().Equal(w.Shape()) {
 			panic(fmt.Errorf("optim: %s: gradient of %q is %v %s but the parameter is %v %s", c.kind, s.p.Name, g.Shape(), g.DType(), w.Shape(), w.DType()))
 		}
+	}
+	if alloc != nil {
+		c.allocAll(grads, alloc)
+	}
+	for i, s := range c.slots {
+		g := grads[i]
+		if g == nil {
+			continue
+		}
+		w := s.weight()
 		wrote := func() bool {
 			ctx := tensor.NewContext(tensor.NoGradMode())
 			defer ctx.Close()
@@ -299,6 +317,47 @@ func (c *core) eachUpdate(update func(ctx *tensor.Context, i int, w, g *tensor.T
 		}
 	}
 	c.steps++
+}
+
+// allocAll runs alloc for every parameter with a gradient; if one panics, the undo
+// functions of those that ran are called before the panic goes on.
+func (c *core) allocAll(grads []*tensor.Tensor, alloc func(i int, w *tensor.Tensor) (undo func())) {
+	var undos []func()
+	done := false
+	defer func() {
+		if !done {
+			for _, u := range undos {
+				u()
+			}
+		}
+	}()
+	for i, s := range c.slots {
+		if grads[i] != nil {
+			if u := alloc(i, s.weight()); u != nil {
+				undos = append(undos, u)
+			}
+		}
+	}
+	done = true
+}
+
+// newStates returns n zero tensors like t in dtype dt; when one cannot be allocated
+// the others are released before the panic goes on.
+func newStates(t *tensor.Tensor, dt tensor.DType, n int) []*tensor.Tensor {
+	out := make([]*tensor.Tensor, 0, n)
+	done := false
+	defer func() {
+		if !done {
+			for _, x := range out {
+				x.Release()
+			}
+		}
+	}()
+	for range n {
+		out = append(out, newState(t, dt))
+	}
+	done = true
+	return out
 }
 
 // scalarLike returns a 0-d tensor holding v in t's dtype and device, inside ctx.

@@ -73,24 +73,31 @@ func (o *SGD) Config() SGDConfig {
 // Step implements Optimizer.
 func (o *SGD) Step() {
 	cfg := o.cfg
-	o.eachUpdate(func(ctx *tensor.Context, i int, w, g *tensor.Tensor) bool {
-		if fused {
-			first := false
-			if cfg.Momentum != 0 && o.buf[i] == nil {
-				o.buf[i] = newState(w, w.DType())
-				first = true
+	// first marks the parameters whose momentum buffer this step creates: the buffer
+	// is allocated before any parameter changes and takes d on its first update.
+	first := make([]bool, len(o.slots))
+	var alloc func(i int, w *tensor.Tensor) func()
+	if cfg.Momentum != 0 {
+		alloc = func(i int, w *tensor.Tensor) func() {
+			if o.buf[i] != nil {
+				return nil
 			}
+			o.buf[i], first[i] = newState(w, w.DType()), true
+			return func() {
+				o.buf[i].Release()
+				o.buf[i], first[i] = nil, false
+			}
+		}
+	}
+	o.eachUpdate(alloc, func(ctx *tensor.Context, i int, w, g *tensor.Tensor) bool {
+		if fused {
 			half := o.slots[i].half()
 			if tensor.FusedSGDStep(w, g, o.buf[i], half, backend.SGDArgs{
 				LR: o.lr, Momentum: cfg.Momentum, Dampening: cfg.Dampening, WeightDecay: cfg.WeightDecay,
-				Nesterov: cfg.Nesterov, Maximize: cfg.Maximize, First: first,
+				Nesterov: cfg.Nesterov, Maximize: cfg.Maximize, First: first[i],
 			}) {
 				fusedSteps.Add(1)
 				return half != nil
-			}
-			if first { // not fusable here: the composed path makes the buffer
-				o.buf[i].Release()
-				o.buf[i] = nil
 			}
 		}
 		d := g
@@ -103,9 +110,8 @@ func (o *SGD) Step() {
 		}
 		if cfg.Momentum != 0 {
 			b := o.buf[i]
-			if b == nil {
-				b = newState(w, w.DType()).CopyFrom(d)
-				o.buf[i] = b
+			if first[i] {
+				b.CopyFrom(d)
 			} else {
 				b.MulScalarInPlace(cfg.Momentum)
 				if cfg.Dampening == 0 {

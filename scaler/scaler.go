@@ -201,7 +201,17 @@ func (s *GradScaler) Step(opt optim.Optimizer) (didStep bool) {
 		panic(misuse("Step already called on this optimizer since the last Update: step each optimizer once, then call Update"))
 	}
 	if st.stage == ready {
-		s.unscale(opt, st)
+		// An out-of-memory panic while gathering the master gradients must not leave
+		// the mutex locked: the caller may recover and call DiscardIteration.
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					s.mu.Unlock()
+					panic(r)
+				}
+			}()
+			s.unscale(opt, st)
+		}()
 	}
 	st.stage = stepped
 	skip := st.foundInf

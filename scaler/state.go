@@ -78,3 +78,17 @@ func (s *GradScaler) LoadStateDict(st State) error {
 	s.per, s.order, s.last = map[optim.Optimizer]*optState{}, nil, nil
 	return nil
 }
+
+// DiscardIteration forgets what Unscale and Step recorded since the last Update, as if
+// they had not run: every optimizer is READY again and the scale, trackers and
+// counters are untouched. A training step that failed after unscaling (out of memory
+// while clipping or in the optimizer) calls it before the gradients are dropped, so
+// the retry starts a fresh iteration. A disabled scaler does nothing.
+func (s *GradScaler) DiscardIteration() {
+	if !s.enabled {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.per, s.order = map[optim.Optimizer]*optState{}, nil
+}
