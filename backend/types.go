@@ -130,21 +130,25 @@ func (d Device) String() string {
 func ParseDevice(s string) (Device, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
 	name, idx, hasIdx := strings.Cut(s, ":")
+	var kind Kind
+	switch name {
+	case "cpu":
+		kind = KindCPU
+	case "cuda", "gpu":
+		kind = KindCUDA
+	default:
+		return Device{}, fmt.Errorf("backend: unknown device %q (want cpu, cpu:N or cuda:N)", s)
+	}
 	n := 0
 	if hasIdx {
+		// The message names the device kind asked for: a bad "cpu:x" must not suggest cuda:0.
 		v, err := strconv.Atoi(idx)
 		if err != nil || v < 0 {
-			return Device{}, fmt.Errorf("backend: bad device index in %q (want e.g. cuda:0)", s)
+			return Device{}, fmt.Errorf("backend: bad %s device index %q in %q (want a number ≥ 0, e.g. %s:0)", name, idx, s, name)
 		}
 		n = v
 	}
-	switch name {
-	case "cpu":
-		return Device{KindCPU, n}, nil
-	case "cuda", "gpu":
-		return Device{KindCUDA, n}, nil
-	}
-	return Device{}, fmt.Errorf("backend: unknown device %q (want cpu, cpu:N or cuda:N)", s)
+	return Device{kind, n}, nil
 }
 
 // ErrOutOfMemory is returned (wrapped in *OOMError) when a device cannot satisfy an
