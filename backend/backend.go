@@ -1,6 +1,9 @@
 package backend
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Storage is a block of device memory holding Len elements of one DType. It is owned by
 // the backend that allocated it and released with Backend.Free, never by the GC.
@@ -361,6 +364,23 @@ type DeviceCopier interface {
 	CopyFromDevice(dst Storage, dstOff int, src Storage, srcOff, n int) error
 }
 
+// EventTimer is implemented by backends whose ops run asynchronously on the device
+// (CUDA): TimingEvent records a timing event on the compute stream without waiting, so
+// a profiler measures the time an op ran on the device rather than the time it took to
+// queue (torch.cuda.Event(enable_timing=True).record()).
+type EventTimer interface {
+	TimingEvent() (TimingEvent, error)
+}
+
+// TimingEvent is a recorded device timing event.
+type TimingEvent interface {
+	// Since returns the device time from start (an event of the same device) to this
+	// event, waiting for this event to happen.
+	Since(start TimingEvent) (time.Duration, error)
+	// Close releases the event.
+	Close() error
+}
+
 // MultiUnscaler is implemented by backends that unscale many gradients with no wait
 // between them (the CUDA multi-tensor kernel): found[i] reports gs[i] as UnscaleCheck
 // would. The scaler uses it through tensor.UnscaleCheckAll.
@@ -396,6 +416,28 @@ type AdamArgs struct {
 type FusedOptimizer interface {
 	SGDStep(a SGDArgs)
 	AdamStep(a AdamArgs)
+}
+
+// AttentionArgs is one fused scaled dot-product attention over BH independent heads:
+// Q, K, V, O (and GO, GQ, GK, GV) are contiguous [BH, T, D] in one floating dtype; LSE is
+// [BH, T], Float32 (Float64 with Float64 operands), and holds each query row's log Σ exp(scores), which the forward writes
+// and the backward reads to recompute the probabilities block by block. With Causal,
+// query i sees keys j ≤ i only: masked probabilities are exactly 0.
+type AttentionArgs struct {
+	Q, K, V, O, LSE Storage
+	GO, GQ, GK, GV  Storage // backward only; all three gradients are overwritten
+	BH, T, D        int
+	Scale           float64 // multiplies Q·Kᵀ (1/√D for the usual attention)
+	Causal          bool
+}
+
+// Attention is implemented by backends with a fused attention kernel that never
+// materialises the T×T score matrix (online softmax, as FlashAttention). Half data is
+// computed in float32. tensor.ScaledDotProductAttention uses it when the backend has
+// it and composes matmul, mask and softmax otherwise.
+type Attention interface {
+	Attention(a AttentionArgs)
+	AttentionBackward(a AttentionArgs)
 }
 
 // MemoryStats are the allocator's counters, in bytes unless named otherwise.

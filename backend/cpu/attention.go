@@ -1,0 +1,292 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gamp-ml/gamp/backend"
+)
+
+// Fused scaled dot-product attention (backend.Attention), FlashAttention's algorithm on
+// the CPU: each head is one task of the worker pool; within it the queries are taken in
+// blocks of attnBlock rows and the keys in blocks of attnBlock columns, the scores of
+// one block pair live in a attnBlock×attnBlock scratch tile, and the softmax is taken
+// online (running maximum and sum per row, the output rescaled as the maximum grows).
+// So the memory a head needs grows with T·D, never T². The backward pass recomputes
+// each tile's probabilities from the saved log-sum-exp. Products are the float32 (or
+// float64) GEMM micro-kernels run on one worker; half data is widened to float32 once
+// per head and rounded once on store.
+
+// attnBlock is the query and key block size: a 64×64 float32 tile (16 KB) and the
+// blocks of Q, K and V it reads stay in L1/L2 for the head dimensions of small models.
+const attnBlock = 64
+
+// Attention implements backend.Attention.
+func (b *Backend) Attention(a backend.AttentionArgs) {
+	ops := attnOperands("Attention", &a, a.Q, a.K, a.V, a.O)
+	lse := attnLSE("Attention", &a)
+	if computeF64(ops[0].dt) {
+		attnForward[float64](&a, ops, lse)
+	} else {
+		attnForward[float32](&a, ops, lse)
+	}
+}
+
+// AttentionBackward implements backend.Attention.
+func (b *Backend) AttentionBackward(a backend.AttentionArgs) {
+	ops := attnOperands("AttentionBackward", &a, a.Q, a.K, a.V, a.O, a.GO, a.GQ, a.GK, a.GV)
+	lse := attnLSE("AttentionBackward", &a)
+	if computeF64(ops[0].dt) {
+		attnBackward[float64](&a, ops, lse)
+	} else {
+		attnBackward[float32](&a, ops, lse)
+	}
+}
+
+// attnOperands checks that the [BH, T, D] operands share a floating dtype and are
+// large enough.
+func attnOperands(op string, a *backend.AttentionArgs, ss ...backend.Storage) []*storage {
+	if a.BH < 0 || a.T < 0 || a.D < 0 {
+		panic(fmt.Sprintf("cpu: %s: negative geometry BH=%d T=%d D=%d", op, a.BH, a.T, a.D))
+	}
+	n := a.BH * a.T * a.D
+	out := make([]*storage, len(ss))
+	for i, s := range ss {
+		if s == nil {
+			panic(fmt.Sprintf("cpu: %s: operand %d is nil", op, i))
+		}
+		out[i] = st(s)
+		if !out[i].dt.IsFloat() || out[i].dt != out[0].dt {
+			panic(fmt.Sprintf("cpu: %s: operands must share one floating dtype, got %s and %s", op, out[0].dt, out[i].dt))
+		}
+		if out[i].n < n {
+			panic(fmt.Sprintf("cpu: %s: operand %d has %d elements, want BH·T·D = %d", op, i, out[i].n, n))
+		}
+	}
+	return out
+}
+
+// attnLSE returns the [BH, T] log-sum-exp storage: Float32, or Float64 with Float64
+// operands.
+func attnLSE(op string, a *backend.AttentionArgs) *storage {
+	if a.LSE == nil {
+		panic(fmt.Sprintf("cpu: %s: LSE is nil; it holds the softmax statistics the backward pass needs", op))
+	}
+	s := st(a.LSE)
+	if !(s.dt == backend.Float32 || s.dt == backend.Float64) || s.n < a.BH*a.T {
+		panic(fmt.Sprintf("cpu: %s: LSE must be Float32 (or Float64) with BH·T = %d elements, got %s with %d", op, a.BH*a.T, s.dt, s.n))
+	}
+	return s
+}
+
+// attnVisible is the number of keys of the block starting at j0 (cols wide) that query
+// i may see.
+func attnVisible(causal bool, i, j0, cols int) int {
+	if !causal {
+		return cols
+	}
+	return max(0, min(cols, i-j0+1))
+}
+
+// attnKeyEnd is the end of the keys any query of the block [i0, i0+rows) sees.
+func attnKeyEnd(causal bool, i0, rows, t int) int {
+	if causal {
+		return min(t, i0+rows)
+	}
+	return t
+}
+
+// attnExpRow sets row[c] = exp(row[c] - shift) for c < visible and 0 beyond (masked
+// keys give exact zeros), and returns the sum of the exponentials.
+func attnExpRow[C numeric](row []C, visible int, shift float64, e []float64) float64 {
+	var sum float64
+	if rf, ok := any(row).([]float32); ok {
+		sum = vecExpF64(e[:visible], rf[:visible], shift)
+		for c := 0; c < visible; c++ {
+			rf[c] = float32(e[c])
+		}
+	} else {
+		for c := 0; c < visible; c++ {
+			v := expF64(float64(row[c]) - shift)
+			row[c] = C(v)
+			sum += v
+		}
+	}
+	clear(row[visible:])
+	return sum
+}
+
+// attnScratch is one task's buffers: the head's operands in the compute type and the
+// score tile.
+type attnScratch[C numeric] struct {
+	q, k, v, o, g    []C
+	gq, gk, gv, tile []C
+	dp               []C
+	m, l, delta      []float64
+	e                []float64
+}
+
+func newAttnScratch[C numeric](t, d int, backward bool) *attnScratch[C] {
+	n := t * d
+	s := &attnScratch[C]{
+		q: make([]C, n), k: make([]C, n), v: make([]C, n), o: make([]C, n),
+		tile: make([]C, attnBlock*attnBlock), m: make([]float64, attnBlock), l: make([]float64, attnBlock),
+		e: make([]float64, attnBlock),
+	}
+	if backward {
+		s.g, s.gq, s.gk, s.gv = make([]C, n), make([]C, n), make([]C, n), make([]C, n)
+		s.dp = make([]C, attnBlock*attnBlock)
+		s.delta = make([]float64, t)
+	}
+	return s
+}
+
+func attnForward[C numeric](a *backend.AttentionArgs, ops []*storage, lseS *storage) {
+	q, k, v, o := ops[0], ops[1], ops[2], ops[3]
+	t, d := a.T, a.D
+	kern := gemmKernelFor[C]()
+	scale := C(a.Scale)
+	ParallelFor(a.BH, 1, func(lo, hi int) {
+		s := newAttnScratch[C](t, d, false)
+		lse := make([]float64, t)
+		for h := lo; h < hi; h++ {
+			off := h * t * d
+			load(s.q, q, off, 1)
+			load(s.k, k, off, 1)
+			load(s.v, v, off, 1)
+			for i0 := 0; i0 < t; i0 += attnBlock {
+				rows := min(attnBlock, t-i0)
+				acc := s.o[i0*d : (i0+rows)*d]
+				clear(acc)
+				for r := range rows {
+					s.m[r], s.l[r] = math.Inf(-1), 0
+				}
+				end := attnKeyEnd(a.Causal, i0, rows, t)
+				for j0 := 0; j0 < end; j0 += attnBlock {
+					cols := min(attnBlock, end-j0)
+					gemmWith(kern, 1, false, true, rows, cols, d, scale, s.q[i0*d:], d, s.k[j0*d:], d, 0, s.tile, attnBlock)
+					for r := range rows {
+						row := s.tile[r*attnBlock : r*attnBlock+cols]
+						vis := attnVisible(a.Causal, i0+r, j0, cols)
+						if vis == 0 {
+							clear(row)
+							continue
+						}
+						mx := math.Inf(-1)
+						for _, x := range row[:vis] {
+							mx = math.Max(mx, float64(x))
+						}
+						mNew := math.Max(s.m[r], mx)
+						if math.IsInf(mNew, -1) {
+							// Every visible score is -Inf: nothing to add (no NaN from -Inf - -Inf).
+							clear(row)
+							continue
+						}
+						sum := attnExpRow(row, vis, mNew, s.e)
+						if s.l[r] != 0 {
+							alpha := math.Exp(s.m[r] - mNew)
+							if alpha != 1 {
+								ar := acc[r*d : (r+1)*d]
+								for c := range ar {
+									ar[c] = C(float64(ar[c]) * alpha)
+								}
+							}
+							s.l[r] = s.l[r]*alpha + sum
+						} else {
+							s.l[r] = sum
+						}
+						s.m[r] = mNew
+					}
+					gemmWith(kern, 1, false, false, rows, d, cols, 1, s.tile, attnBlock, s.v[j0*d:], d, 1, acc, d)
+				}
+				for r := range rows {
+					ar := acc[r*d : (r+1)*d]
+					i := i0 + r
+					if s.l[r] == 0 {
+						// A row with no visible key (possible only with -Inf scores):
+						// output 0, and an LSE of -Inf makes its probabilities 0 in backward.
+						clear(ar)
+						lse[i] = math.Inf(-1)
+						continue
+					}
+					inv := 1 / s.l[r]
+					for c := range ar {
+						ar[c] = C(float64(ar[c]) * inv)
+					}
+					lse[i] = s.m[r] + math.Log(s.l[r])
+				}
+			}
+			store(o, off, 1, s.o)
+			store(lseS, h*t, 1, lse)
+		}
+	})
+}
+
+func attnBackward[C numeric](a *backend.AttentionArgs, ops []*storage, lseS *storage) {
+	q, k, v, o, gO, gQ, gK, gV := ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7]
+	t, d := a.T, a.D
+	kern := gemmKernelFor[C]()
+	scale := C(a.Scale)
+	ParallelFor(a.BH, 1, func(lo, hi int) {
+		s := newAttnScratch[C](t, d, true)
+		lse := make([]float64, t)
+		for h := lo; h < hi; h++ {
+			off := h * t * d
+			load(lse, lseS, h*t, 1)
+			load(s.q, q, off, 1)
+			load(s.k, k, off, 1)
+			load(s.v, v, off, 1)
+			load(s.o, o, off, 1)
+			load(s.g, gO, off, 1)
+			clear(s.gq)
+			clear(s.gk)
+			clear(s.gv)
+			// delta_i = Σ_c dO_ic·O_ic: the softmax backward's row term.
+			for i := range t {
+				var dot float64
+				gr, or := s.g[i*d:(i+1)*d], s.o[i*d:(i+1)*d]
+				for c := range gr {
+					dot += float64(gr[c]) * float64(or[c])
+				}
+				s.delta[i] = dot
+			}
+			for i0 := 0; i0 < t; i0 += attnBlock {
+				rows := min(attnBlock, t-i0)
+				end := attnKeyEnd(a.Causal, i0, rows, t)
+				for j0 := 0; j0 < end; j0 += attnBlock {
+					cols := min(attnBlock, end-j0)
+					// P = exp(scale·Q_i·K_jᵀ - lse_i), masked entries 0.
+					gemmWith(kern, 1, false, true, rows, cols, d, scale, s.q[i0*d:], d, s.k[j0*d:], d, 0, s.tile, attnBlock)
+					for r := range rows {
+						row := s.tile[r*attnBlock : r*attnBlock+cols]
+						vis := attnVisible(a.Causal, i0+r, j0, cols)
+						l := lse[i0+r]
+						if vis == 0 || math.IsInf(l, -1) {
+							clear(row)
+							continue
+						}
+						attnExpRow(row, vis, l, s.e)
+					}
+					// dV_j += Pᵀ·dO_i
+					gemmWith(kern, 1, true, false, cols, d, rows, 1, s.tile, attnBlock, s.g[i0*d:], d, 1, s.gv[j0*d:], d)
+					// dP = dO_i·V_jᵀ, then dS = P∘(dP - delta_i) in place of dP.
+					gemmWith(kern, 1, false, true, rows, cols, d, 1, s.g[i0*d:], d, s.v[j0*d:], d, 0, s.dp, attnBlock)
+					for r := range rows {
+						p := s.tile[r*attnBlock : r*attnBlock+cols]
+						dp := s.dp[r*attnBlock : r*attnBlock+cols]
+						del := s.delta[i0+r]
+						for c := range dp {
+							dp[c] = C(float64(p[c]) * (float64(dp[c]) - del))
+						}
+					}
+					// dQ_i += scale·dS·K_j; dK_j += scale·dSᵀ·Q_i
+					gemmWith(kern, 1, false, false, rows, d, cols, scale, s.dp, attnBlock, s.k[j0*d:], d, 1, s.gq[i0*d:], d)
+					gemmWith(kern, 1, true, false, cols, d, rows, scale, s.dp, attnBlock, s.q[i0*d:], d, 1, s.gk[j0*d:], d)
+				}
+			}
+			store(gQ, off, 1, s.gq)
+			store(gK, off, 1, s.gk)
+			store(gV, off, 1, s.gv)
+		}
+	})
+}
