@@ -84,11 +84,14 @@ type Options struct {
 // Env is what a launcher tells a process about the world, from the environment:
 // Open MPI's OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK when mpirun started it, else
 // torchrun's RANK, WORLD_SIZE, LOCAL_RANK (which gamprun sets), MASTER_ADDR and
-// MASTER_PORT.
+// MASTER_PORT; and the job's token, GAMP_JOB_TOKEN.
 type Env struct {
 	Rank, Size, LocalRank int
 	MasterAddr            string
 	MasterPort            int
+	// JobToken is the job's shared secret (GAMP_JOB_TOKEN, which gamprun generates):
+	// Rendezvous lets in only ranks that hold it. Keep it out of logs.
+	JobToken string
 	// MPI is set when an MPI launcher (mpirun) started the process.
 	MPI bool
 }
@@ -132,6 +135,7 @@ func ReadEnv() (Env, error) {
 	if a := os.Getenv("MASTER_ADDR"); a != "" {
 		e.MasterAddr = a
 	}
+	e.JobToken = os.Getenv(JobTokenEnv)
 	if err := num("MASTER_PORT", &e.MasterPort); err != nil {
 		return e, err
 	}

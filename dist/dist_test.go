@@ -2,10 +2,7 @@ package dist
 
 import (
 	"fmt"
-	"net"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/require"
@@ -81,42 +78,6 @@ func TestInitLocal(t *testing.T) {
 	require.ErrorContains(t, err, "gamprun -n 2")
 	_, err = InitWith(Options{Backend: "gloo"})
 	require.ErrorContains(t, err, "unknown backend")
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func TestRendezvous(t *testing.T) {
-	port := freePort(t)
-	const n = 4
-	id := []byte("a 128-byte ncclUniqueId would go here")
-	got := make([][]byte, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := n - 1; r >= 0; r-- { // the others dial before rank 0 listens
-		wg.Go(func() {
-			var blob []byte
-			if r == 0 {
-				time.Sleep(50 * time.Millisecond)
-				blob = id
-			}
-			got[r], errs[r] = Rendezvous("127.0.0.1", port, r, n, blob, 10*time.Second)
-		})
-	}
-	wg.Wait()
-	for r := range n {
-		require.NoError(t, errs[r], "rank %d", r)
-		require.Equal(t, id, got[r], "rank %d", r)
-	}
-	// Nobody listening: a clear error once the deadline passes.
-	_, err := Rendezvous("127.0.0.1", freePort(t), 1, 2, nil, 200*time.Millisecond)
-	require.ErrorContains(t, err, "cannot reach rank 0")
-	_, err = Rendezvous("127.0.0.1", port, 2, 2, nil, time.Second)
-	require.Error(t, err)
 }
 
 func TestNCCLBinding(t *testing.T) {

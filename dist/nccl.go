@@ -24,7 +24,7 @@ import (
 //   - libnccl.so.2 is bound at run time with purego (GAMP_NCCL_LIB, the soname, the
 //     CUDA directories, pip's nvidia/nccl/lib).
 //   - Rendezvous: rank 0 calls ncclGetUniqueId and shares the 128-byte id over TCP at
-//     MASTER_ADDR:MASTER_PORT (see Rendezvous); every rank then calls
+//     MASTER_ADDR:MASTER_PORT with the ranks holding the job's token (see Rendezvous); every rank then calls
 //     ncclCommInitRank(&comm, size, id, rank). The id is a struct passed by value.
 //   - The communicator is created, and every collective runs, on the worker thread of
 //     the rank's GPU (cuda.Backend.Run; LOCAL_RANK picks the GPU), since NCCL state
@@ -168,7 +168,7 @@ func newNCCL(env Env) (ProcessGroup, error) {
 			return nil, err
 		}
 	}
-	blob, err := Rendezvous(env.MasterAddr, env.MasterPort, env.Rank, env.Size, id.Internal[:], 5*time.Minute)
+	blob, err := Rendezvous(env, id.Internal[:], 5*time.Minute)
 	if err != nil {
 		return nil, err
 	}

@@ -4,8 +4,10 @@
 //
 //	gamprun -n 2 -- fashion -ddp -model mlp -epochs 1 -json
 //
-// Every process gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
-// MASTER_PORT, and, unless it is set, GAMP_CPU_THREADS: the machine's cores divided
+// Every process gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT and GAMP_JOB_TOKEN — a random secret per job (unless GAMP_JOB_TOKEN is
+// already set), with which the ranks prove to rank 0's TCP rendezvous (NCCL) that they
+// belong to the job — and, unless it is set, GAMP_CPU_THREADS: the machine's cores divided
 // among its ranks (as torchrun sets OMP_NUM_THREADS). gamp's MPI backend (package dist) needs an MPI launcher to connect the
 // processes, so when mpirun is on PATH gamprun runs the job through it
 // (mpirun --allow-run-as-root --oversubscribe -n N …) and the processes also see Open
@@ -34,13 +36,17 @@
 //     pair of machines (pin them with --mpi-args "--mca btl_tcp_port_min_v4 40000
 //     --mca btl_tcp_port_range_v4 100" and open that range); choose the interface
 //     with --mpi-args "--mca btl_tcp_if_include eth0". MASTER_PORT on MASTER_ADDR is
-//     only used by backends that rendezvous over TCP (NCCL).
+//     only used by backends that rendezvous over TCP (NCCL): rank 0 listens on
+//     MASTER_ADDR alone, so give the address the other machines reach it by. The job
+//     token travels to the other machines in mpirun's environment forwarding (-x
+//     GAMP_JOB_TOKEN, by name, so it does not show in the process list).
 //  5. Variables the program needs on the other machines must be forwarded:
 //     --mpi-args "-x GAMP_MPI_LIB -x DATA_DIR" (the local ones are inherited).
 package main
 
 import (
 	"bytes"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -78,6 +84,8 @@ type config struct {
 	mpiArgs    string
 	grace      time.Duration
 	prog       []string
+	// token is the job's secret (GAMP_JOB_TOKEN): the caller's, or a fresh random one.
+	token string
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
@@ -95,7 +103,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprint(stderr, `usage: gamprun -n N [--master-addr A] [--master-port P] [--launcher auto|mpirun|local] -- PROGRAM [ARGS…]
 
 Starts N processes of PROGRAM with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-MASTER_ADDR and MASTER_PORT set. When mpirun is on PATH (Open MPI: apt-get install
+MASTER_ADDR, MASTER_PORT and GAMP_JOB_TOKEN (a random secret per job unless it is
+set) in their environment. When mpirun is on PATH (Open MPI: apt-get install
 openmpi-bin) the processes are started through "mpirun --allow-run-as-root
 --oversubscribe -n N", which gamp's MPI backend needs to connect them; otherwise
 gamprun starts them itself. Unless GAMP_CPU_THREADS is set, each rank gets the
@@ -110,6 +119,9 @@ exits non-zero. See "go doc github.com/gamp-ml/gamp/cmd/gamprun" for several mac
 		return c, err
 	}
 	c.prog = fs.Args()
+	if c.token = os.Getenv(jobTokenEnv); c.token == "" {
+		c.token = rand.Text()
+	}
 	switch {
 	case len(c.prog) == 0:
 		fs.Usage()
@@ -156,14 +168,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return runLocal(c, out)
 }
 
-// worldEnv is the torchrun variables for one rank, plus GAMP_CPU_THREADS (unless set):
-// the machine's cores shared among its ranks, as torchrun sets OMP_NUM_THREADS, so
-// the ranks' CPU workers do not fight over the cores.
-func worldEnv(rank, size, local, localSize int, addr string, port int) []string {
+// jobTokenEnv is dist.JobTokenEnv, spelled out so that the launcher does not link the
+// training packages.
+const jobTokenEnv = "GAMP_JOB_TOKEN"
+
+// worldEnv is the torchrun variables for one rank, the job token (when there is one),
+// plus GAMP_CPU_THREADS (unless set): the machine's cores shared among its ranks, as
+// torchrun sets OMP_NUM_THREADS, so the ranks' CPU workers do not fight over the cores.
+func worldEnv(rank, size, local, localSize int, addr string, port int, token string) []string {
 	env := []string{
 		"RANK=" + strconv.Itoa(rank), "WORLD_SIZE=" + strconv.Itoa(size),
 		"LOCAL_RANK=" + strconv.Itoa(local), "LOCAL_WORLD_SIZE=" + strconv.Itoa(localSize),
 		"MASTER_ADDR=" + addr, "MASTER_PORT=" + strconv.Itoa(port),
+	}
+	if token != "" {
+		env = append(env, jobTokenEnv+"="+token)
 	}
 	if os.Getenv("GAMP_CPU_THREADS") == "" && localSize > 1 {
 		env = append(env, "GAMP_CPU_THREADS="+strconv.Itoa(max(1, runtime.NumCPU()/localSize)))
@@ -205,7 +224,7 @@ func runLocal(c config, out *router) int {
 	var streams sync.WaitGroup
 	for r := range c.n {
 		cmd := exec.Command(path, c.prog[1:]...)
-		cmd.Env = setEnv(os.Environ(), worldEnv(r, c.n, r, c.n, c.masterAddr, c.masterPort)...)
+		cmd.Env = setEnv(os.Environ(), worldEnv(r, c.n, r, c.n, c.masterAddr, c.masterPort, c.token)...)
 		cmd.Stdin = nil
 		// Each rank leads its own process group, so stopping it stops its children.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -300,11 +319,14 @@ func runMPI(c config, out *router) int {
 	for _, kv := range []string{"MASTER_ADDR=" + c.masterAddr, "MASTER_PORT=" + strconv.Itoa(c.masterPort)} {
 		args = append(args, "-x", kv)
 	}
+	// The token by name only: mpirun forwards the value from its environment, so the
+	// secret is not on any command line.
+	args = append(args, "-x", jobTokenEnv)
 	args = append(args, strings.Fields(c.mpiArgs)...)
 	args = append(args, self, childFlag, "--")
 	args = append(args, c.prog...)
 	cmd := exec.Command("mpirun", args...)
-	cmd.Env = setEnv(os.Environ(), "MASTER_ADDR="+c.masterAddr, "MASTER_PORT="+strconv.Itoa(c.masterPort))
+	cmd.Env = setEnv(os.Environ(), "MASTER_ADDR="+c.masterAddr, "MASTER_PORT="+strconv.Itoa(c.masterPort), jobTokenEnv+"="+c.token)
 	cmd.Stdout = &tagSplitter{out: out, stream: "stdout"}
 	cmd.Stderr = &tagSplitter{out: out, stream: "stderr"}
 	sigs := make(chan os.Signal, 2)
@@ -365,7 +387,9 @@ func execChild(args []string) int {
 	if addr == "" {
 		addr = "127.0.0.1"
 	}
-	env := setEnv(os.Environ(), worldEnv(rank, size, local, localSize, addr, port)...)
+	// The token came from gamprun through mpirun; without it (mpirun started this mode
+	// by hand) the ranks have none, and a TCP rendezvous says so.
+	env := setEnv(os.Environ(), worldEnv(rank, size, local, localSize, addr, port, os.Getenv(jobTokenEnv))...)
 	path, err := exec.LookPath(args[0])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gamprun:", err)

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 			os.Getenv("LOCAL_RANK"), os.Getenv("LOCAL_WORLD_SIZE"), os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT"), os.Getenv("GAMP_CPU_THREADS"))
 		fmt.Fprintf(os.Stderr, "hello from %s\n", os.Getenv("RANK"))
 		os.Exit(0)
+	case "token":
+		fmt.Printf("token=%s\n", os.Getenv(jobTokenEnv))
+		os.Exit(0)
 	case "fail":
 		if os.Getenv("RANK") == "1" {
 			fmt.Println("rank 1 gives up")
@@ -71,6 +74,35 @@ func TestEnvironmentAndOutput(t *testing.T) {
 			}, lines, "rank 0's stdout unprefixed, rank 1's prefixed")
 			require.Contains(t, errOut, "[rank 0] hello from 0\n")
 			require.Contains(t, errOut, "[rank 1] hello from 1\n")
+		})
+	}
+}
+
+// TestJobToken: every rank of a job gets the same GAMP_JOB_TOKEN, a fresh random one
+// per job unless the caller set it.
+func TestJobToken(t *testing.T) {
+	t.Setenv("GAMPRUN_TEST_HELPER", "token")
+	for _, l := range launchers(t) {
+		t.Run(l, func(t *testing.T) {
+			tokens := func() []string {
+				out, errOut, status := gamprun(t, "-n", "2", "--launcher", l, "--", os.Args[0])
+				require.Equal(t, 0, status, "stdout:\n%s\nstderr:\n%s", out, errOut)
+				var got []string
+				for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+					_, tok, ok := strings.Cut(line, "token=")
+					require.True(t, ok, line)
+					got = append(got, tok)
+				}
+				require.Len(t, got, 2)
+				require.Equal(t, got[0], got[1], "both ranks of a job share its token")
+				return got
+			}
+			t.Setenv(jobTokenEnv, "")
+			a, b := tokens(), tokens()
+			require.GreaterOrEqual(t, len(a[0]), 16, "long enough for dist.Rendezvous")
+			require.NotEqual(t, a[0], b[0], "a fresh token per job")
+			t.Setenv(jobTokenEnv, "set-by-hand-0123456789")
+			require.Equal(t, "set-by-hand-0123456789", tokens()[0], "the caller's token is kept")
 		})
 	}
 }
