@@ -31,6 +31,20 @@
 // MASTER_ADDR:MASTER_PORT with Rendezvous; collectives run in place on the device
 // buffers the CUDA backend's storages expose through DeviceBuffer).
 //
+// # Who may join a job
+//
+// Rendezvous's rank 0 listens on MASTER_ADDR only (127.0.0.1 when every rank is on one
+// machine; never every interface), and a connection becomes a rank only by proving it
+// holds the job's token, GAMP_JOB_TOKEN: an HMAC-SHA256 of a nonce rank 0 sends, so the
+// token never crosses the network and a recorded hello is useless later. The blob goes
+// back sealed with AES-GCM under a key derived from the token, so a stranger on the port
+// can neither read it nor pose as rank 0. Hellos are read concurrently, each with a
+// short deadline: a client that stays silent, sends garbage, or claims a rank with the
+// wrong token neither takes the rank nor delays the job. gamprun generates a random
+// token per job and hands it to its ranks through the environment; a job started by
+// hand sets the same value (at least 16 bytes) on every rank; a world of more than one
+// process without a token is an error that says so.
+//
 // A world of one process (no launcher, or WORLD_SIZE=1) is the Local group: every
 // collective is a no-op, so the same program runs alone.
 //
