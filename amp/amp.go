@@ -58,6 +58,10 @@ type Config struct {
 	// ReportGradNorm computes the gradient norm for Result.GradNorm even when not
 	// clipping (it costs a pass over every gradient).
 	ReportGradNorm bool
+	// Divergence configures the check that makes Step return a *DivergenceError when
+	// the run diverges (NaN or exploding losses, or steps skipped with the loss scale
+	// at its floor). The zero value turns it on with the defaults; Off turns it off.
+	Divergence DivergenceConfig
 }
 
 // Prepare casts model for the opt level: O2 to Low except KeepFP32 parameters

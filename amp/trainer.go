@@ -38,6 +38,7 @@ type Trainer struct {
 	low    tensor.DType
 	policy *autocast.Policy
 	steps  int64
+	div    divergence
 }
 
 // Result reports one optimizer step.
@@ -67,6 +68,9 @@ func NewTrainer(model nn.Module, opt optim.Optimizer, loss LossFunc, dev tensor.
 	low := resolveLow(cfg.Low, dev)
 	if cfg.Low != 0 && !cfg.Low.IsHalf() {
 		return nil, fmt.Errorf("amp: Low must be float16 or bfloat16, not %s", cfg.Low)
+	}
+	if err := cfg.Divergence.validate(); err != nil {
+		return nil, err
 	}
 	pol := cfg.policy(low)
 	if pol != nil {
@@ -178,10 +182,11 @@ func (t *Trainer) Step(xs, ys []*tensor.Tensor) (res Result, err error) {
 	}
 	t.Opt.ZeroGrad()
 	t.steps++
-	return Result{
+	r := Result{
 		Loss: total / float64(len(xs)), Skipped: !stepped, Scale: t.Scaler.ScaleValue(),
 		GradNorm: norm, Step: t.steps,
-	}, uerr
+	}
+	return r, joinErrs(uerr, t.div.observe(t.cfg.Divergence, r, t.Scaler.Config().MinScale))
 }
 
 // stepSnapshot is what a step may change before it can fail: the generator's
