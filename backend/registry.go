@@ -22,6 +22,14 @@ func Register(k Kind, f Factory) {
 	factories[k] = f
 }
 
+// pkg is the import path of the package that registers kind k.
+func (k Kind) pkg() string {
+	if k == KindCUDA {
+		return "github.com/gamp-ml/gamp/cuda"
+	}
+	return "github.com/gamp-ml/gamp/backend/" + k.String()
+}
+
 // Get returns the backend for d, opening it on first use. The error wraps ErrNoDevice
 // when the kind is not registered or the device is absent.
 func Get(d Device) (Backend, error) {
@@ -32,7 +40,7 @@ func Get(d Device) (Backend, error) {
 	}
 	f, ok := factories[d.Kind]
 	if !ok {
-		return nil, fmt.Errorf("backend: %s: %w (no %s backend is linked in; import it)", d, ErrNoDevice, d.Kind)
+		return nil, fmt.Errorf("backend: %s: %w: no %s backend is linked into this program (add import _ %q)", d, ErrNoDevice, d.Kind, d.Kind.pkg())
 	}
 	b, err := f(d.Index)
 	if err != nil {

@@ -10,9 +10,12 @@ import (
 	"github.com/gamp-ml/gamp/cuda/internal/cu"
 )
 
+// Importing this package registers the CUDA backend (as importing image/png registers
+// a decoder): tensor.OpenDevice("cuda:0") and tensor.BestDevice reach it through
+// backend.Get, which opens each device once and keeps it.
 func init() {
 	backend.Register(backend.KindCUDA, func(index int) (backend.Backend, error) {
-		return Open(index)
+		return open(index)
 	})
 }
 
@@ -71,41 +74,19 @@ func DeviceCount() int {
 	return numDev
 }
 
-var (
-	curMu  sync.Mutex
-	curDev int
-)
-
-// SetDevice makes device index the default that Current and Device return, like
-// torch.cuda.set_device. It checks that the device exists and opens it.
-func SetDevice(index int) error {
-	if _, err := Open(index); err != nil {
-		return err
-	}
-	curMu.Lock()
-	curDev = index
-	curMu.Unlock()
-	return nil
-}
-
-// CurrentDevice returns the index SetDevice chose (0 by default).
-func CurrentDevice() int {
-	curMu.Lock()
-	defer curMu.Unlock()
-	return curDev
-}
-
-// Device returns the backend.Device of the current CUDA device ("cuda:N").
-func Device() backend.Device { return backend.CUDA(CurrentDevice()) }
-
-var (
-	openMu sync.Mutex
-	opened = map[int]*Backend{}
-)
-
-// Open returns the backend for device index, starting its worker on first use. Most
-// code reaches it through backend.Get(backend.CUDA(index)) or tensor.OpenDevice.
+// Open returns the backend for device index, starting its worker on first use. It is
+// backend.Get(backend.CUDA(index)) with the concrete type, for code that needs the
+// CUDA-only methods (streams, events, pinned memory).
 func Open(index int) (*Backend, error) {
+	b, err := backend.Get(backend.CUDA(index))
+	if err != nil {
+		return nil, err
+	}
+	return b.(*Backend), nil
+}
+
+// open starts device index; backend.Get calls it once per device and caches the result.
+func open(index int) (*Backend, error) {
 	probe()
 	if probeErr != nil {
 		return nil, fmt.Errorf("cuda:%d: %w: %w", index, backend.ErrNoDevice, probeErr)
@@ -113,18 +94,11 @@ func Open(index int) (*Backend, error) {
 	if index < 0 || index >= numDev {
 		return nil, fmt.Errorf("cuda:%d: %w (this machine has %d CUDA device(s): cuda:0 … cuda:%d)", index, backend.ErrNoDevice, numDev, numDev-1)
 	}
-	openMu.Lock()
-	defer openMu.Unlock()
-	if b, ok := opened[index]; ok {
-		return b, nil
-	}
 	d, err := startDevice(index)
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{d: d}
-	opened[index] = b
-	return b, nil
+	return &Backend{d: d}, nil
 }
 
 // IsOutOfMemory reports whether err is a device out-of-memory error.

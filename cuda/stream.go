@@ -147,6 +147,30 @@ func (e *Event) Close() error {
 	return e.d.doErr(func() error { return cu.EventDestroy(h) })
 }
 
+// TimingEvent implements backend.EventTimer: a timing event recorded now on the
+// compute stream, without waiting.
+func (b *Backend) TimingEvent() (backend.TimingEvent, error) {
+	ev, err := b.NewEvent(true)
+	if err != nil {
+		return nil, err
+	}
+	if err := ev.Record(nil); err != nil {
+		_ = ev.Close()
+		return nil, err
+	}
+	return ev, nil
+}
+
+// Since implements backend.TimingEvent: the device time from start (an *Event of the
+// same device) to e.
+func (e *Event) Since(start backend.TimingEvent) (time.Duration, error) {
+	s, ok := start.(*Event)
+	if !ok || s.d != e.d {
+		return 0, fmt.Errorf("cuda: Event.Since: start is not an event of cuda:%d", e.d.index)
+	}
+	return Elapsed(s, e)
+}
+
 // Elapsed returns the device time between two recorded timing events, waiting for end
 // to happen (torch.cuda.Event.elapsed_time, in a time.Duration; resolution about 0.5 µs).
 func Elapsed(start, end *Event) (time.Duration, error) {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gamp-ml/gamp/backend"
-	"github.com/gamp-ml/gamp/cuda"
 	"github.com/gamp-ml/gamp/tensor"
 )
 
@@ -139,8 +138,8 @@ type fwdTag struct {
 // Option configures a Profiler.
 type Option func(*Profiler)
 
-// WithClock sets the timing source (default: a DeviceClock when a CUDA device is
-// present, else a CPUClock, started by New).
+// WithClock sets the timing source (default: a DeviceClock started by New, which times
+// GPU ops with device events and everything else with the host clock).
 func WithClock(c Clock) Option { return func(p *Profiler) { p.clock = c } }
 
 // New returns a Profiler that is recording.
@@ -150,11 +149,7 @@ func New(opts ...Option) *Profiler {
 		o(p)
 	}
 	if p.clock == nil {
-		if cuda.Available() {
-			p.clock = NewDeviceClock() // device time for CUDA ops, host time for the rest
-		} else {
-			p.clock = NewCPUClock()
-		}
+		p.clock = NewDeviceClock() // device time for GPU ops, host time for the rest
 	}
 	return p
 }

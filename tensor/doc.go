@@ -15,17 +15,17 @@
 // result: Release it, or Bind the input into the step's Context first so the result is
 // released with the step. Untracked tensors are freed by the GC as a last resort.
 //
-// The pure-Go CPU backend is always linked in, and so is the CUDA backend, which finds
-// its libraries at run time: OpenDevice("cuda:0") and BestDevice use the GPU when one is
-// present and report why not otherwise.
+// The pure-Go CPU backend is always linked in. A program opts into GPUs by importing
+// the CUDA backend, which registers itself and finds its libraries at run time:
+//
+//	import _ "github.com/gamp-ml/gamp/cuda"
+//
+// Then OpenDevice("cuda:0") and BestDevice use the GPU when one is present and report
+// why not otherwise; without the import, opening cuda:0 is an error that names it.
 //
 // Misuse (shape, dtype or device mismatch) panics with *OpError. Out of memory panics
 // with an error wrapping ErrOutOfMemory; CatchOOM turns it back into an error.
 package tensor
 
-import (
-	// The CPU backend always works, so it is always there.
-	_ "github.com/gamp-ml/gamp/backend/cpu"
-	// The CUDA backend registers itself; without a driver it reports why it cannot open.
-	_ "github.com/gamp-ml/gamp/cuda"
-)
+// The CPU backend always works, so it is always there.
+import _ "github.com/gamp-ml/gamp/backend/cpu"

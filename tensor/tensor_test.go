@@ -399,4 +399,10 @@ func TestOpenDevice(t *testing.T) {
 	require.Error(t, err)
 	_, err = OpenDevice("cpu:99")
 	require.ErrorIs(t, err, backend.ErrNoDevice)
+	// tensor does not link the CUDA backend (its tests do not import it either):
+	// opening a GPU is an error that says which import registers it.
+	_, err = OpenDevice("cuda:0")
+	require.ErrorIs(t, err, backend.ErrNoDevice)
+	require.Contains(t, err.Error(), `import _ "github.com/gamp-ml/gamp/cuda"`)
+	require.Equal(t, CPU, BestDevice())
 }

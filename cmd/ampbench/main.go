@@ -18,6 +18,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	// The CUDA backend registers itself on import, so the GPU is used when present.
+	_ "github.com/gamp-ml/gamp/cuda"
 )
 
 // options are the command-line flags; run validates them.

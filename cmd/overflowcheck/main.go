@@ -30,6 +30,9 @@ import (
 	"github.com/gamp-ml/gamp/overflow"
 	"github.com/gamp-ml/gamp/scaler"
 	"github.com/gamp-ml/gamp/tensor"
+
+	// The CUDA backend registers itself on import, so the GPU is used when present.
+	_ "github.com/gamp-ml/gamp/cuda"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -23,6 +23,9 @@ import (
 	"github.com/gamp-ml/gamp/optim"
 	"github.com/gamp-ml/gamp/parallel"
 	"github.com/gamp-ml/gamp/tensor"
+
+	// The CUDA backend registers itself on import, so the GPU is used when present.
+	_ "github.com/gamp-ml/gamp/cuda"
 )
 
 func main() {
