@@ -58,9 +58,9 @@ func TestCachedCompile(t *testing.T) {
 	if compiles != 2 {
 		t.Fatalf("corrupt entry: compiled %d times, want 2", compiles)
 	}
-	img, _ := os.ReadFile(filepath.Join(dir, "k1.cubin"))
-	if string(img) != "IMAGE" {
-		t.Fatalf("cache holds %q after recompiling", img)
+	raw, _ := os.ReadFile(filepath.Join(dir, "k1.cubin"))
+	if img, ok := decodeCacheEntry(raw); !ok || string(img) != "IMAGE" {
+		t.Fatalf("cache holds %q after recompiling", raw)
 	}
 	// A compile error is returned and nothing is cached.
 	bad := func() ([]byte, error) { return nil, errors.New("nvrtc: syntax error") }
