@@ -30,6 +30,12 @@ type Trainer struct {
 	// Sched, when set, is advanced after every step that was not skipped.
 	Sched *optim.Scheduler
 	Loss  LossFunc
+	// ForwardLoss, when set, replaces "run Model, then Loss on its output and the
+	// target" in a training micro-step: it receives the input already in the step's
+	// autocast region (cast to the half dtype at O2/O3) and the target, and returns the
+	// loss. parallel.Trainer sets it so that each replica computes its own chunk's
+	// loss. Evaluate still calls Model.
+	ForwardLoss func(x, target *tensor.Tensor) *tensor.Tensor
 	// Gen is the generator dropout and other random ops draw from; it is part of the
 	// saved training state.
 	Gen *tensor.Generator
@@ -110,6 +116,17 @@ func (t *Trainer) Steps() int64 { return t.steps }
 // half input for O2/O3) and returns the output in float32 (O3: in half), still inside
 // the region, plus the region's Context (close it after use).
 func (t *Trainer) Forward(ctx *tensor.Context, x *tensor.Tensor) (*tensor.Tensor, *tensor.Context) {
+	x, region := t.input(ctx, x)
+	out := nn.Call(t.Model, x)
+	if t.cfg.Level == O2 {
+		out = out.Cast(tensor.Float32)
+	}
+	return out, region
+}
+
+// input enters the step's autocast region under ctx and brings x into it, cast to the
+// half dtype at O2/O3 (the model's weights are half there).
+func (t *Trainer) input(ctx *tensor.Context, x *tensor.Tensor) (*tensor.Tensor, *tensor.Context) {
 	region := ctx
 	if t.policy != nil {
 		region = autocast.Enter(ctx, *t.policy)
@@ -120,11 +137,7 @@ func (t *Trainer) Forward(ctx *tensor.Context, x *tensor.Tensor) (*tensor.Tensor
 	if (t.cfg.Level == O2 || t.cfg.Level == O3) && x.DType().IsFloat() {
 		x = x.Cast(t.low)
 	}
-	out := nn.Call(t.Model, x)
-	if t.cfg.Level == O2 {
-		out = out.Cast(tensor.Float32)
-	}
-	return out, region
+	return x, region
 }
 
 // Step runs one optimizer step from len(xs) == Accum micro-batches. The tensors in xs
@@ -244,9 +257,16 @@ func clipOrInf(v float64) float64 {
 func (t *Trainer) microStep(x, y *tensor.Tensor) (loss float64) {
 	ctx := tensor.NewContext(tensor.UseGenerator(t.Gen))
 	defer ctx.Close()
-	out, region := t.Forward(ctx, x)
-	defer region.Close()
-	l := t.Loss(out, region.Bind(y))
+	var l *tensor.Tensor
+	if t.ForwardLoss != nil {
+		xin, region := t.input(ctx, x)
+		defer region.Close()
+		l = t.ForwardLoss(xin, region.Bind(y))
+	} else {
+		out, region := t.Forward(ctx, x)
+		defer region.Close()
+		l = t.Loss(out, region.Bind(y))
+	}
 	if t.cfg.Accum > 1 {
 		l = l.MulScalar(1 / float64(t.cfg.Accum))
 	}

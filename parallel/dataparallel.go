@@ -3,7 +3,6 @@ package parallel
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/nn"
@@ -33,13 +32,6 @@ type DataParallel struct {
 	module  nn.Module
 	devices []tensor.Device
 	opts    Options
-
-	// The handoff Trainer uses to compute the loss inside the replicas through
-	// amp.Trainer (see trainer.go): while deferLoss is set, Forward only records its
-	// input and the trainer's loss function runs ForwardLoss on it.
-	mu        sync.Mutex
-	deferLoss bool
-	pending   *tensor.Tensor
 }
 
 // ErrDevices is wrapped by the errors NewDataParallel and NewPipeline return for an
@@ -113,13 +105,6 @@ func (dp *DataParallel) Training() bool { return dp.module.Training() }
 // its own device, and adds the sum of their gradients (float32, in replica order) into
 // the model's parameters; a gradient for x flows back too when x requires one.
 func (dp *DataParallel) Forward(x *tensor.Tensor) *tensor.Tensor {
-	dp.mu.Lock()
-	if dp.deferLoss {
-		dp.pending = x
-		dp.mu.Unlock()
-		return x
-	}
-	dp.mu.Unlock()
 	return dp.run(x, nil, nil)
 }
 
