@@ -142,6 +142,12 @@ func ReadEnv() (Env, error) {
 	if e.Size < 1 || e.Rank < 0 || e.Rank >= e.Size {
 		return e, fmt.Errorf("dist: rank %d is outside a world of size %d (check RANK and WORLD_SIZE)", e.Rank, e.Size)
 	}
+	if e.LocalRank < 0 || e.LocalRank >= e.Size {
+		return e, fmt.Errorf("dist: local rank %d is outside a world of size %d (check LOCAL_RANK)", e.LocalRank, e.Size)
+	}
+	if e.MasterPort < 1 || e.MasterPort > 65535 {
+		return e, fmt.Errorf("dist: MASTER_PORT %d is not a TCP port (want 1 … 65535)", e.MasterPort)
+	}
 	return e, nil
 }
 
