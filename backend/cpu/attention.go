@@ -96,6 +96,21 @@ func attnKeyEnd(causal bool, i0, rows, t int) int {
 	return t
 }
 
+// attnRowMax returns the largest element of row (-Inf for an empty row); a NaN makes
+// the row's sum NaN later, as in softmax.
+func attnRowMax[C numeric](row []C) float64 {
+	if rf, ok := any(row).([]float32); ok {
+		return float64(vecMaxF32(rf))
+	}
+	mx := math.Inf(-1)
+	for _, x := range row {
+		if float64(x) > mx {
+			mx = float64(x)
+		}
+	}
+	return mx
+}
+
 // attnExpRow sets row[c] = exp(row[c] - shift) for c < visible and 0 beyond (masked
 // keys give exact zeros), and returns the sum of the exponentials.
 func attnExpRow[C numeric](row []C, visible int, shift float64, e []float64) float64 {
@@ -172,11 +187,7 @@ func attnForward[C numeric](a *backend.AttentionArgs, ops []*storage, lseS *stor
 							clear(row)
 							continue
 						}
-						mx := math.Inf(-1)
-						for _, x := range row[:vis] {
-							mx = math.Max(mx, float64(x))
-						}
-						mNew := math.Max(s.m[r], mx)
+						mNew := max(s.m[r], attnRowMax(row[:vis]))
 						if math.IsInf(mNew, -1) {
 							// Every visible score is -Inf: nothing to add (no NaN from -Inf - -Inf).
 							clear(row)
