@@ -10,6 +10,7 @@ import (
 
 	"github.com/gamp-ml/gamp/internal/kernelshim"
 	"github.com/gamp-ml/gamp/internal/standin"
+	"github.com/gamp-ml/gamp/internal/testenv"
 )
 
 // The emulated device: the stand-in CUDA libraries of package cu
@@ -42,11 +43,7 @@ func needCompilers(t *testing.T) (gcc, gxx string) {
 		missing = append(missing, "g++")
 	}
 	if len(missing) > 0 {
-		what := strings.Join(missing, " and ")
-		if os.Getenv("GAMP_REQUIRE_GCC") == "1" {
-			t.Fatalf("%s not found and GAMP_REQUIRE_GCC=1: the emulated CUDA device needs gcc (stand-in libraries) and g++ (kernels)", what)
-		}
-		t.Skipf("%s not found: the emulated CUDA device needs gcc (the stand-in libraries in internal/cu/testdata) and g++ (the kernels); install them to run this test (GAMP_REQUIRE_GCC=1 makes this a failure)", what)
+		testenv.Skip(t, testenv.GCC, "%s not found: the emulated CUDA device needs gcc (the stand-in libraries in internal/cu/testdata) and g++ (the kernels)", strings.Join(missing, " and "))
 	}
 	return gcc, gxx
 }

@@ -3,13 +3,13 @@ package cuda
 import (
 	"errors"
 	"math"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/backend/backendtest"
 	"github.com/gamp-ml/gamp/backend/cpu"
+	"github.com/gamp-ml/gamp/internal/testenv"
 )
 
 // needGPU returns the backend of cuda:0, or skips with the reason CUDA is unavailable.
@@ -18,10 +18,7 @@ func needGPU(t *testing.T) *Backend {
 	t.Helper()
 	b, err := Open(0)
 	if err != nil {
-		if os.Getenv("GAMP_REQUIRE_GPU") == "1" {
-			t.Fatalf("GAMP_REQUIRE_GPU=1 but CUDA is unavailable: %v", err)
-		}
-		t.Skipf("no CUDA device (set GAMP_REQUIRE_GPU=1 to make this a failure): %v", err)
+		testenv.Skip(t, testenv.GPU, "no CUDA device: %v", err)
 	}
 	return b
 }
@@ -30,7 +27,7 @@ func TestUnavailableIsExplained(t *testing.T) {
 	if Available() {
 		t.Skip("CUDA is available here")
 	}
-	if os.Getenv("GAMP_REQUIRE_GPU") == "1" {
+	if testenv.Required(testenv.GPU) {
 		t.Fatalf("GAMP_REQUIRE_GPU=1 but CUDA is unavailable: %v", Reason())
 	}
 	err := Reason()
@@ -239,7 +236,7 @@ func TestPinnedAsyncCopies(t *testing.T) {
 func TestPeerCopy(t *testing.T) {
 	needGPU(t)
 	if DeviceCount() < 2 {
-		t.Skip("one CUDA device: peer copies need two")
+		testenv.Skip(t, testenv.TwoGPUs, "one CUDA device: peer copies need two")
 	}
 	g0, _ := Open(0)
 	g1, _ := Open(1)

@@ -8,12 +8,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gamp-ml/gamp/internal/testenv"
 )
 
 // TestFashionMNISTReal checks the real files of Debian's dataset-fashion-mnist package.
 func TestFashionMNISTReal(t *testing.T) {
 	if _, err := os.Stat(DefaultDir); err != nil {
-		t.Skipf("Fashion-MNIST is not installed at %s (apt-get install dataset-fashion-mnist); skipping the real-data test", DefaultDir)
+		testenv.Skip(t, testenv.FashionMNIST, "the real-data test: %v", err)
 	}
 	train, test, err := LoadFashionMNIST(DefaultDir)
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gamp-ml/gamp/internal/testenv"
 	"github.com/gamp-ml/gamp/tensor"
 )
 
@@ -90,7 +91,7 @@ func TestNCCLBinding(t *testing.T) {
 	// purego; nothing is called.
 	libc, err := purego.Dlopen("libc.so.6", purego.RTLD_NOW)
 	if err != nil {
-		t.Skip("no libc.so.6 to borrow a symbol address from")
+		testenv.Skip(t, testenv.Libc, "no libc.so.6 to borrow a symbol address from: %v", err)
 	}
 	abs, err := purego.Dlsym(libc, "abs")
 	require.NoError(t, err)

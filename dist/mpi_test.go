@@ -1,7 +1,6 @@
 package dist
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gamp-ml/gamp/internal/testenv"
 	"github.com/gamp-ml/gamp/tensor"
 )
 
@@ -24,11 +24,7 @@ func isChild() bool { return os.Getenv(childEnv) == "1" }
 
 func skipOrFail(t *testing.T, format string, args ...any) {
 	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("GAMP_REQUIRE_MPI") == "1" {
-		t.Fatal(msg + " (GAMP_REQUIRE_MPI=1)")
-	}
-	t.Skip(msg)
+	testenv.Skip(t, testenv.MPI, format, args...)
 }
 
 // needMPI returns mpirun's path, or skips (fails under GAMP_REQUIRE_MPI=1).

@@ -2,7 +2,6 @@ package kernels_test
 
 import (
 	"math"
-	"os"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/internal/testenv"
 	"github.com/gamp-ml/gamp/kernels"
 )
 
@@ -298,15 +298,12 @@ func equalI64(a, b []int64) bool {
 }
 
 // needTool returns the path of a compiler the tests need, or skips (fails when
-// GAMP_REQUIRE_KERNEL_TOOLS=1, as CI sets it).
+// GAMP_REQUIRE_KERNEL_TOOLS=1, as CI sets it, or when the tools are installed).
 func needTool(t testing.TB, name string) string {
 	t.Helper()
 	p, err := lookTool(name)
 	if err != nil {
-		if os.Getenv("GAMP_REQUIRE_KERNEL_TOOLS") == "1" {
-			t.Fatalf("%s not found and GAMP_REQUIRE_KERNEL_TOOLS=1: install clang-16 and g++ (Debian: apt-get install -y clang-16 g++)", name)
-		}
-		t.Skipf("%s not found: install it (Debian: apt-get install -y clang-16 g++) to run this check; GAMP_REQUIRE_KERNEL_TOOLS=1 makes this a failure", name)
+		testenv.Skip(t, testenv.KernelTools, "%s not found: %v", name, err)
 	}
 	return p
 }

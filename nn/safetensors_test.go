@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gamp-ml/gamp/internal/testenv"
 	"github.com/gamp-ml/gamp/tensor"
 )
 
@@ -71,9 +72,7 @@ func TestSafetensorsMatchesReferenceBytes(t *testing.T) {
 // its Python package is installed (it is optional: the byte-level test above always
 // runs): Python reads gamp's file, and writing the same tensors back gives the same bytes.
 func TestSafetensorsPython(t *testing.T) {
-	if exec.Command("python3", "-c", "import numpy, safetensors.numpy").Run() != nil {
-		t.Skip("python3 with numpy and safetensors is not available")
-	}
+	py := testenv.Python(t, testenv.PythonSafetensors, "numpy", "safetensors.numpy")
 	dir := t.TempDir()
 	ours, theirs := filepath.Join(dir, "ours.safetensors"), filepath.Join(dir, "theirs.safetensors")
 	require.NoError(t, SaveFile(ours, map[string]*tensor.Tensor{
@@ -90,7 +89,7 @@ assert d["h"].dtype == np.float16 and d["h"].tolist() == [0.5, -1.0, 65504.0], d
 assert d["n"].dtype == np.int64 and d["n"].shape == () and int(d["n"]) == 7, d
 save_file(d, sys.argv[2], metadata={"format": "pt"})
 `
-	out, err := exec.Command("python3", "-c", script, ours, theirs).CombinedOutput()
+	out, err := exec.Command(py, "-c", script, ours, theirs).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	a, err := os.ReadFile(ours)
 	require.NoError(t, err)

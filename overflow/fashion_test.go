@@ -12,6 +12,7 @@ import (
 
 	"github.com/gamp-ml/gamp/amp"
 	"github.com/gamp-ml/gamp/data"
+	"github.com/gamp-ml/gamp/internal/testenv"
 	"github.com/gamp-ml/gamp/models"
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/optim"
@@ -37,11 +38,13 @@ const (
 // data.Synthetic (GAMP_OVERFLOW_DATA=synthetic forces it).
 func fashionData(t *testing.T) (train, test *data.Dataset, source string) {
 	if os.Getenv("GAMP_OVERFLOW_DATA") != "synthetic" {
-		if _, err := os.Stat(data.DefaultDir); err == nil {
+		_, err := os.Stat(data.DefaultDir)
+		if err == nil {
 			tr, te, err := data.LoadFashionMNIST(data.DefaultDir)
 			require.NoError(t, err)
 			return tr.Head(suiteTrain), te.Head(suiteTest), "real Fashion-MNIST from " + data.DefaultDir
 		}
+		testenv.Fallback(t, testenv.FashionMNIST, "the overflow suite trains on synthetic images instead: %v", err)
 	}
 	all := syntheticImages(t, suiteTrain+suiteTest, 3)
 	idx := make([]int, all.Len())

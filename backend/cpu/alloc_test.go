@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/internal/testenv"
 )
 
 func TestParseBytes(t *testing.T) {
@@ -90,7 +91,7 @@ func TestCachingAllocatorReuseAndRetry(t *testing.T) {
 // crash of the Go runtime.
 func TestHugeAllocationIsAnError(t *testing.T) {
 	if systemMemory() == 0 {
-		t.Skip("no /proc/meminfo")
+		testenv.Skip(t, testenv.ProcFS, "no /proc/meminfo to read the machine's memory from")
 	}
 	b, _ := New(43)
 	_, err := b.Alloc(backend.Float32, 1<<40) // 4 TiB

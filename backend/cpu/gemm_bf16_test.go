@@ -15,6 +15,7 @@ import (
 
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/half"
+	"github.com/gamp-ml/gamp/internal/testenv"
 )
 
 // sameFloat32 reports whether x and y have the same bits, any two NaNs
@@ -252,14 +253,13 @@ func TestGemmBF16AsmGenerated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go run")
 	}
-	for _, tool := range []string{"go", "as", "objdump"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not found", tool)
-		}
-	}
+	gotool := testenv.Programs(t, testenv.GoTool, "go")[0]
+	testenv.Programs(t, testenv.Binutils, "as", "objdump")
 	out := t.TempDir() + "/gemm_bf16_amd64.s"
-	if b, err := exec.Command("go", "run", "./internal/asmgen", "-o", out).CombinedOutput(); err != nil {
-		t.Skipf("asmgen: %v\n%s", err, b)
+	// With its tools present, a generator that fails is a failure: skipping would let a
+	// stale committed file pass.
+	if b, err := exec.Command(gotool, "run", "./internal/asmgen", "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("asmgen: %v\n%s", err, b)
 	}
 	got, err := os.ReadFile(out)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"slices"
 	"testing"
+
+	"github.com/gamp-ml/gamp/internal/testenv"
 )
 
 // vecInputs returns n float32s: mostly uniform in ±4, with zeros of both signs,
@@ -260,11 +262,9 @@ func TestVecAsmGenerated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go run")
 	}
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("go not found")
-	}
+	gotool := testenv.Programs(t, testenv.GoTool, "go")[0]
 	out := t.TempDir() + "/vec_amd64.s"
-	if b, err := exec.Command("go", "run", "./internal/vecgen", "-o", out).CombinedOutput(); err != nil {
+	if b, err := exec.Command(gotool, "run", "./internal/vecgen", "-o", out).CombinedOutput(); err != nil {
 		t.Fatalf("vecgen: %v\n%s", err, b)
 	}
 	got, err := os.ReadFile(out)

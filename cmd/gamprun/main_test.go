@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gamp-ml/gamp/internal/testenv"
 )
 
 // The test binary doubles as the program gamprun starts (GAMPRUN_TEST_HELPER says
@@ -45,10 +47,8 @@ func launchers(t *testing.T) []string {
 	l := []string{"local"}
 	if _, err := exec.LookPath("mpirun"); err == nil {
 		l = append(l, "mpirun")
-	} else if os.Getenv("GAMP_REQUIRE_MPI") == "1" {
-		t.Fatal("mpirun not found (GAMP_REQUIRE_MPI=1): install openmpi-bin")
 	} else {
-		t.Log("mpirun not found: testing the local launcher only (install openmpi-bin)")
+		testenv.Fallback(t, testenv.MPI, "mpirun not found: testing the local launcher only")
 	}
 	return l
 }
@@ -210,12 +210,7 @@ func TestFashionDDP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs examples/fashion in two processes")
 	}
-	if _, err := exec.LookPath("mpirun"); err != nil {
-		if os.Getenv("GAMP_REQUIRE_MPI") == "1" {
-			t.Fatal("mpirun not found (GAMP_REQUIRE_MPI=1): install openmpi-bin libopenmpi3")
-		}
-		t.Skip("needs mpirun: install openmpi-bin libopenmpi3")
-	}
+	testenv.Programs(t, testenv.MPI, "mpirun")
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fashion")
 	build := exec.Command("go", "build", "-o", bin, "github.com/gamp-ml/gamp/examples/fashion")

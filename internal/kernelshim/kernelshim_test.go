@@ -11,6 +11,7 @@ import (
 
 	"github.com/ebitengine/purego"
 
+	"github.com/gamp-ml/gamp/internal/testenv"
 	"github.com/gamp-ml/gamp/kernels"
 )
 
@@ -67,10 +68,7 @@ extern "C" int run_divergent(int* out, int grid, int block, int coop) {
 func TestScheduler(t *testing.T) {
 	cxx, err := Compiler()
 	if err != nil {
-		if os.Getenv("GAMP_REQUIRE_GCC") == "1" || os.Getenv("GAMP_REQUIRE_KERNEL_TOOLS") == "1" {
-			t.Fatalf("g++ not found: %v", err)
-		}
-		t.Skipf("g++ not found (%v): install it to run this test", err)
+		testenv.Skip(t, testenv.GCC, "g++ not found: %v", err)
 	}
 	dir := t.TempDir()
 	for name, text := range map[string]string{"shim.h": header, "sched.cpp": schedulerTest} {

@@ -61,6 +61,7 @@ var (
 		Install: "run on a GPU machine: make gpu-tests here, .gpu/run.sh there", Expected: true}
 	TwoGPUs = Need{Name: "two NVIDIA GPUs", Require: "GAMP_REQUIRE_TWO_GPUS",
 		Install: "run on a machine with two GPUs", Expected: true}
+	GoTool = Need{Name: "the go command (the assembly generators)", Install: "Go 1.26 on PATH (https://go.dev/dl)", Present: havePrograms("go")}
 	Libc   = Need{Name: "glibc's libc.so.6", Install: "a glibc-based Linux"}
 	ProcFS = Need{Name: "Linux /proc", Install: "run on Linux"}
 )

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/gamp-ml/gamp/internal/testenv"
 )
 
 // Tests against a real GPU. Without one they skip, saying why; GAMP_REQUIRE_GPU=1
@@ -20,10 +22,7 @@ func requireGPU(t *testing.T) {
 		t.Skip("a stand-in child process: no real GPU here")
 	}
 	if err := Init(); err != nil {
-		if os.Getenv("GAMP_REQUIRE_GPU") == "1" {
-			t.Fatalf("GAMP_REQUIRE_GPU=1 but CUDA is unavailable: %v", err)
-		}
-		t.Skipf("no usable GPU: %v", err)
+		testenv.Skip(t, testenv.GPU, "no usable GPU: %v", err)
 	}
 }
 
@@ -33,10 +32,7 @@ func requireLib(t *testing.T, what string, err error) {
 	if err == nil {
 		return
 	}
-	if os.Getenv("GAMP_REQUIRE_GPU") == "1" {
-		t.Fatalf("GAMP_REQUIRE_GPU=1 but %s is unavailable: %v", what, err)
-	}
-	t.Skipf("%s unavailable: %v", what, err)
+	testenv.Skip(t, testenv.GPU, "%s unavailable: %v", what, err)
 }
 
 func TestGPUDevice(t *testing.T) {

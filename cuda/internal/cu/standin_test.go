@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gamp-ml/gamp/internal/standin"
+	"github.com/gamp-ml/gamp/internal/testenv"
 )
 
 // The stand-in libraries (testdata/fake*.c) let the bindings run without a GPU: gcc
@@ -30,10 +31,7 @@ func buildFakes(t *testing.T) fakeLibs {
 	t.Helper()
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
-		if os.Getenv("GAMP_REQUIRE_GCC") == "1" {
-			t.Fatalf("gcc not found and GAMP_REQUIRE_GCC=1: the stand-in CUDA libraries in testdata/ need a C compiler")
-		}
-		t.Skip("gcc not found: cannot build the stand-in CUDA libraries (testdata/fake*.c); install gcc to run these tests (GAMP_REQUIRE_GCC=1 makes this a failure)")
+		testenv.Skip(t, testenv.GCC, "gcc not found: cannot build the stand-in CUDA libraries (testdata/fake*.c)")
 	}
 	root := t.TempDir()
 	f := fakeLibs{dir: filepath.Join(root, "lib"), old: filepath.Join(root, "old"), empty: filepath.Join(root, "empty")}
