@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -113,12 +115,33 @@ type saveEntry struct {
 	begin, end int64
 }
 
-// SaveFile writes tensors and metadata to path in the safetensors format. The write is
-// atomic: the file is written to a temporary file in the same directory, synced and
-// renamed over path, so on any error the previous file at path is intact and the
-// temporary file is gone. Tensors may live on any device and be strided views; they are
-// written row-major. The metadata may be nil.
-func SaveFile(path string, tensors map[string]*tensor.Tensor, metadata map[string]string) (err error) {
+// SaveFile writes tensors and metadata to path in the safetensors format, byte for
+// byte as the reference implementation lays it out (no checksums; SaveFileWith adds
+// them). The write is atomic: the file is written to a temporary file in the same
+// directory, synced and renamed over path, so on any error the previous file at path
+// is intact and the temporary file is gone. Tensors may live on any device and be
+// strided views; they are written row-major. The metadata may be nil.
+func SaveFile(path string, tensors map[string]*tensor.Tensor, metadata map[string]string) error {
+	return SaveFileWith(path, tensors, metadata, SaveOptions{})
+}
+
+// SaveOptions are SaveFileWith's options; the zero value writes a plain file.
+type SaveOptions struct {
+	// Checksums stores the CRC-32C of every tensor's bytes in the metadata (key
+	// "gamp.crc32c", a JSON object from tensor name to 8 hex digits), so a load finds
+	// a flipped byte and names the tensor. Other readers see one more metadata entry.
+	Checksums bool
+}
+
+// checksumKey is the metadata key holding the tensors' CRC-32C values.
+const checksumKey = "gamp.crc32c"
+
+// SaveFileWith is SaveFile with options. Before writing it removes temporary files a
+// killed save of the same path left behind (see removeStaleTemps).
+func SaveFileWith(path string, tensors map[string]*tensor.Tensor, metadata map[string]string, opts SaveOptions) (err error) {
+	if _, ok := metadata[checksumKey]; ok {
+		return &FileError{Path: path, Msg: "the metadata key " + checksumKey + " is reserved for the tensors' checksums"}
+	}
 	entries := make([]saveEntry, 0, len(tensors))
 	for name, t := range tensors {
 		switch {
@@ -145,13 +168,26 @@ func SaveFile(path string, tensors map[string]*tensor.Tensor, metadata map[strin
 		off += int64(e.t.Numel() * e.t.DType().Size())
 		e.end = off
 	}
-	header := encodeHeader(entries, metadata)
+	// With checksums the header is written first with zero sums of the same width and
+	// rewritten in place once the data, hashed as it is written, is out.
+	sums := map[string]uint32{}
+	withSums := func() map[string]string {
+		if !opts.Checksums {
+			return metadata
+		}
+		m := make(map[string]string, len(metadata)+1)
+		maps.Copy(m, metadata)
+		m[checksumKey] = encodeChecksums(entries, sums)
+		return m
+	}
+	header := encodeHeader(entries, withSums())
 
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	removeStaleTemps(dir, base)
+	f, err := os.CreateTemp(dir, tempPrefix(base)+"*")
 	if err != nil {
 		return &FileError{Path: path, Msg: "cannot create a temporary file next to it", Err: err}
 	}
@@ -162,18 +198,31 @@ func SaveFile(path string, tensors map[string]*tensor.Tensor, metadata map[strin
 			os.Remove(tmp)
 		}
 	}()
+	// The lock tells a concurrent save's cleanup that this temporary file is alive.
+	lockTemp(f)
 	w := bufio.NewWriterSize(f, 1<<20)
 	var n [8]byte
 	binary.LittleEndian.PutUint64(n[:], uint64(len(header)))
 	w.Write(n[:])
 	w.Write(header)
 	for _, e := range entries {
-		if err := writeData(w, e.t); err != nil {
+		h := crc32.New(castagnoli)
+		if err := writeData(io.MultiWriter(w, h), e.t); err != nil {
 			return &FileError{Path: path, Tensor: e.name, Msg: "cannot write the data", Err: err}
 		}
+		sums[e.name] = h.Sum32()
 	}
 	if err := w.Flush(); err != nil {
 		return &FileError{Path: path, Msg: "write failed", Err: err}
+	}
+	if opts.Checksums {
+		final := encodeHeader(entries, withSums())
+		if len(final) != len(header) {
+			panic("nn: checksummed header changed length") // the sums have a fixed width
+		}
+		if _, err := f.WriteAt(final, 8); err != nil {
+			return &FileError{Path: path, Msg: "write failed", Err: err}
+		}
 	}
 	if err := f.Chmod(0o644); err != nil {
 		return &FileError{Path: path, Msg: "cannot set the file mode", Err: err}
@@ -193,6 +242,30 @@ func SaveFile(path string, tensors map[string]*tensor.Tensor, metadata map[strin
 		d.Close()
 	}
 	return nil
+}
+
+// castagnoli is the CRC-32C table (hardware-accelerated on amd64 and arm64).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// encodeChecksums returns the JSON object of the entries' sums, names sorted, each
+// sum 8 hex digits (so the encoding's length does not depend on the sums).
+func encodeChecksums(entries []saveEntry, sums map[string]uint32) string {
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.name
+	}
+	slices.Sort(names)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, name := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeJSONString(&b, name)
+		fmt.Fprintf(&b, `:"%08x"`, sums[name])
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // encodeHeader returns the JSON header padded with spaces to a multiple of 8 bytes.
@@ -342,33 +415,29 @@ func LoadFile(path string) (map[string]*tensor.Tensor, map[string]string, error)
 
 // readFile reads a safetensors file of size bytes from r; path names it in errors.
 func readFile(path string, r io.ReaderAt, size int64) (map[string]*tensor.Tensor, map[string]string, error) {
-	entries, meta, dataStart, err := readHeader(path, r, size)
+	tf, err := newTensorFile(path, r, size)
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make(map[string]*tensor.Tensor, len(entries))
+	out := make(map[string]*tensor.Tensor, len(tf.entries))
 	fail := func(err error) (map[string]*tensor.Tensor, map[string]string, error) {
 		for _, t := range out {
 			t.Release()
 		}
 		return nil, nil, err
 	}
-	for _, e := range entries {
-		raw := make([]byte, e.end-e.begin)
-		if err := readAt(r, raw, dataStart+e.begin); err != nil {
-			return fail(&FileError{Path: path, Tensor: e.name, Msg: "cannot read the data", Err: err})
-		}
+	for _, e := range tf.entries {
 		var t *tensor.Tensor
-		var derr error
-		if err := tensor.CatchOOM(func() { t, derr = decodeData(path, e, raw) }); err != nil {
+		if err := tensor.CatchOOM(func() { t = tensor.Empty(e.shape, tensor.WithDType(e.dtype)) }); err != nil {
 			return fail(&FileError{Path: path, Tensor: e.name, Msg: "cannot allocate", Err: err})
 		}
-		if derr != nil {
-			return fail(derr)
+		if err := tf.ReadInto(e.name, t); err != nil {
+			t.Release()
+			return fail(err)
 		}
 		out[e.name] = t
 	}
-	return out, meta, nil
+	return out, tf.meta, nil
 }
 
 // readAt fills p from r at off. An io.EOF that comes with a full p (ReaderAt allows
@@ -414,6 +483,19 @@ func readHeader(path string, r io.ReaderAt, size int64) ([]fileEntry, map[string
 
 // parseHeader decodes and validates a header for a data region of dataLen bytes.
 func parseHeader(path string, hdr []byte, dataLen int64) ([]fileEntry, map[string]string, error) {
+	entries, meta, err := parseHeaderEntries(path, hdr, dataLen)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkTiling(path, entries, dataLen); err != nil {
+		return nil, nil, err
+	}
+	return entries, meta, nil
+}
+
+// parseHeaderEntries decodes a header and validates each entry against a data region
+// of at most dataLen bytes, without checking that the entries tile it.
+func parseHeaderEntries(path string, hdr []byte, dataLen int64) ([]fileEntry, map[string]string, error) {
 	if len(hdr) == 0 || hdr[0] != '{' {
 		return nil, nil, corrupt(path, "", "the header does not start with '{' (not a safetensors file?)")
 	}
@@ -462,9 +544,6 @@ func parseHeader(path string, hdr []byte, dataLen int64) ([]fileEntry, map[strin
 	}
 	if rest := hdr[dec.InputOffset():]; len(bytes.TrimRight(rest, " \t\r\n")) != 0 {
 		return nil, nil, corrupt(path, "", "malformed JSON header: %d unexpected bytes after the object", len(rest))
-	}
-	if err := checkTiling(path, entries, dataLen); err != nil {
-		return nil, nil, err
 	}
 	return entries, meta, nil
 }

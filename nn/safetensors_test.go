@@ -345,6 +345,17 @@ func FuzzReadFile(f *testing.F) {
 	f.Add(file(`{"w":{"dtype":"F16","shape":[2,1],"data_offsets":[0,4]},"m":{"dtype":"BOOL","shape":[1],"data_offsets":[4,5]}}`, []byte{0, 60, 0, 188, 1}))
 	f.Add(file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, make([]byte, 8)))
 	f.Add([]byte{})
+	// A file with checksums, as SaveState and amp.Save write them.
+	sums := filepath.Join(f.TempDir(), "sums.safetensors")
+	if err := SaveFileWith(sums, map[string]*tensor.Tensor{
+		"w": tensor.FromSlice([]float32{1, -2, 3}, nil),
+		"m": tensor.FromSlice([]bool{true, false}, nil),
+	}, map[string]string{"format": "pt"}, SaveOptions{Checksums: true}); err != nil {
+		f.Fatal(err)
+	}
+	if b, err := os.ReadFile(sums); err == nil {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, meta, err := readFile("fuzz", bytes.NewReader(data), int64(len(data)))
 		if err != nil {

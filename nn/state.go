@@ -12,13 +12,14 @@ import (
 // keyed by dotted name ("0.weight", "block.1.running_mean"), in the tensors' current
 // dtypes, atomically (see SaveFile). The metadata says {"format": "pt"}: the layout
 // and names follow PyTorch's state_dict, so Hugging Face and PyTorch tools load it.
+// It also holds a checksum of every tensor (see SaveOptions), which LoadState checks.
 func SaveState(m Module, path string) error {
 	state := State(m)
 	ts := make(map[string]*tensor.Tensor, len(state))
 	for name, p := range state {
 		ts[name] = p.T
 	}
-	return SaveFile(path, ts, map[string]string{"format": "pt"})
+	return SaveFileWith(path, ts, map[string]string{"format": "pt"}, SaveOptions{Checksums: true})
 }
 
 // StateError reports why LoadState refused a file: keys the model has and the file
@@ -58,32 +59,34 @@ func (e *StateError) Error() string {
 // them as float16, and loading a half checkpoint into a float32 model widens it
 // exactly. A floating tensor in the file for an integer or bool one in the model (or
 // the other way round) is a mismatch. Tensors are moved to the device of the
-// parameter they fill. Nothing is modified unless every check passes.
+// parameter they fill.
+//
+// Nothing is modified unless every check passes: the header is checked against the
+// model, then every tensor's bytes are read once and checked (checksums, when the file
+// has them), and only then is each tensor read into its parameter. The data is read
+// one tensor at a time, so the load needs about one tensor of memory beyond the model,
+// not the file's size.
 func LoadState(m Module, path string, strict bool) error {
-	loaded, _, err := LoadFile(path)
+	f, err := OpenTensorFile(path)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for _, t := range loaded {
-			t.Release()
-		}
-	}()
+	defer f.Close()
 	state := State(m)
 	e := &StateError{Path: path}
 	for name := range state {
-		if _, ok := loaded[name]; !ok && strict {
+		if _, ok := f.Lookup(name); !ok && strict {
 			e.Missing = append(e.Missing, name)
 		}
 	}
-	for name := range loaded {
-		if _, ok := state[name]; !ok && strict {
-			e.Unexpected = append(e.Unexpected, name)
+	for _, info := range f.Tensors() {
+		if _, ok := state[info.Name]; !ok && strict {
+			e.Unexpected = append(e.Unexpected, info.Name)
 		}
 	}
 	names := make([]string, 0, len(state))
 	for name := range state {
-		if _, ok := loaded[name]; ok {
+		if _, ok := f.Lookup(name); ok {
 			names = append(names, name)
 		}
 	}
@@ -91,27 +94,26 @@ func LoadState(m Module, path string, strict bool) error {
 	slices.Sort(e.Missing)
 	slices.Sort(e.Unexpected)
 	for _, name := range names {
-		dst, src := state[name].T, loaded[name]
-		if !dst.Shape().Equal(src.Shape()) {
-			e.Mismatched = append(e.Mismatched, fmt.Sprintf("tensor %q has shape %v in the file but %v in the model", name, src.Shape(), dst.Shape()))
+		dst := state[name].T
+		src, _ := f.Lookup(name)
+		if !dst.Shape().Equal(src.Shape) {
+			e.Mismatched = append(e.Mismatched, fmt.Sprintf("tensor %q has shape %v in the file but %v in the model", name, src.Shape, dst.Shape()))
 			continue
 		}
-		if kindOf(dst.DType()) != kindOf(src.DType()) {
-			e.Mismatched = append(e.Mismatched, fmt.Sprintf("tensor %q is %s in the file but %s in the model; only floating-to-floating and integer-to-integer conversions are done", name, src.DType(), dst.DType()))
+		if kindOf(dst.DType()) != kindOf(src.DType) {
+			e.Mismatched = append(e.Mismatched, fmt.Sprintf("tensor %q is %s in the file but %s in the model; only floating-to-floating and integer-to-integer conversions are done", name, src.DType, dst.DType()))
 		}
 	}
 	if len(e.Missing)+len(e.Unexpected)+len(e.Mismatched) > 0 {
 		return e
 	}
+	if err := f.Verify(nil); err != nil {
+		return err
+	}
 	for _, name := range names {
-		dst, src := state[name].T, loaded[name]
-		if src.Device() != dst.Device() {
-			moved := src.To(dst.Device())
-			src.Release()
-			loaded[name] = moved
-			src = moved
+		if err := f.ReadInto(name, state[name].T); err != nil {
+			return fmt.Errorf("nn: loading %s: the model is partly loaded (the file changed or could not be read after it was checked): %w", path, err)
 		}
-		dst.CopyFrom(src)
 	}
 	return nil
 }
