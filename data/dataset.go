@@ -244,12 +244,13 @@ func LoadFashionMNIST(dir string) (train, test *Dataset, err error) {
 		dir = DefaultDir
 	}
 	var paths [4]string
-	var missing []string
+	var missing, found []string
 	for k, base := range fashionFiles {
 		for _, name := range []string{base + ".gz", base} {
 			p := filepath.Join(dir, name)
 			if st, err := os.Stat(p); err == nil && !st.IsDir() {
 				paths[k] = p
+				found = append(found, name)
 				break
 			}
 		}
@@ -262,15 +263,18 @@ func LoadFashionMNIST(dir string) (train, test *Dataset, err error) {
 		if _, err := os.Stat(dir); err != nil {
 			where += " (no such directory)"
 		}
-		looked := make([]string, len(fashionFiles))
-		for k, base := range fashionFiles {
-			looked[k] = base + "(.gz)"
+		// Each file is named once: the missing ones, then the ones that are there.
+		what := "missing " + strings.Join(missing, ", ")
+		if len(found) == 0 {
+			what = "none of the four files is there: " + strings.Join(missing, ", ")
+		} else {
+			what += " (found " + strings.Join(found, ", ") + ")"
 		}
 		return nil, nil, &notFoundError{fmt.Sprintf(
-			"data: Fashion-MNIST not found in %s: missing %s (looked for %s); "+
+			"data: Fashion-MNIST not found in %s: %s; "+
 				"install it with `apt-get install dataset-fashion-mnist` (the files land in %s/) "+
 				"or pass -data DIR naming a directory that holds the four files",
-			where, strings.Join(missing, ", "), strings.Join(looked, ", "), DefaultDir)}
+			where, what, DefaultDir)}
 	}
 	var errs [2]error
 	var wg sync.WaitGroup

@@ -256,8 +256,8 @@ func TestLoadFashionMNISTMissing(t *testing.T) {
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 	msg := err.Error()
 	for _, w := range []string{
-		"data: Fashion-MNIST not found in " + dir + ": missing t10k-labels-idx1-ubyte(.gz) (looked for",
-		"train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz), t10k-images-idx3-ubyte(.gz), t10k-labels-idx1-ubyte(.gz)",
+		"data: Fashion-MNIST not found in " + dir + ": missing t10k-labels-idx1-ubyte(.gz) (found",
+		"train-images-idx3-ubyte.gz, train-labels-idx1-ubyte, t10k-images-idx3-ubyte)",
 		"apt-get install dataset-fashion-mnist",
 		"/usr/share/datasets/fashion-mnist/",
 		"-data DIR",
@@ -267,7 +267,9 @@ func TestLoadFashionMNISTMissing(t *testing.T) {
 
 	_, _, err = LoadFashionMNIST(filepath.Join(dir, "absent"))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "absent (no such directory): missing train-images-idx3-ubyte(.gz), train-labels")
+	assert.Contains(t, err.Error(), "absent (no such directory): none of the four files is there: train-images-idx3-ubyte(.gz), train-labels")
+	// Each file is named once (issue 16: the message listed them twice).
+	assert.Equal(t, 1, strings.Count(err.Error(), "t10k-labels-idx1-ubyte"), err.Error())
 }
 
 func TestLoadFashionMNISTCorrupt(t *testing.T) {
