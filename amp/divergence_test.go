@@ -106,7 +106,7 @@ func fashionTrainer(t *testing.T, model, precision string, lr float64, div Diver
 
 // trainSynthetic runs steps steps on data.Synthetic Fashion-shaped blobs and returns the
 // first error and the step it came at (0: none).
-func trainSynthetic(t *testing.T, tr *Trainer, shape string, steps, batchSize int) (error, int) {
+func trainSynthetic(t *testing.T, tr *Trainer, shape string, steps, batchSize int) (int, error) {
 	ds := data.Synthetic(batchSize*25, 10, tensor.Shape{1, 28, 28}, 3)
 	ld, err := data.NewLoader(ds, data.LoaderOptions{BatchSize: batchSize, Shuffle: true, Seed: 1, DropLast: true, Shape: shape})
 	require.NoError(t, err)
@@ -121,13 +121,13 @@ func trainSynthetic(t *testing.T, tr *Trainer, shape string, steps, batchSize in
 			step++
 			if err != nil {
 				it.Close()
-				return err, step
+				return step, err
 			}
 		}
 		require.NoError(t, it.Err())
 		it.Close()
 	}
-	return nil, 0
+	return 0, nil
 }
 
 // A healthy run at fashion's default learning rate never trips the check; a learning
@@ -145,13 +145,13 @@ func TestTrainerDivergence(t *testing.T) {
 		}
 		for _, p := range []string{"fp32", "bf16", "fp16"} {
 			tr, shape := fashionTrainer(t, model, p, defaultLR, DivergenceConfig{})
-			err, at := trainSynthetic(t, tr, shape, steps, 32)
+			at, err := trainSynthetic(t, tr, shape, steps, 32)
 			require.NoError(t, err, "%s %s healthy run tripped at step %d", model, p, at)
 		}
 	}
 	for _, p := range []string{"fp32", "bf16", "fp16"} {
 		tr, shape := fashionTrainer(t, "mlp", p, 1e4, DivergenceConfig{})
-		err, at := trainSynthetic(t, tr, shape, 100, 32)
+		at, err := trainSynthetic(t, tr, shape, 100, 32)
 		var de *DivergenceError
 		require.ErrorAs(t, err, &de, "%s at lr 1e4 did not trip", p)
 		require.True(t, errors.Is(err, ErrDiverged))
@@ -159,7 +159,7 @@ func TestTrainerDivergence(t *testing.T) {
 		require.Equal(t, int64(at), de.Step)
 
 		off, shape := fashionTrainer(t, "mlp", p, 1e4, DivergenceConfig{Off: true})
-		err, _ = trainSynthetic(t, off, shape, 30, 32)
+		_, err = trainSynthetic(t, off, shape, 30, 32)
 		require.NoError(t, err, "%s: Off turns the check off", p)
 	}
 }

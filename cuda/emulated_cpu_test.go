@@ -51,8 +51,6 @@ type pair struct{ g, c backend.Backend }
 // st is one operand on both backends.
 type st [2]backend.Storage
 
-func (p pair) bs() [2]backend.Backend { return [2]backend.Backend{p.g, p.c} }
-
 // up uploads vals (rounded to dt) to both backends.
 func (p pair) up(t *testing.T, dt backend.DType, vals []float64) st {
 	t.Helper()
