@@ -19,10 +19,11 @@ type ConvOptions struct {
 
 // Conv2d is the 2-D cross-correlation of torch.nn.functional.conv2d: x [N, C, H, W],
 // w [O, C/groups, KH, KW] and b [O] (nil: no bias) give [N, O, OH, OW] with
-// OH = ⌊(H + 2·padding − dilation·(KH−1) − 1)/stride⌋ + 1 (OW likewise). It unfolds x
-// with Im2Col and runs one batched GEMM per group (half inputs accumulate in float32);
-// under autocast it runs in the low dtype. Backward recomputes the unfolded input
-// instead of keeping it, so a convolution holds on to no more than x and w.
+// OH = ⌊(H + 2·padding − dilation·(KH−1) − 1)/stride⌋ + 1 (OW likewise). Half inputs
+// accumulate in float32; under autocast it runs in the low dtype. It runs the backend's
+// direct kernels (backend.Convolver) where they cover the geometry, and otherwise
+// unfolds x with Im2Col and runs one batched GEMM per group; either way a convolution
+// holds on to no more than x and w for backward.
 func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 	return resolve(opConv2d, x, w, b).conv2d(x, w, b, o)
 }
@@ -139,26 +140,11 @@ func (c *Context) conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 	x, w, b = in[0], in[1], in[2]
 	g := c.convGeometry(in, o)
 	xd, wd := x.dense(c), w.dense(c)
-	og, cg := g.O/g.G, g.ckk()/g.G // output channels and unfolded rows per group
-	ohw := g.ohw()
-
 	out := allocOut(c, x.dtype, x.device, Shape{g.N, g.O, g.OH, g.OW})
-	beta := float32(0)
-	if b != nil {
-		// Pre-fill with the bias broadcast over N, OH, OW; the GEMMs add onto it.
-		bv := backend.View{S: b.ref.s, Offset: b.offset, Shape: out.shape, Strides: []int{0, b.strides[0], 0, 0}}
-		out.ref.b.Copy(out.bview(), bv)
-		beta = 1
+	cv, _ := x.ref.b.(backend.Convolver)
+	if cv == nil || !c.convDirect(cv, out, xd, wd, b, &g) {
+		c.convIm2Col(out, xd, wd, b, &g)
 	}
-	col := c.im2col(xd, &g)
-	for k := 0; k < g.G; k++ {
-		// out[n, group k] = W_k [og, cg] · col[n, rows of group k] [cg, ohw].
-		gemmRaw(g.N, og, ohw, cg,
-			gemmOperand{t: wd, off: k * og * cg, ld: cg},
-			gemmOperand{t: col, off: k * cg * ohw, ld: ohw, stride: g.ckk() * ohw},
-			gemmOperand{t: out, off: k * og * ohw, ld: ohw, stride: g.O * ohw}, beta)
-	}
-	releaseTemp(col, xd)
 
 	return c.record(opConv2d, out, in, func(bc *Context, gy *Tensor) []*Tensor {
 		gd := gy.dense(bc)
@@ -167,35 +153,87 @@ func (c *Context) conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 			gb = bc.reduceRaw(backend.Sum, gd, []int{0, 2, 3}, false)
 		}
 		if w.requiresGrad {
-			gw = bc.convWeightGrad(xd, gd, &g)
+			gw = allocOut(bc, xd.dtype, xd.device, w.shape)
+			if cv == nil || !cv.Conv2dWeightGrad(gw.ref.s, xd.ref.s, gd.ref.s, g.direct()) {
+				bc.convWeightGrad(gw, xd, gd, &g)
+			}
 		}
 		if x.requiresGrad {
-			// gcol[n, group k] = W_kᵀ · gy[n, group k], folded back onto the image.
 			gx = allocOut(bc, x.dtype, x.device, x.shape)
-			gcol := gx
-			if !g.pointwise {
-				gcol = allocOut(bc, x.dtype, x.device, Shape{g.N, g.ckk(), ohw})
-			}
-			for k := 0; k < g.G; k++ {
-				gemmRaw(g.N, cg, ohw, og,
-					gemmOperand{t: wd, off: k * og * cg, ld: cg, trans: true},
-					gemmOperand{t: gd, off: k * og * ohw, ld: ohw, stride: g.O * ohw},
-					gemmOperand{t: gcol, off: k * cg * ohw, ld: ohw, stride: g.ckk() * ohw}, 0)
-			}
-			if gcol != gx {
-				gx.ref.b.Col2Im(gx.ref.s, gcol.ref.s, g.ConvArgs)
-				gcol.Release()
+			if cv == nil || !cv.Conv2dInputGrad(gx.ref.s, gd.ref.s, wd.ref.s, g.direct()) {
+				bc.convInputGrad(gx, gd, wd, &g)
 			}
 		}
 		return []*Tensor{gx, gw, gb}
 	})
 }
 
-// convWeightGrad returns gW = Σ_n gy[n]·col[n]ᵀ for every group. The batch is folded
-// into the GEMM's inner dimension (gy as [O, N·OH·OW], col as [C·KH·KW, N·OH·OW]), so
-// each element is one float32-accumulated dot product: deterministic, and rounded to a
-// half dtype once rather than once per image.
-func (c *Context) convWeightGrad(xd, gd *Tensor, g *convGeom) *Tensor {
+// direct returns g as the arguments of a backend.Convolver.
+func (g *convGeom) direct() backend.Conv2dArgs {
+	return backend.Conv2dArgs{ConvArgs: g.ConvArgs, O: g.O, Groups: g.G}
+}
+
+// convDirect runs the forward convolution on the backend's Convolver, reporting
+// false when it has no kernel for the geometry.
+func (c *Context) convDirect(cv backend.Convolver, out, xd, wd, b *Tensor, g *convGeom) bool {
+	var bs backend.Storage
+	var bd *Tensor
+	if b != nil {
+		bd = b.dense(c)
+		bs = bd.ref.s
+		defer releaseTemp(bd, b)
+	}
+	return cv.Conv2d(out.ref.s, xd.ref.s, wd.ref.s, bs, g.direct())
+}
+
+// convIm2Col computes the forward convolution into out by unfolding xd and running
+// one batched GEMM per group.
+func (c *Context) convIm2Col(out, xd, wd, b *Tensor, g *convGeom) {
+	og, cg := g.O/g.G, g.ckk()/g.G // output channels and unfolded rows per group
+	ohw := g.ohw()
+	beta := float32(0)
+	if b != nil {
+		// Pre-fill with the bias broadcast over N, OH, OW; the GEMMs add onto it.
+		bv := backend.View{S: b.ref.s, Offset: b.offset, Shape: out.shape, Strides: []int{0, b.strides[0], 0, 0}}
+		out.ref.b.Copy(out.bview(), bv)
+		beta = 1
+	}
+	col := c.im2col(xd, g)
+	for k := 0; k < g.G; k++ {
+		// out[n, group k] = W_k [og, cg] · col[n, rows of group k] [cg, ohw].
+		gemmRaw(g.N, og, ohw, cg,
+			gemmOperand{t: wd, off: k * og * cg, ld: cg},
+			gemmOperand{t: col, off: k * cg * ohw, ld: ohw, stride: g.ckk() * ohw},
+			gemmOperand{t: out, off: k * og * ohw, ld: ohw, stride: g.O * ohw}, beta)
+	}
+	releaseTemp(col, xd)
+}
+
+// convInputGrad computes gx from gd on the Im2Col path: gcol[n, group k] =
+// W_kᵀ · gy[n, group k], folded back onto the image.
+func (c *Context) convInputGrad(gx, gd, wd *Tensor, g *convGeom) {
+	og, cg, ohw := g.O/g.G, g.ckk()/g.G, g.ohw()
+	gcol := gx
+	if !g.pointwise {
+		gcol = allocOut(c, gx.dtype, gx.device, Shape{g.N, g.ckk(), ohw})
+	}
+	for k := 0; k < g.G; k++ {
+		gemmRaw(g.N, cg, ohw, og,
+			gemmOperand{t: wd, off: k * og * cg, ld: cg, trans: true},
+			gemmOperand{t: gd, off: k * og * ohw, ld: ohw, stride: g.O * ohw},
+			gemmOperand{t: gcol, off: k * cg * ohw, ld: ohw, stride: g.ckk() * ohw}, 0)
+	}
+	if gcol != gx {
+		gx.ref.b.Col2Im(gx.ref.s, gcol.ref.s, g.ConvArgs)
+		gcol.Release()
+	}
+}
+
+// convWeightGrad writes gW = Σ_n gy[n]·col[n]ᵀ for every group into gw on the Im2Col
+// path. The batch is folded into the GEMM's inner dimension (gy as [O, N·OH·OW], col
+// as [C·KH·KW, N·OH·OW]), so each element is one float32-accumulated dot product:
+// deterministic, and rounded to a half dtype once rather than once per image.
+func (c *Context) convWeightGrad(gw, xd, gd *Tensor, g *convGeom) {
 	og, cg, ohw := g.O/g.G, g.ckk()/g.G, g.ohw()
 	col := c.im2col(xd, g)
 	colT, gT := col, gd
@@ -205,7 +243,6 @@ func (c *Context) convWeightGrad(xd, gd *Tensor, g *convGeom) *Tensor {
 		gT = c.batchInner(gd, g.N, g.O, ohw)
 	}
 	k := g.N * ohw
-	gw := allocOut(c, xd.dtype, xd.device, Shape{g.O, g.C / g.G, g.KH, g.KW})
 	// Batched over the groups: gW_k [og, cg] = gT_k [og, k] · colT_kᵀ [k, cg].
 	gemmRaw(g.G, og, cg, k,
 		gemmOperand{t: gT, ld: k, stride: og * k},
@@ -213,7 +250,6 @@ func (c *Context) convWeightGrad(xd, gd *Tensor, g *convGeom) *Tensor {
 		gemmOperand{t: gw, ld: cg, stride: og * cg}, 0)
 	releaseTemp(colT, xd)
 	releaseTemp(gT, gd)
-	return gw
 }
 
 // batchInner copies a dense [n, rows, cols] tensor to a dense [rows, n·cols] one.

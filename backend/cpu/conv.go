@@ -1,0 +1,606 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
+)
+
+// Convolution without an unfolded input (backend.Convolver), for unit strides.
+//
+// Each image is copied once into a zero-padded buffer xp [C, H+2·PadH, W+2·PadW]
+// (plus a zero tail). The output is computed on the "wide" grid of OH rows of the
+// padded width wp: wide position q = oh·wp + ow. There, kernel tap t = (c, kh, kw)
+// reads xp[off_t + q] with off_t = c·hp·wp + kh·DilationH·wp + kw·DilationW, so the
+// im2col row of a tap over any run of positions is a contiguous run of xp. A GEMM B
+// micro-panel (nr positions × every tap) is therefore packed straight from the image
+// with one contiguous copy per tap, in cache, and fed to the GEMM micro-kernels
+// (gemmKernel32, or the VDPBF16PS kernel for bf16); the weights are the A panels.
+// The wp − OW wide columns past each output row are computed and discarded (12–22 %
+// more arithmetic for 5×5 kernels on 28- and 14-wide images), which is what buys the
+// contiguous runs.
+//
+// The input gradient of a unit-stride convolution is the same kernel applied to gy
+// with the weights transposed per group and flipped, and padding
+// Dilation·(K−1) − Pad. The weight gradient is a GEMM with the pixels as its inner
+// dimension: A is gy on the wide grid (zero in the discarded columns), B gathers, for
+// nr taps, their runs of xp. It sums fixed chunks of the batch into float32 partial
+// sums, added in chunk order, so the result does not depend on the worker count.
+
+// convMaxF32Steps and convMaxBF16Steps bound the k steps one micro-kernel call
+// accumulates before adding its tile to C: those of Gemm (gemmKC) for float32, so
+// that the forward result equals the Im2Col + Gemm one, and 2048 pairs for bf16.
+const (
+	convMaxF32Steps  = gemmKC
+	convMaxBF16Steps = 2048
+	// convWGradChunks is the most batch chunks the weight gradient sums apart.
+	convWGradChunks = 16
+	// convWGradPixels bounds the pixels (the inner dimension) of one weight-gradient
+	// micro-kernel call.
+	convWGradPixels = 512
+)
+
+// convShape is a validated unit-stride convolution geometry and its padded layout.
+type convShape struct {
+	backend.Conv2dArgs
+	hp, wp int   // padded input plane
+	cg, og int   // input and output channels per group
+	k      int   // taps per group, cg·KH·KW
+	nq     int   // wide output positions, OH·wp
+	xpLen  int   // padded image: C planes and a zero tail the last panel may read
+	offs   []int // xp offset of each tap of group 0
+}
+
+func newConvShape(a backend.Conv2dArgs) convShape {
+	s := convShape{Conv2dArgs: a}
+	s.hp, s.wp = a.H+2*a.PadH, a.W+2*a.PadW
+	s.cg, s.og = a.C/a.Groups, a.O/a.Groups
+	s.k = s.cg * a.KH * a.KW
+	s.nq = a.OH * s.wp
+	// The highest read is the last group's last tap plus the last position of the
+	// last 32-wide panel (or of the even-padded pixel range).
+	s.xpLen = a.C*s.hp*s.wp + (a.KW-1)*a.DilationW + 64
+	s.offs = make([]int, 0, s.k)
+	for c := range s.cg {
+		for kh := range a.KH {
+			for kw := range a.KW {
+				s.offs = append(s.offs, c*s.hp*s.wp+kh*a.DilationH*s.wp+kw*a.DilationW)
+			}
+		}
+	}
+	return s
+}
+
+// convSupported reports whether the direct kernels cover a (unit strides, a
+// consistent geometry) and dt. bf16 needs the VDPBF16PS micro-kernel: without it
+// the Im2Col path, which widens to the float32 GEMM, is faster than the Go twin.
+func convSupported(a backend.Conv2dArgs, dt backend.DType) bool {
+	if dt != backend.Float32 && (dt != backend.BFloat16 || convBF16 == nil) {
+		return false
+	}
+	if a.StrideH != 1 || a.StrideW != 1 || a.Groups < 1 || a.C%a.Groups != 0 || a.O%a.Groups != 0 {
+		return false
+	}
+	checkConv("Conv2d", a.ConvArgs)
+	return a.N > 0 && a.OH > 0 && a.OW > 0
+}
+
+// convOps are the element-type-specific pieces of the direct convolution: E is the
+// data type, P the packed type the micro-kernel reads (a float32, or a pair of bf16).
+type convOps[E float32 | half.BFloat16, P float32 | uint32] struct {
+	mr, nr   int
+	maxSteps int
+	pairs    bool // one P holds two consecutive k values
+	// kern adds to the mr×nr float32 tile at c (row stride ldc) the product of
+	// an A panel a[p*mr+i] and a B panel b[p*nr+j], p < steps.
+	kern func(steps int, a, b []P, c []float32, ldc int)
+	// gather packs the weight-gradient B panel: row p of dst holds step p of w
+	// runs of src starting at offs[i] (convGatherF32Go, convGatherPairsGo).
+	gather func(dst []P, src []E, offs []int, steps, w, stride int)
+	// rows packs the weight-gradient A panel the same way from rows of src with
+	// stride ld (convPackRowsTF32, gemmBF16PackGatherRows).
+	rows func(dst []P, src []E, ld, steps, w, stride int)
+	// tapRow packs one step of a forward B panel: nr positions of the one or two
+	// taps at src and src[d:] (d < 0: no second tap).
+	tapRow func(dst []P, src []E, d int)
+	// store rounds a float32 row to E.
+	store func(dst []E, src []float32)
+	// pack packs element v and u (the next k, or zero) into a P.
+	pack func(v, u E) P
+}
+
+func (o *convOps[E, P]) steps(k int) int {
+	if o.pairs {
+		return (k + 1) / 2
+	}
+	return k
+}
+
+// slices splits steps into equal slices of at most maxSteps: the split depends on
+// the shape alone.
+func (o *convOps[E, P]) slices(steps int) (n, per int) {
+	n = gemmCeilDiv(steps, o.maxSteps)
+	return n, gemmCeilDiv(steps, n)
+}
+
+var (
+	convF32 = &convOps[float32, float32]{mr: gemmKernel32.mr, nr: gemmKernel32.nr, maxSteps: convMaxF32Steps,
+		kern: gemmKernel32.fn, rows: convPackRowsTF32, gather: convGatherF32,
+		tapRow: func(dst, src []float32, _ int) {
+			if len(dst) == 32 {
+				*(*[32]float32)(dst) = *(*[32]float32)(src) // inline moves, no memmove call
+				return
+			}
+			copy(dst, src[:len(dst)])
+		},
+		store: func(dst, src []float32) { copy(dst, src) },
+		pack:  func(v, _ float32) float32 { return v },
+	}
+	// convBF16 is nil where the CPU lacks VDPBF16PS.
+	convBF16 = newConvBF16(convBF16Kernel)
+)
+
+// newConvBF16 returns the bf16 ops on micro-kernel kern (nil for nil).
+func newConvBF16(kern *gemmBF16Kernel) *convOps[half.BFloat16, uint32] {
+	if kern == nil {
+		return nil
+	}
+	return &convOps[half.BFloat16, uint32]{mr: kern.mr, nr: kern.nr, maxSteps: convMaxBF16Steps, pairs: true,
+		kern: func(steps int, a, b []uint32, c []float32, ldc int) { kern.fn(steps, a, b, c, ldc, true) },
+		rows: gemmBF16PackGatherRows, gather: convGatherPairs,
+		tapRow: func(dst []uint32, src []half.BFloat16, d int) {
+			if d < 0 {
+				for j, v := range src[:len(dst)] {
+					dst[j] = uint32(v)
+				}
+				return
+			}
+			gemmBF16PackPairRows(dst, src, d, 1, len(dst), len(dst))
+		},
+		store: half.Float32ToBFloat16,
+		pack:  pair,
+	}
+}
+
+// convPackRowsTF32 packs steps columns of w ≤ stride rows of src (row stride ld)
+// as a panel: dst[p*stride+i] = src[i*ld+p], zero for i ≥ w.
+func convPackRowsTF32(dst, src []float32, ld, steps, w, stride int) {
+	dst = dst[:steps*stride]
+	i := 0
+	for ; i+4 <= w; i += 4 {
+		s0 := src[i*ld:][:steps]
+		s1 := src[(i+1)*ld:][:steps]
+		s2 := src[(i+2)*ld:][:steps]
+		s3 := src[(i+3)*ld:][:steps]
+		for p := range s0 {
+			d := dst[p*stride+i:][:4]
+			d[0], d[1], d[2], d[3] = s0[p], s1[p], s2[p], s3[p]
+		}
+	}
+	for ; i < w; i++ {
+		for p, v := range src[i*ld:][:steps] {
+			dst[p*stride+i] = v
+		}
+	}
+	if w < stride {
+		for p := range steps {
+			clear(dst[p*stride+w:][:stride-w])
+		}
+	}
+}
+
+// convGatherF32Go is convPackRowsTF32 with row i at src[offs[i]]:
+// dst[p*stride+i] = src[offs[i]+p], zero for i ≥ w.
+func convGatherF32Go(dst, src []float32, offs []int, steps, w, stride int) {
+	dst = dst[:steps*stride]
+	i := 0
+	for ; i+4 <= w; i += 4 {
+		s0 := src[offs[i]:][:steps]
+		s1 := src[offs[i+1]:][:steps]
+		s2 := src[offs[i+2]:][:steps]
+		s3 := src[offs[i+3]:][:steps]
+		for p := range s0 {
+			d := dst[p*stride+i:][:4]
+			d[0], d[1], d[2], d[3] = s0[p], s1[p], s2[p], s3[p]
+		}
+	}
+	for ; i < w; i++ {
+		for p, v := range src[offs[i]:][:steps] {
+			dst[p*stride+i] = v
+		}
+	}
+	if w < stride {
+		for p := range steps {
+			clear(dst[p*stride+w:][:stride-w])
+		}
+	}
+}
+
+// convGatherPairsGo is the pure-Go twin of convGatherPairs: row p of dst holds
+// pair p of each gathered row, dst[p*stride+i] = pair(src[offs[i]+2p],
+// src[offs[i]+2p+1]), zero for i ≥ w.
+func convGatherPairsGo(dst []uint32, src []half.BFloat16, offs []int, steps, w, stride int) {
+	dst = dst[:steps*stride]
+	for i := range w {
+		s := src[offs[i]:][:2*steps]
+		for p := range steps {
+			dst[p*stride+i] = pair(s[2*p], s[2*p+1])
+		}
+	}
+	if w < stride {
+		for p := range steps {
+			clear(dst[p*stride+w:][:stride-w])
+		}
+	}
+}
+
+// convScratch is one task's buffers.
+type convScratch[E float32 | half.BFloat16, P float32 | uint32] struct {
+	xp, gy []E
+	a, b   []P
+	c      []float32
+}
+
+var (
+	convScratchF32  = sync.Pool{New: func() any { return new(convScratch[float32, float32]) }}
+	convScratchBF16 = sync.Pool{New: func() any { return new(convScratch[half.BFloat16, uint32]) }}
+)
+
+func convScratchPool[E float32 | half.BFloat16, P float32 | uint32]() *sync.Pool {
+	var zero E
+	if _, ok := any(zero).(float32); ok {
+		return &convScratchF32
+	}
+	return &convScratchBF16
+}
+
+// padImage copies the C planes of one image into xp, whose padding and tail are
+// already zero.
+func padImage[E float32 | half.BFloat16](s *convShape, xp, x []E) {
+	for c := range s.C {
+		for h := range s.H {
+			copy(xp[(c*s.hp+h+s.PadH)*s.wp+s.PadW:][:s.W], x[(c*s.H+h)*s.W:][:s.W])
+		}
+	}
+}
+
+// packWeights packs the weights w [O, k] of every group as the A operand:
+// panel r of group g holds rows g·og + r·mr … and all steps, pair-packed for bf16,
+// zero past the group's rows and past k.
+func packWeights[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], s *convShape, w []E) (pk []P, panelLen, rp int) {
+	rp = gemmCeilDiv(s.og, o.mr)
+	steps := o.steps(s.k)
+	panelLen = steps * o.mr
+	pk = make([]P, s.Groups*rp*panelLen)
+	var zero E
+	for g := range s.Groups {
+		for r := range rp {
+			d := pk[(g*rp+r)*panelLen:][:panelLen]
+			for i := range o.mr {
+				row := r*o.mr + i
+				if row >= s.og {
+					continue // make leaves zeros
+				}
+				src := w[(g*s.og+row)*s.k:][:s.k]
+				for p := range steps {
+					if o.pairs {
+						v, u := src[2*p], zero
+						if 2*p+1 < s.k {
+							u = src[2*p+1]
+						}
+						d[p*o.mr+i] = o.pack(v, u)
+					} else {
+						d[p*o.mr+i] = o.pack(src[p], zero)
+					}
+				}
+			}
+		}
+	}
+	return pk, panelLen, rp
+}
+
+// convForward computes y = x ⋆ w + bias on the wide grid (see the top of the
+// file); bias may be nil.
+func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], y, x, w, bias []E, a backend.Conv2dArgs) {
+	s := newConvShape(a)
+	aPack, panelLen, rp := packWeights(o, &s, w)
+	steps := o.steps(s.k)
+	nSl, per := o.slices(steps)
+	npan := gemmCeilDiv(s.nq, o.nr)
+	ldc := npan * o.nr
+	init := make([]float32, s.O) // each row's start: the bias, or a zero that keeps acc's bits
+	for i := range init {
+		switch {
+		case bias != nil:
+			init[i] = toF32(bias[i])
+		case o.pairs:
+			init[i] = float32(math.Copysign(0, -1)) // as GemmBF16 with beta 0 stores acc itself
+		}
+	}
+	pool := convScratchPool[E, P]()
+	ParallelFor(s.N, 1, func(lo, hi int) {
+		sc := pool.Get().(*convScratch[E, P])
+		defer pool.Put(sc)
+		sc.xp = grow(sc.xp, s.xpLen)
+		clear(sc.xp)
+		sc.b = grow(sc.b, per*o.nr)
+		sc.c = grow(sc.c, rp*o.mr*ldc)
+		for n := lo; n < hi; n++ {
+			padImage(&s, sc.xp, x[n*s.C*s.H*s.W:])
+			for g := range s.Groups {
+				xg := sc.xp[g*s.cg*s.hp*s.wp:]
+				for i := range rp * o.mr {
+					v := float32(0)
+					if i < s.og {
+						v = init[g*s.og+i]
+					}
+					row := sc.c[i*ldc:][:ldc]
+					for j := range row {
+						row[j] = v
+					}
+				}
+				for q := range npan {
+					q0 := q * o.nr
+					for sl := range nSl {
+						p0, p1 := sl*per, min((sl+1)*per, steps)
+						bp := sc.b[:(p1-p0)*o.nr]
+						for p := p0; p < p1; p++ {
+							dst := bp[(p-p0)*o.nr:][:o.nr]
+							if o.pairs {
+								t0 := s.offs[2*p]
+								d := -1
+								if 2*p+1 < s.k {
+									d = s.offs[2*p+1] - t0
+								}
+								o.tapRow(dst, xg[t0+q0:], d)
+							} else {
+								o.tapRow(dst, xg[s.offs[p]+q0:], -1)
+							}
+						}
+						for r := range rp {
+							ap := aPack[(g*rp+r)*panelLen+p0*o.mr:][:(p1-p0)*o.mr]
+							o.kern(p1-p0, ap, bp, sc.c[r*o.mr*ldc+q0:], ldc)
+						}
+					}
+				}
+				for oc := range s.og {
+					yc := y[(n*s.O+g*s.og+oc)*s.OH*s.OW:]
+					for oh := range s.OH {
+						o.store(yc[oh*s.OW:][:s.OW], sc.c[oc*ldc+oh*s.wp:][:s.OW])
+					}
+				}
+			}
+		}
+	})
+}
+
+// toF32 widens a float32 or bf16 value.
+func toF32[E float32 | half.BFloat16](v E) float32 {
+	switch x := any(v).(type) {
+	case float32:
+		return x
+	case half.BFloat16:
+		return x.Float32()
+	}
+	panic("unreachable")
+}
+
+// inputGradArgs returns the forward geometry whose output is the input gradient of
+// a (unit strides): gy as the image, O and C swapped, padding Dilation·(K−1) − Pad.
+// ok is false when that padding would be negative.
+func inputGradArgs(a backend.Conv2dArgs) (backend.Conv2dArgs, bool) {
+	ph, pw := a.DilationH*(a.KH-1)-a.PadH, a.DilationW*(a.KW-1)-a.PadW
+	if ph < 0 || pw < 0 {
+		return a, false
+	}
+	d := a
+	d.C, d.H, d.W, d.O = a.O, a.OH, a.OW, a.C
+	d.PadH, d.PadW = ph, pw
+	d.OH, d.OW = a.H, a.W
+	return d, true
+}
+
+// flipWeights returns w [O, C/G, KH, KW] as [C, O/G, KH, KW], per group, with each
+// kernel rotated by 180°: the weights of the input-gradient convolution.
+func flipWeights[E any](w []E, a backend.Conv2dArgs) []E {
+	cg, og, kk := a.C/a.Groups, a.O/a.Groups, a.KH*a.KW
+	out := make([]E, len(w[:a.O*cg*kk]))
+	for g := range a.Groups {
+		for o := range og {
+			for c := range cg {
+				src := w[((g*og+o)*cg+c)*kk:][:kk]
+				dst := out[((g*cg+c)*og+o)*kk:][:kk]
+				for t, v := range src {
+					dst[kk-1-t] = v
+				}
+			}
+		}
+	}
+	return out
+}
+
+// convWeightGrad computes gw = Σ_n gy[n] ⋆ x[n] (see the top of the file).
+func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], gw, x, gy []E, a backend.Conv2dArgs) {
+	s := newConvShape(a)
+	rp := gemmCeilDiv(s.og, o.mr)
+	npT := gemmCeilDiv(s.k, o.nr)
+	ldw := npT * o.nr
+	partLen := s.Groups * rp * o.mr * ldw
+	// Pixels of one image on the wide grid, even for pairs; equal slices.
+	ldq := s.nq + s.nq%2
+	nSl := gemmCeilDiv(ldq, convWGradPixels)
+	per := gemmCeilDiv(ldq, nSl)
+	per += per % 2
+	chunks := min(s.N, convWGradChunks)
+	parts := make([]float32, chunks*partLen)
+	pool := convScratchPool[E, P]()
+	ParallelFor(chunks, 1, func(lo, hi int) {
+		sc := pool.Get().(*convScratch[E, P])
+		defer pool.Put(sc)
+		sc.xp = grow(sc.xp, s.xpLen)
+		clear(sc.xp)
+		sc.gy = grow(sc.gy, s.og*ldq+per)
+		clear(sc.gy)
+		maxSteps := o.steps(per)
+		sc.a = grow(sc.a, rp*o.mr*maxSteps)
+		sc.b = grow(sc.b, o.nr*maxSteps)
+		offs := make([]int, o.nr)
+		for ch := lo; ch < hi; ch++ {
+			part := parts[ch*partLen:][:partLen]
+			for n := ch * s.N / chunks; n < (ch+1)*s.N/chunks; n++ {
+				padImage(&s, sc.xp, x[n*s.C*s.H*s.W:])
+				for g := range s.Groups {
+					// gy of the group on the wide grid; the discarded columns stay zero.
+					for oc := range s.og {
+						src := gy[(n*s.O+g*s.og+oc)*s.OH*s.OW:]
+						for oh := range s.OH {
+							copy(sc.gy[oc*ldq+oh*s.wp:][:s.OW], src[oh*s.OW:][:s.OW])
+						}
+					}
+					pg := part[g*rp*o.mr*ldw:]
+					xg := g * s.cg * s.hp * s.wp
+					for q0 := 0; q0 < ldq; q0 += per {
+						pix := min(per, ldq-q0)
+						st := o.steps(pix)
+						for r := range rp {
+							o.rows(sc.a[r*o.mr*st:][:o.mr*st], sc.gy[r*o.mr*ldq+q0:], ldq, st, min(o.mr, s.og-r*o.mr), o.mr)
+						}
+						for jt := range npT {
+							w := min(o.nr, s.k-jt*o.nr)
+							for j := range w {
+								offs[j] = xg + s.offs[jt*o.nr+j] + q0
+							}
+							bp := sc.b[:st*o.nr]
+							o.gather(bp, sc.xp, offs, st, w, o.nr)
+							for r := range rp {
+								o.kern(st, sc.a[r*o.mr*st:][:o.mr*st], bp, pg[r*o.mr*ldw+jt*o.nr:], ldw)
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+	// Sum the chunks in order and round once.
+	row := make([]float32, s.k)
+	for g := range s.Groups {
+		for oc := range s.og {
+			clear(row)
+			for ch := range chunks {
+				src := parts[ch*partLen+(g*rp*o.mr+oc)*ldw:][:s.k]
+				for t, v := range src {
+					row[t] += v
+				}
+			}
+			o.store(gw[(g*s.og+oc)*s.k:][:s.k], row)
+		}
+	}
+}
+
+// Conv2d implements backend.Convolver for unit-stride float32 and (where the CPU has
+// VDPBF16PS) bf16 convolutions.
+func (b *Backend) Conv2d(y, x, w, bias backend.Storage, a backend.Conv2dArgs) bool {
+	X, W, Y := st(x), st(w), st(y)
+	if !convSupported(a, X.dt) {
+		return false
+	}
+	convCheck("Conv2d", a, X, W, Y, a.N*a.C*a.H*a.W, a.N*a.O*a.OH*a.OW)
+	var B *storage
+	if bias != nil {
+		B = st(bias)
+		if B.dt != X.dt || B.n < a.O {
+			panic(fmt.Sprintf("cpu: Conv2d: bias is %s[%d], want %s[%d]", B.dt, B.n, X.dt, a.O))
+		}
+	}
+	if X.dt == backend.Float32 {
+		var bs []float32
+		if B != nil {
+			bs = B.f32()
+		}
+		convForward(convF32, Y.f32(), X.f32(), W.f32(), bs, a)
+		return true
+	}
+	var bs []half.BFloat16
+	if B != nil {
+		bs = B.bf16()
+	}
+	convForward(convBF16, Y.bf16(), X.bf16(), W.bf16(), bs, a)
+	return true
+}
+
+// Conv2dInputGrad implements backend.Convolver: the forward kernel on gy with the
+// flipped, transposed weights (unit strides, padding at most Dilation·(K−1)).
+func (b *Backend) Conv2dInputGrad(gx, gy, w backend.Storage, a backend.Conv2dArgs) bool {
+	GX, GY, W := st(gx), st(gy), st(w)
+	if !convSupported(a, GY.dt) {
+		return false
+	}
+	d, ok := inputGradArgs(a)
+	if !ok {
+		return false
+	}
+	convCheck("Conv2dInputGrad", a, GX, W, GY, a.N*a.C*a.H*a.W, a.N*a.O*a.OH*a.OW)
+	if GY.dt == backend.Float32 {
+		convForward(convF32, GX.f32(), GY.f32(), flipWeights(W.f32(), a), nil, d)
+		return true
+	}
+	convForward(convBF16, GX.bf16(), GY.bf16(), flipWeights(W.bf16(), a), nil, d)
+	return true
+}
+
+// Conv2dWeightGrad implements backend.Convolver. An image holding Inf or NaN takes
+// the Im2Col path: the wide grid would multiply it by the zeros of the discarded
+// columns, making NaN where the exact sum has none.
+func (b *Backend) Conv2dWeightGrad(gw, x, gy backend.Storage, a backend.Conv2dArgs) bool {
+	GW, X, GY := st(gw), st(x), st(gy)
+	if !convSupported(a, X.dt) {
+		return false
+	}
+	convCheck("Conv2dWeightGrad", a, X, GW, GY, a.N*a.C*a.H*a.W, a.N*a.O*a.OH*a.OW)
+	n := a.N * a.C * a.H * a.W
+	if X.dt == backend.Float32 {
+		if !half.AllFinite32(X.f32()[:n]) {
+			return false
+		}
+		convWeightGrad(convF32, GW.f32(), X.f32(), GY.f32(), a)
+		return true
+	}
+	if !allFiniteBF16(X.bf16()[:n]) {
+		return false
+	}
+	convWeightGrad(convBF16, GW.bf16(), X.bf16(), GY.bf16(), a)
+	return true
+}
+
+// convCheck panics unless the image, weight and output storages share a dtype and
+// hold the geometry's elements.
+func convCheck(op string, a backend.Conv2dArgs, img, w, out *storage, nImg, nOut int) {
+	if w.dt != img.dt || out.dt != img.dt {
+		panic(fmt.Sprintf("cpu: %s: operands %s, %s, %s must share one dtype", op, img.dt, w.dt, out.dt))
+	}
+	nW := a.O * (a.C / a.Groups) * a.KH * a.KW
+	if img.n < nImg || out.n < nOut || w.n < nW {
+		panic(fmt.Sprintf("cpu: %s: storages of %d, %d and %d elements are too small for the geometry (%d, %d, %d)",
+			op, img.n, w.n, out.n, nImg, nW, nOut))
+	}
+}
+
+// allFiniteBF16 reports whether no element of x is Inf or NaN, four at a time:
+// a lane's exponent field plus one exponent unit reaches its top bit exactly when
+// the exponent is all ones.
+func allFiniteBF16(x []half.BFloat16) bool {
+	const exp, unit, top = 0x7f807f807f807f80, 0x0080008000800080, 0x8000800080008000
+	var acc uint64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		v := uint64(x[i]) | uint64(x[i+1])<<16 | uint64(x[i+2])<<32 | uint64(x[i+3])<<48
+		acc |= v&exp + unit
+	}
+	for ; i < len(x); i++ {
+		acc |= uint64(x[i])&0x7f80 + 0x80
+	}
+	return acc&top == 0
+}

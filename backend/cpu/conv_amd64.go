@@ -1,0 +1,65 @@
+//go:build amd64 && !purego
+
+package cpu
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/gamp-ml/gamp/half"
+	"golang.org/x/sys/cpu"
+)
+
+// convBF16Kernel is the bf16 micro-kernel of the direct convolution: VDPBF16PS
+// where the CPU has it, else none.
+var convBF16Kernel = func() *gemmBF16Kernel {
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16 {
+		return gemmBF16KernelAVX512
+	}
+	return nil
+}()
+
+// convGatherPairs is convGatherPairsGo with the AVX-512 gather of the bf16 GEMM's
+// packing (gemmBF16PackGather), where the CPU has it and the offsets fit its 32-bit
+// byte indices.
+func convGatherPairs(dst []uint32, src []half.BFloat16, offs []int, steps, w, stride int) {
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasPOPCNT || steps == 0 || w == 0 || stride > 32 || w > stride {
+		convGatherPairsGo(dst, src, offs, steps, w, stride)
+		return
+	}
+	_ = dst[steps*stride-1]
+	var idx [32]int32
+	for i, o := range offs[:w] {
+		_ = src[o+2*steps-1]
+		if 2*o > math.MaxInt32 {
+			convGatherPairsGo(dst, src, offs, steps, w, stride)
+			return
+		}
+		idx[i] = int32(2 * o)
+	}
+	mask := func(n int) uint16 { return uint16(1<<min(max(n, 0), 16) - 1) }
+	gemmBF16PackGather(&dst[0], unsafe.SliceData(src), &idx, steps, mask(w), mask(w-16), mask(stride), mask(stride-16))
+}
+
+// convGatherF32 is convGatherF32Go with the same AVX-512 gather: a bf16 pair and a
+// float32 are both 32-bit words, so gathering pairs at byte offsets 4·offs[i] moves
+// the float32 elements bit for bit.
+func convGatherF32(dst, src []float32, offs []int, steps, w, stride int) {
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasPOPCNT || steps == 0 || w == 0 || stride > 32 || w > stride {
+		convGatherF32Go(dst, src, offs, steps, w, stride)
+		return
+	}
+	_ = dst[steps*stride-1]
+	var idx [32]int32
+	for i, o := range offs[:w] {
+		_ = src[o+steps-1]
+		if 4*o > math.MaxInt32 {
+			convGatherF32Go(dst, src, offs, steps, w, stride)
+			return
+		}
+		idx[i] = int32(4 * o)
+	}
+	mask := func(n int) uint16 { return uint16(1<<min(max(n, 0), 16) - 1) }
+	gemmBF16PackGather((*uint32)(unsafe.Pointer(&dst[0])), (*half.BFloat16)(unsafe.Pointer(unsafe.SliceData(src))), &idx, steps,
+		mask(w), mask(w-16), mask(stride), mask(stride-16))
+}

@@ -1,0 +1,18 @@
+//go:build !amd64 || purego
+
+package cpu
+
+import "github.com/gamp-ml/gamp/half"
+
+// convBF16Kernel is nil: without VDPBF16PS bf16 convolutions take the Im2Col path.
+var convBF16Kernel *gemmBF16Kernel
+
+// convGatherPairs is convGatherPairsGo (no assembly in this build).
+func convGatherPairs(dst []uint32, src []half.BFloat16, offs []int, steps, w, stride int) {
+	convGatherPairsGo(dst, src, offs, steps, w, stride)
+}
+
+// convGatherF32 is convGatherF32Go (no assembly in this build).
+func convGatherF32(dst, src []float32, offs []int, steps, w, stride int) {
+	convGatherF32Go(dst, src, offs, steps, w, stride)
+}

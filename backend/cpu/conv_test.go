@@ -1,0 +1,349 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
+)
+
+// convTestGeoms are the direct kernels' geometries under test: the Fashion CNN's two
+// convolutions, few and many channels, groups, dilation, asymmetric padding, no
+// padding, output channels that are not a multiple of the micro-kernel's rows, an
+// odd number of taps (bf16 pairs) and taps past one k slice.
+func convTestGeoms() []backend.Conv2dArgs {
+	gs := []backend.Conv2dArgs{
+		{ConvArgs: backend.ConvArgs{N: 3, C: 1, H: 28, W: 28, KH: 5, KW: 5, PadH: 2, PadW: 2}, O: 16, Groups: 1},
+		{ConvArgs: backend.ConvArgs{N: 2, C: 16, H: 14, W: 14, KH: 5, KW: 5, PadH: 2, PadW: 2}, O: 32, Groups: 1},
+		{ConvArgs: backend.ConvArgs{N: 2, C: 3, H: 9, W: 7, KH: 3, KW: 3, PadH: 1, PadW: 1}, O: 5, Groups: 1},
+		{ConvArgs: backend.ConvArgs{N: 2, C: 4, H: 8, W: 10, KH: 3, KW: 3, PadH: 2, PadW: 1, DilationH: 2, DilationW: 1}, O: 6, Groups: 2},
+		{ConvArgs: backend.ConvArgs{N: 1, C: 2, H: 6, W: 5, KH: 2, KW: 3}, O: 13, Groups: 1},
+		{ConvArgs: backend.ConvArgs{N: 2, C: 6, H: 5, W: 5, KH: 1, KW: 1}, O: 6, Groups: 3},
+		{ConvArgs: backend.ConvArgs{N: 1, C: 70, H: 4, W: 4, KH: 3, KW: 3, PadH: 1, PadW: 1}, O: 3, Groups: 1},
+		{ConvArgs: backend.ConvArgs{N: 17, C: 2, H: 5, W: 6, KH: 3, KW: 3, PadH: 1, PadW: 1}, O: 4, Groups: 1},
+	}
+	for i := range gs {
+		a := &gs[i]
+		a.StrideH, a.StrideW = 1, 1
+		a.DilationH, a.DilationW = max(a.DilationH, 1), max(a.DilationW, 1)
+		a.OH = convOut(a.H, a.KH, 1, a.PadH, a.DilationH)
+		a.OW = convOut(a.W, a.KW, 1, a.PadW, a.DilationW)
+	}
+	return gs
+}
+
+// convRef computes the forward output, input gradient and weight gradient of a in
+// float64 from the definition, with the sum of the magnitudes of each result's terms
+// (for error bounds).
+func convRef(a backend.Conv2dArgs, x, w, bias, gy []float64) (y, yMag, gx, gxMag, gw, gwMag []float64) {
+	cg, og := a.C/a.Groups, a.O/a.Groups
+	y, yMag = make([]float64, a.N*a.O*a.OH*a.OW), make([]float64, a.N*a.O*a.OH*a.OW)
+	gx, gxMag = make([]float64, len(x)), make([]float64, len(x))
+	gw, gwMag = make([]float64, len(w)), make([]float64, len(w))
+	for n := range a.N {
+		for o := range a.O {
+			g := o / og
+			for oh := range a.OH {
+				for ow := range a.OW {
+					yi := ((n*a.O+o)*a.OH+oh)*a.OW + ow
+					if bias != nil {
+						y[yi], yMag[yi] = bias[o], math.Abs(bias[o])
+					}
+					for c := range cg {
+						for kh := range a.KH {
+							for kw := range a.KW {
+								h := oh - a.PadH + kh*a.DilationH
+								ww := ow - a.PadW + kw*a.DilationW
+								if h < 0 || h >= a.H || ww < 0 || ww >= a.W {
+									continue
+								}
+								xi := ((n*a.C+g*cg+c)*a.H+h)*a.W + ww
+								wi := ((o*cg+c)*a.KH+kh)*a.KW + kw
+								y[yi] += x[xi] * w[wi]
+								yMag[yi] += math.Abs(x[xi] * w[wi])
+								gx[xi] += gy[yi] * w[wi]
+								gxMag[xi] += math.Abs(gy[yi] * w[wi])
+								gw[wi] += gy[yi] * x[xi]
+								gwMag[wi] += math.Abs(gy[yi] * x[xi])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return
+}
+
+func convRandom(rng *rand.Rand, n int) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = float64(float32(rng.NormFloat64()))
+	}
+	return v
+}
+
+// convCheckClose fails unless got is within tol·mag + rounding of want, element by
+// element.
+func convCheckClose(t *testing.T, what string, got []float32, want, mag []float64, tol, round float64) {
+	t.Helper()
+	for i := range want {
+		d := math.Abs(float64(got[i]) - want[i])
+		if d > tol*mag[i]+round*math.Abs(want[i]) || math.IsNaN(float64(got[i])) {
+			t.Fatalf("%s[%d] = %v, want %v (error %.3g, terms' magnitude %.3g)", what, i, got[i], want[i], d, mag[i])
+		}
+	}
+}
+
+// TestConvDirectF32 checks the float32 kernels against the float64 definition: each
+// result is within 2⁻²⁰ of the sum of its terms' magnitudes (float32 accumulation).
+func TestConvDirectF32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, a := range convTestGeoms() {
+		t.Run(fmt.Sprintf("%+v", a), func(t *testing.T) {
+			x := convRandom(rng, a.N*a.C*a.H*a.W)
+			w := convRandom(rng, a.O*a.C/a.Groups*a.KH*a.KW)
+			bias := convRandom(rng, a.O)
+			gy := convRandom(rng, a.N*a.O*a.OH*a.OW)
+			y, yMag, gx, gxMag, gw, gwMag := convRef(a, x, w, bias, gy)
+			f := func(v []float64) []float32 {
+				out := make([]float32, len(v))
+				for i, e := range v {
+					out[i] = float32(e)
+				}
+				return out
+			}
+			got := make([]float32, len(y))
+			convForward(convF32, got, f(x), f(w), f(bias), a)
+			convCheckClose(t, "y", got, y, yMag, 1.0/(1<<20), 0)
+			d, ok := inputGradArgs(a)
+			if !ok {
+				t.Fatal("input gradient not covered")
+			}
+			gotX := make([]float32, len(gx))
+			convForward(convF32, gotX, f(gy), flipWeights(f(w), a), nil, d)
+			convCheckClose(t, "gx", gotX, gx, gxMag, 1.0/(1<<20), 0)
+			gotW := make([]float32, len(gw))
+			convWeightGrad(convF32, gotW, f(x), f(gy), a)
+			convCheckClose(t, "gw", gotW, gw, gwMag, 1.0/(1<<20), 0)
+		})
+	}
+}
+
+// TestConvDirectBF16 checks the bf16 kernels (VDPBF16PS where the CPU has it, and its
+// pure-Go twin) against the float64 definition — float32 accumulation, then one
+// rounding to bf16 (2⁻⁸ relative) — and the two micro-kernels against each other bit
+// for bit.
+func TestConvDirectBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	ops := []*convOps[half.BFloat16, uint32]{newConvBF16(gemmBF16KernelGo12x32)}
+	if convBF16 != nil {
+		ops = append(ops, convBF16)
+	}
+	for _, a := range convTestGeoms() {
+		t.Run(fmt.Sprintf("%+v", a), func(t *testing.T) {
+			b := func(v []float64) []half.BFloat16 {
+				out := make([]half.BFloat16, len(v))
+				for i, e := range v {
+					out[i] = half.BFloat16FromFloat64(e)
+					v[i] = out[i].Float64()
+				}
+				return out
+			}
+			x := convRandom(rng, a.N*a.C*a.H*a.W)
+			w := convRandom(rng, a.O*a.C/a.Groups*a.KH*a.KW)
+			bias := convRandom(rng, a.O)
+			gy := convRandom(rng, a.N*a.O*a.OH*a.OW)
+			xb, wb, bb, gyb := b(x), b(w), b(bias), b(gy)
+			y, yMag, gx, gxMag, gw, gwMag := convRef(a, x, w, bias, gy)
+			f := func(v []half.BFloat16) []float32 {
+				out := make([]float32, len(v))
+				for i, e := range v {
+					out[i] = e.Float32()
+				}
+				return out
+			}
+			var first [3][]half.BFloat16
+			for k, o := range ops {
+				gotY := make([]half.BFloat16, len(y))
+				convForward(o, gotY, xb, wb, bb, a)
+				convCheckClose(t, "y", f(gotY), y, yMag, 1.0/(1<<20), 1.0/256)
+				d, _ := inputGradArgs(a)
+				gotX := make([]half.BFloat16, len(gx))
+				convForward(o, gotX, gyb, flipWeights(wb, a), nil, d)
+				convCheckClose(t, "gx", f(gotX), gx, gxMag, 1.0/(1<<20), 1.0/256)
+				gotW := make([]half.BFloat16, len(gw))
+				convWeightGrad(o, gotW, xb, gyb, a)
+				convCheckClose(t, "gw", f(gotW), gw, gwMag, 1.0/(1<<20), 1.0/256)
+				res := [3][]half.BFloat16{gotY, gotX, gotW}
+				if k == 0 {
+					first = res
+					continue
+				}
+				for r := range res {
+					for i := range res[r] {
+						if res[r][i] != first[r][i] {
+							t.Fatalf("result %d [%d]: %v with %d, %v with the Go kernel", r, i, res[r][i], k, first[r][i])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestConvGatherPairs pits convGatherPairs and convGatherF32 against their pure-Go
+// twins, widths 0–32, random bits (NaNs included).
+func TestConvGatherPairs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	src := make([]half.BFloat16, 4096)
+	for i := range src {
+		src[i] = half.BFloat16(rng.Uint32())
+	}
+	for _, stride := range []int{12, 16, 32} {
+		for w := 0; w <= stride; w++ {
+			for _, steps := range []int{1, 3, 17} {
+				offs := make([]int, w)
+				for i := range offs {
+					offs[i] = rng.IntN(len(src) - 2*steps)
+				}
+				got := make([]uint32, steps*stride)
+				want := make([]uint32, steps*stride)
+				for i := range got {
+					got[i], want[i] = rng.Uint32(), rng.Uint32()
+				}
+				convGatherPairs(got, src, offs, steps, w, stride)
+				convGatherPairsGo(want, src, offs, steps, w, stride)
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("stride %d w %d steps %d: [%d] = %#x, want %#x", stride, w, steps, i, got[i], want[i])
+					}
+				}
+				f32 := unsafe.Slice((*float32)(unsafe.Pointer(&src[0])), len(src)/2)
+				for i := range offs {
+					offs[i] /= 2
+				}
+				gotF := make([]float32, steps*stride)
+				wantF := make([]float32, steps*stride)
+				for i := range gotF {
+					gotF[i], wantF[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+				}
+				convGatherF32(gotF, f32, offs, steps, w, stride)
+				convGatherF32Go(wantF, f32, offs, steps, w, stride)
+				for i := range gotF {
+					if math.Float32bits(gotF[i]) != math.Float32bits(wantF[i]) {
+						t.Fatalf("float32: stride %d w %d steps %d: [%d] = %v, want %v", stride, w, steps, i, gotF[i], wantF[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestConvMatchesIm2Col runs the Fashion CNN's second convolution through the Backend
+// methods and through Im2Col + MatMul: the float32 forward is bit-identical (same
+// micro-kernel, same k order and slices), the gradients agree within float32
+// rounding; a NaN in the image sends the weight gradient back to the Im2Col path.
+func TestConvMatchesIm2Col(t *testing.T) {
+	b, _ := New(0)
+	a := convTestGeoms()[1]
+	rng := rand.New(rand.NewPCG(5, 6))
+	up := func(v []float64) backend.Storage {
+		s, _ := b.Alloc(backend.Float32, len(v))
+		f := make([]float32, len(v))
+		for i, e := range v {
+			f[i] = float32(e)
+		}
+		b.Upload(s, 0, f)
+		return s
+	}
+	k := a.C * a.KH * a.KW
+	x, w := up(convRandom(rng, a.N*a.C*a.H*a.W)), up(convRandom(rng, a.O*k))
+	bias := up(convRandom(rng, a.O))
+	y, _ := b.Alloc(backend.Float32, a.N*a.O*a.OH*a.OW)
+	if !b.Conv2d(y, x, w, bias, a) {
+		t.Fatal("Conv2d did not take the geometry")
+	}
+	col, _ := b.Alloc(backend.Float32, a.N*k*a.OH*a.OW)
+	b.Im2Col(col, x, a.ConvArgs)
+	ref, _ := b.Alloc(backend.Float32, a.N*a.O*a.OH*a.OW)
+	b.Copy(backend.Dense(ref, 0, a.N, a.O, a.OH*a.OW), backend.View{S: bias, Shape: []int{a.N, a.O, a.OH * a.OW}, Strides: []int{0, 1, 0}})
+	b.MatMul(backend.MatMulArgs{A: w, B: col, C: ref, Batch: a.N, M: a.O, N: a.OH * a.OW, K: k,
+		StrideC: a.O * a.OH * a.OW, StrideB: k * a.OH * a.OW, Alpha: 1, Beta: 1})
+	got, want := make([]float32, a.N*a.O*a.OH*a.OW), make([]float32, a.N*a.O*a.OH*a.OW)
+	b.Download(got, y, 0)
+	b.Download(want, ref, 0)
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("y[%d] = %v, Im2Col path %v", i, got[i], want[i])
+		}
+	}
+	gw, _ := b.Alloc(backend.Float32, a.O*k)
+	b.Upload(x, 5, []float32{float32(math.NaN())})
+	if b.Conv2dWeightGrad(gw, x, y, a) {
+		t.Fatal("weight gradient of an image with a NaN did not fall back")
+	}
+	strided := a
+	strided.StrideH, strided.OH = 2, convOut(a.H, a.KH, 2, a.PadH, 1)
+	if b.Conv2d(y, x, w, nil, strided) {
+		t.Fatal("Conv2d took a strided geometry")
+	}
+}
+
+// BenchmarkConvCNN times the Fashion CNN's convolutions (batch 128) in each pass.
+func BenchmarkConvCNN(bm *testing.B) {
+	for _, a := range convTestGeoms()[:2] {
+		a.N = 128
+		rng := rand.New(rand.NewPCG(1, 2))
+		x32 := make([]float32, a.N*a.C*a.H*a.W)
+		w32 := make([]float32, a.O*a.C*a.KH*a.KW)
+		y32 := make([]float32, a.N*a.O*a.OH*a.OW)
+		for _, v := range [][]float32{x32, w32, y32} {
+			for i := range v {
+				v[i] = float32(rng.NormFloat64())
+			}
+		}
+		xb, wb, yb := make([]half.BFloat16, len(x32)), make([]half.BFloat16, len(w32)), make([]half.BFloat16, len(y32))
+		half.Float32ToBFloat16(xb, x32)
+		half.Float32ToBFloat16(wb, w32)
+		half.Float32ToBFloat16(yb, y32)
+		d, _ := inputGradArgs(a)
+		gx32, gxb := make([]float32, len(x32)), make([]half.BFloat16, len(x32))
+		gw32, gwb := make([]float32, len(w32)), make([]half.BFloat16, len(w32))
+		name := fmt.Sprintf("C%d", a.C)
+		bm.Run(name+"/fp32/fwd", func(bm *testing.B) {
+			for bm.Loop() {
+				convForward(convF32, y32, x32, w32, nil, a)
+			}
+		})
+		bm.Run(name+"/fp32/dx", func(bm *testing.B) {
+			for bm.Loop() {
+				convForward(convF32, gx32, y32, flipWeights(w32, a), nil, d)
+			}
+		})
+		bm.Run(name+"/fp32/dw", func(bm *testing.B) {
+			for bm.Loop() {
+				convWeightGrad(convF32, gw32, x32, y32, a)
+			}
+		})
+		bm.Run(name+"/bf16/fwd", func(bm *testing.B) {
+			for bm.Loop() {
+				convForward(convBF16, yb, xb, wb, nil, a)
+			}
+		})
+		bm.Run(name+"/bf16/dx", func(bm *testing.B) {
+			for bm.Loop() {
+				convForward(convBF16, gxb, yb, flipWeights(wb, a), nil, d)
+			}
+		})
+		bm.Run(name+"/bf16/dw", func(bm *testing.B) {
+			for bm.Loop() {
+				convWeightGrad(convBF16, gwb, xb, yb, a)
+			}
+		})
+	}
+}
