@@ -276,12 +276,21 @@ func (o *Adam) StateDict() State {
 // LoadStateDict implements Optimizer. It returns an error wrapping ErrStateMismatch
 // or ErrConfig, and changes nothing, when s does not fit (an Adam state into AdamW
 // included).
-func (o *Adam) LoadStateDict(s State) error {
+func (o *Adam) LoadStateDict(s State) error { return loadState(o, o.kind, s) }
+
+// CheckState implements StreamLoader.
+func (o *Adam) CheckState(s StateSpec) error {
+	_, err := o.checkAdam(s)
+	return err
+}
+
+// checkAdam validates s and returns the configuration it holds.
+func (o *Adam) checkAdam(s StateSpec) (AdamConfig, error) {
 	if err := o.checkState(s, adamSpec); err != nil {
-		return err
+		return AdamConfig{}, err
 	}
 	if (s.Scalars["decoupled"] != 0) != o.decoupled {
-		return fmt.Errorf("%w: %s: the state was saved by %s", ErrStateMismatch, o.kind, map[bool]string{true: "AdamW", false: "Adam"}[!o.decoupled])
+		return AdamConfig{}, fmt.Errorf("%w: %s: the state was saved by %s", ErrStateMismatch, o.kind, map[bool]string{true: "AdamW", false: "Adam"}[!o.decoupled])
 	}
 	cfg := AdamConfig{
 		LR:          s.Scalars["lr"],
@@ -293,26 +302,85 @@ func (o *Adam) LoadStateDict(s State) error {
 		Maximize:    s.Scalars["maximize"] != 0,
 	}
 	if err := cfg.validate(o.kind); err != nil {
-		return err
+		return AdamConfig{}, err
 	}
 	for i := range o.slots {
 		_, hasStep := s.Scalars[stateKey(i, "step")]
-		m, v := s.Tensors[stateKey(i, "exp_avg")], s.Tensors[stateKey(i, "exp_avg_sq")]
-		vmx := s.Tensors[stateKey(i, "max_exp_avg_sq")]
-		if hasStep != (m != nil) || hasStep != (v != nil) || (hasStep && cfg.AMSGrad) != (vmx != nil) {
-			return fmt.Errorf("%w: %s: parameter %d has an incomplete state (step, exp_avg, exp_avg_sq and, with AMSGrad, max_exp_avg_sq go together)", ErrStateMismatch, o.kind, i)
+		_, m := s.Tensors[stateKey(i, "exp_avg")]
+		_, v := s.Tensors[stateKey(i, "exp_avg_sq")]
+		_, vmx := s.Tensors[stateKey(i, "max_exp_avg_sq")]
+		if hasStep != m || hasStep != v || (hasStep && cfg.AMSGrad) != vmx {
+			return AdamConfig{}, fmt.Errorf("%w: %s: parameter %d has an incomplete state (step, exp_avg, exp_avg_sq and, with AMSGrad, max_exp_avg_sq go together)", ErrStateMismatch, o.kind, i)
 		}
 	}
+	return cfg, nil
+}
+
+// LoadStateFrom implements StreamLoader.
+func (o *Adam) LoadStateFrom(s StateSpec, read func(key string, dst *tensor.Tensor) error) error {
+	cfg, err := o.checkAdam(s)
+	if err != nil {
+		return err
+	}
+	// The buffers the state needs and the optimizer lacks, made before anything changes.
+	fresh := make([]adamState, len(o.slots))
+	err = allocStates(o.kind, func(keep func(*tensor.Tensor) *tensor.Tensor) {
+		for i, sl := range o.slots {
+			if _, ok := s.Scalars[stateKey(i, "step")]; !ok {
+				continue
+			}
+			w, st := sl.weight(), o.st[i]
+			dt := stateDType(w)
+			if st.m == nil {
+				fresh[i].m, fresh[i].v = keep(newState(w, dt)), keep(newState(w, dt))
+			}
+			if cfg.AMSGrad && st.vmx == nil {
+				fresh[i].vmx = keep(newState(w, dt))
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
 	o.cfg = cfg
-	o.loadBase(s)
-	for i, sl := range o.slots {
+	for i := range o.slots {
+		st, f := &o.st[i], fresh[i]
+		step, ok := s.Scalars[stateKey(i, "step")]
+		if !ok {
+			st.m.Release()
+			st.v.Release()
+			st.vmx.Release()
+			*st = adamState{}
+			continue
+		}
+		st.step = int64(step)
+		if f.m != nil {
+			st.m, st.v = f.m, f.v
+		}
+		if f.vmx != nil {
+			st.vmx = f.vmx
+		}
+		if !cfg.AMSGrad {
+			st.vmx.Release()
+			st.vmx = nil
+		}
+	}
+	if err := o.loadBase(s, read); err != nil {
+		return err
+	}
+	for i := range o.slots {
 		st := &o.st[i]
-		w := sl.weight()
-		dt := stateDType(w)
-		st.step = int64(s.Scalars[stateKey(i, "step")])
-		st.m = loadBuffer(st.m, s.Tensors[stateKey(i, "exp_avg")], w, dt)
-		st.v = loadBuffer(st.v, s.Tensors[stateKey(i, "exp_avg_sq")], w, dt)
-		st.vmx = loadBuffer(st.vmx, s.Tensors[stateKey(i, "max_exp_avg_sq")], w, dt)
+		if st.m == nil {
+			continue
+		}
+		for name, dst := range map[string]*tensor.Tensor{"exp_avg": st.m, "exp_avg_sq": st.v, "max_exp_avg_sq": st.vmx} {
+			if dst == nil {
+				continue
+			}
+			if err := read(stateKey(i, name), dst); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

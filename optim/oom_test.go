@@ -76,3 +76,34 @@ func TestStepOutOfMemoryWhileAllocatingStateChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+// Loading a state into an optimizer that has none yet makes its buffers first: when
+// they do not fit, the load fails with an out-of-memory error and changes nothing.
+func TestLoadStateOutOfMemoryChangesNothing(t *testing.T) {
+	dev := tensor.CPUDevice(41)
+	b := backend.MustGet(dev)
+	src, err := NewAdam(oomParams(dev), AdamConfig{LR: 0.01})
+	require.NoError(t, err)
+	src.Step()
+	saved := src.StateDict()
+	defer saved.Release()
+
+	ps := oomParams(dev)
+	opt, err := NewAdam(ps, AdamConfig{LR: 0.5})
+	require.NoError(t, err)
+	before := opt.StateDict()
+	defer before.Release()
+	b.EmptyCache()
+	b.SetMemoryLimit(b.MemoryStats().Reserved + 16<<10)
+	err = opt.LoadStateDict(saved)
+	b.SetMemoryLimit(0)
+	require.ErrorIs(t, err, tensor.ErrOutOfMemory)
+	after := opt.StateDict()
+	defer after.Release()
+	requireStateEqual(t, before, after)
+
+	require.NoError(t, opt.LoadStateDict(saved))
+	again := opt.StateDict()
+	defer again.Release()
+	requireStateEqual(t, saved, again)
+}

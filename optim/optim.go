@@ -366,6 +366,8 @@ func scalarLike(ctx *tensor.Context, t *tensor.Tensor, v float64) *tensor.Tensor
 }
 
 var (
-	_ Optimizer = (*SGD)(nil)
-	_ Optimizer = (*Adam)(nil)
+	_ Optimizer    = (*SGD)(nil)
+	_ Optimizer    = (*Adam)(nil)
+	_ StreamLoader = (*SGD)(nil)
+	_ StreamLoader = (*Adam)(nil)
 )

@@ -170,12 +170,19 @@ func (s *Scheduler) BaseLR() float64 { return s.base }
 // StateDict returns the step count and base rate.
 func (s *Scheduler) StateDict() SchedulerState { return SchedulerState{Step: s.step, BaseLR: s.base} }
 
-// LoadStateDict restores a state and sets the optimizer's rate from it.
-func (s *Scheduler) LoadStateDict(st SchedulerState) error {
+// Validate reports a state LoadStateDict would refuse: a negative step count or a
+// base rate that is negative, infinite or NaN.
+func (st SchedulerState) Validate() error {
 	if st.Step < 0 {
 		return fmt.Errorf("%w: scheduler step %d is negative", ErrStateMismatch, st.Step)
 	}
-	if err := checkLR("Scheduler", st.BaseLR); err != nil {
+	return checkLR("Scheduler", st.BaseLR)
+}
+
+// LoadStateDict restores a state and sets the optimizer's rate from it; a state that
+// fails Validate is an error and changes nothing.
+func (s *Scheduler) LoadStateDict(st SchedulerState) error {
+	if err := st.Validate(); err != nil {
 		return err
 	}
 	s.step, s.base = st.Step, st.BaseLR

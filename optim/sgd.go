@@ -166,9 +166,18 @@ func (o *SGD) StateDict() State {
 
 // LoadStateDict implements Optimizer. It returns an error wrapping ErrStateMismatch
 // or ErrConfig, and changes nothing, when s does not fit.
-func (o *SGD) LoadStateDict(s State) error {
+func (o *SGD) LoadStateDict(s State) error { return loadState(o, "SGD", s) }
+
+// CheckState implements StreamLoader.
+func (o *SGD) CheckState(s StateSpec) error {
+	_, err := o.checkSGD(s)
+	return err
+}
+
+// checkSGD validates s and returns the configuration it holds.
+func (o *SGD) checkSGD(s StateSpec) (SGDConfig, error) {
 	if err := o.checkState(s, sgdSpec); err != nil {
-		return err
+		return SGDConfig{}, err
 	}
 	cfg := SGDConfig{
 		LR:          s.Scalars["lr"],
@@ -179,13 +188,47 @@ func (o *SGD) LoadStateDict(s State) error {
 		Maximize:    s.Scalars["maximize"] != 0,
 	}
 	if err := cfg.validate(); err != nil {
+		return SGDConfig{}, err
+	}
+	return cfg, nil
+}
+
+// LoadStateFrom implements StreamLoader.
+func (o *SGD) LoadStateFrom(s StateSpec, read func(key string, dst *tensor.Tensor) error) error {
+	cfg, err := o.checkSGD(s)
+	if err != nil {
+		return err
+	}
+	fresh := make([]*tensor.Tensor, len(o.slots))
+	err = allocStates("SGD", func(keep func(*tensor.Tensor) *tensor.Tensor) {
+		for i, sl := range o.slots {
+			if _, ok := s.Tensors[stateKey(i, "momentum_buffer")]; ok && o.buf[i] == nil {
+				w := sl.weight()
+				fresh[i] = keep(newState(w, w.DType()))
+			}
+		}
+	})
+	if err != nil {
 		return err
 	}
 	o.cfg = cfg
-	o.loadBase(s)
-	for i, sl := range o.slots {
-		w := sl.weight()
-		o.buf[i] = loadBuffer(o.buf[i], s.Tensors[stateKey(i, "momentum_buffer")], w, w.DType())
+	for i := range o.slots {
+		if _, ok := s.Tensors[stateKey(i, "momentum_buffer")]; !ok {
+			o.buf[i].Release()
+			o.buf[i] = nil
+		} else if fresh[i] != nil {
+			o.buf[i] = fresh[i]
+		}
+	}
+	if err := o.loadBase(s, read); err != nil {
+		return err
+	}
+	for i, b := range o.buf {
+		if b != nil {
+			if err := read(stateKey(i, "momentum_buffer"), b); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -46,20 +46,6 @@ func copyInto(dst, src *tensor.Tensor) {
 	dst.CopyFrom(src)
 }
 
-// loadBuffer makes cur hold src (nil src: no buffer), allocating it in dt shaped like
-// like when needed; it returns the new buffer.
-func loadBuffer(cur, src, like *tensor.Tensor, dt tensor.DType) *tensor.Tensor {
-	if src == nil {
-		cur.Release()
-		return nil
-	}
-	if cur == nil {
-		cur = newState(like, dt)
-	}
-	copyInto(cur, src)
-	return cur
-}
-
 // bool01 encodes a flag as a scalar.
 func bool01(b bool) float64 {
 	if b {
@@ -90,9 +76,64 @@ func (c *core) baseState() State {
 	return s
 }
 
+// TensorSpec describes a state tensor by shape and dtype: what a file's header says
+// before its data is read.
+type TensorSpec struct {
+	Shape tensor.Shape
+	DType tensor.DType
+}
+
+// StateSpec is a State described, not held: its scalars, and its tensors' shapes and
+// dtypes. StreamLoader checks one before any data is read.
+type StateSpec struct {
+	Scalars map[string]float64
+	Tensors map[string]TensorSpec
+}
+
+// StreamLoader is implemented by gamp's optimizers (SGD, Adam, AdamW): a loader checks
+// a state from its description, then reads each tensor straight into the optimizer's
+// own buffer, so restoring a state needs no second copy of it in memory (amp.Load uses
+// it).
+type StreamLoader interface {
+	// CheckState reports, changing nothing, why a state described by spec would not
+	// load (an error wrapping ErrStateMismatch or ErrConfig), or nil.
+	CheckState(spec StateSpec) error
+	// LoadStateFrom checks spec as CheckState does, makes every buffer the state
+	// needs (an out-of-memory error, with nothing changed, when they do not fit), then
+	// adopts the state and calls read once for each of spec's tensors with the
+	// optimizer's tensor to fill (shaped as the state says, in the optimizer's dtype).
+	// An error from read is returned as is and leaves the optimizer partly loaded: a
+	// caller checks its source (checksums) before.
+	LoadStateFrom(spec StateSpec, read func(key string, dst *tensor.Tensor) error) error
+}
+
+// spec describes s; a nil or released tensor is an error.
+func (s State) spec(kind string) (StateSpec, error) {
+	sp := StateSpec{Scalars: s.Scalars, Tensors: make(map[string]TensorSpec, len(s.Tensors))}
+	for k, t := range s.Tensors {
+		if t == nil || t.Released() {
+			return sp, fmt.Errorf("%w: %s: tensor %q is nil or released", ErrStateMismatch, kind, k)
+		}
+		sp.Tensors[k] = TensorSpec{Shape: t.Shape(), DType: t.DType()}
+	}
+	return sp, nil
+}
+
+// loadState restores s (held in memory) through a StreamLoader's LoadStateFrom.
+func loadState(l StreamLoader, kind string, s State) error {
+	sp, err := s.spec(kind)
+	if err != nil {
+		return err
+	}
+	return l.LoadStateFrom(sp, func(key string, dst *tensor.Tensor) error {
+		copyInto(dst, s.Tensors[key])
+		return nil
+	})
+}
+
 // checkState validates s against the optimizer before anything is loaded, so a bad
 // state leaves the optimizer as it was.
-func (c *core) checkState(s State, spec stateSpec) error {
+func (c *core) checkState(s StateSpec, spec stateSpec) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrStateMismatch, c.kind, fmt.Sprintf(format, args...))
 	}
@@ -110,6 +151,9 @@ func (c *core) checkState(s State, spec stateSpec) error {
 	}
 	if err := checkCount("step", s.Scalars["step"]); err != nil {
 		return bad("%v", err)
+	}
+	if err := checkLR(c.kind, s.Scalars["lr"]); err != nil {
+		return err
 	}
 	for k, v := range s.Scalars {
 		if k == "lr" || k == "step" || k == "num_params" || slices.Contains(spec.hyper, k) {
@@ -130,12 +174,10 @@ func (c *core) checkState(s State, spec stateSpec) error {
 		}
 		sl := c.slots[i]
 		switch {
-		case t == nil || t.Released():
-			return bad("tensor %q is nil or released", k)
-		case !t.DType().IsFloat():
-			return bad("tensor %q is %s, want a floating-point tensor", k, t.DType())
-		case !t.Shape().Equal(sl.p.T.Shape()):
-			return bad("tensor %q has shape %v, parameter %d (%q) has shape %v", k, t.Shape(), i, sl.p.Name, sl.p.T.Shape())
+		case !t.DType.IsFloat():
+			return bad("tensor %q is %s, want a floating-point tensor", k, t.DType)
+		case !t.Shape.Equal(sl.p.T.Shape()):
+			return bad("tensor %q has shape %v, parameter %d (%q) has shape %v", k, t.Shape, i, sl.p.Name, sl.p.T.Shape())
 		case name == "master" && sl.master == nil:
 			return bad("%q is an FP32 master, but parameter %d (%q) is %s (the state was saved from a half-precision model)", k, i, sl.p.Name, sl.p.T.DType())
 		}
@@ -150,16 +192,38 @@ func checkCount(name string, v float64) error {
 	return nil
 }
 
-// loadBase restores lr, the step count and the masters (writing each back, rounded,
-// into its half parameter so parameter and master agree). Call it after checkState.
-func (c *core) loadBase(s State) {
+// allocStates calls make, which creates the buffers a load needs, and releases what
+// it made (returned by make through keep) if it runs out of memory.
+func allocStates(kind string, make func(keep func(*tensor.Tensor) *tensor.Tensor)) error {
+	var made []*tensor.Tensor
+	keep := func(t *tensor.Tensor) *tensor.Tensor {
+		made = append(made, t)
+		return t
+	}
+	if err := tensor.CatchOOM(func() { make(keep) }); err != nil {
+		for _, t := range made {
+			t.Release()
+		}
+		return fmt.Errorf("optim: %s: loading the state: %w", kind, err)
+	}
+	return nil
+}
+
+// loadBase restores lr and the step count, then reads the masters (writing each back,
+// rounded, into its half parameter so parameter and master agree). Call it after
+// checkState.
+func (c *core) loadBase(s StateSpec, read func(key string, dst *tensor.Tensor) error) error {
 	c.lr = s.Scalars["lr"]
 	c.steps = int64(s.Scalars["step"])
 	for i, sl := range c.slots {
-		if m := s.Tensors[stateKey(i, "master")]; m != nil {
-			copyInto(sl.master, m)
+		sl.dropMasterGrad()
+		key := stateKey(i, "master")
+		if _, ok := s.Tensors[key]; ok {
+			if err := read(key, sl.master); err != nil {
+				return err
+			}
 			sl.writeBack()
 		}
-		sl.dropMasterGrad()
 	}
+	return nil
 }

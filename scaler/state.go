@@ -45,26 +45,10 @@ func (s *GradScaler) LoadStateDict(st State) error {
 	if !s.enabled {
 		return nil
 	}
-	if !st.Config.Enabled {
-		return fmt.Errorf("%w: the state was saved from a disabled scaler (it holds no scale); build this scaler disabled too, or start it fresh", ErrConfig)
-	}
-	if err := st.Config.Validate(); err != nil {
+	if err := st.Check(); err != nil {
 		return err
 	}
 	cfg := st.Config.withDefaults()
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: state: %s", ErrConfig, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case !(st.Scale >= cfg.floor()) || math.IsInf(st.Scale, 0) || (cfg.MaxScale > 0 && st.Scale > cfg.MaxScale) || st.Scale != toFloat32(st.Scale):
-		return bad("scale %g is not a float32 in [%g, %g]", st.Scale, cfg.floor(), cfg.MaxScale)
-	case st.GrowthTracker < 0 || st.GrowthTracker >= cfg.GrowthInterval:
-		return bad("growth tracker %d is outside [0, %d)", st.GrowthTracker, cfg.GrowthInterval)
-	case st.HysteresisTracker < 0 || st.HysteresisTracker > cfg.Hysteresis:
-		return bad("hysteresis tracker %d is outside [0, %d]", st.HysteresisTracker, cfg.Hysteresis)
-	case st.ConsecutiveSkips < 0 || st.SkippedSteps < st.ConsecutiveSkips || st.MinScaleOverflows < 0 || st.Updates < st.SkippedSteps:
-		return bad("inconsistent counters (consecutive %d, skipped %d, at minimum %d, updates %d)", st.ConsecutiveSkips, st.SkippedSteps, st.MinScaleOverflows, st.Updates)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cfg = cfg
@@ -76,6 +60,35 @@ func (s *GradScaler) LoadStateDict(st State) error {
 	s.atMin = st.MinScaleOverflows
 	s.updates = st.Updates
 	s.per, s.order, s.last = map[optim.Optimizer]*optState{}, nil, nil
+	return nil
+}
+
+// Check reports, as an error wrapping ErrConfig, why an enabled scaler's
+// LoadStateDict would refuse st: a state saved from a disabled scaler, a bad
+// configuration, a scale that is not a positive float32 within [MinScale, MaxScale],
+// trackers outside their ranges or inconsistent counters. A loader checks every part
+// of a file before restoring any.
+func (st State) Check() error {
+	if !st.Config.Enabled {
+		return fmt.Errorf("%w: the state was saved from a disabled scaler (it holds no scale); build this scaler disabled too, or start it fresh", ErrConfig)
+	}
+	if err := st.Config.Validate(); err != nil {
+		return err
+	}
+	cfg := st.Config.withDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: state: %s", ErrConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !(st.Scale > 0) || st.Scale > math.MaxFloat32 || !(st.Scale >= cfg.floor()) || math.IsInf(st.Scale, 0) || (cfg.MaxScale > 0 && st.Scale > cfg.MaxScale) || st.Scale != toFloat32(st.Scale):
+		return bad("scale %g is not a float32 in [%g, %g]", st.Scale, cfg.floor(), cfg.MaxScale)
+	case st.GrowthTracker < 0 || st.GrowthTracker >= cfg.GrowthInterval:
+		return bad("growth tracker %d is outside [0, %d)", st.GrowthTracker, cfg.GrowthInterval)
+	case st.HysteresisTracker < 0 || st.HysteresisTracker > cfg.Hysteresis:
+		return bad("hysteresis tracker %d is outside [0, %d]", st.HysteresisTracker, cfg.Hysteresis)
+	case st.ConsecutiveSkips < 0 || st.SkippedSteps < st.ConsecutiveSkips || st.MinScaleOverflows < 0 || st.Updates < st.SkippedSteps:
+		return bad("inconsistent counters (consecutive %d, skipped %d, at minimum %d, updates %d)", st.ConsecutiveSkips, st.SkippedSteps, st.MinScaleOverflows, st.Updates)
+	}
 	return nil
 }
 
