@@ -39,16 +39,32 @@ const (
 //
 // store(kc2, a, b, c, ldc, alpha, beta) computes the same tile and writes
 // bf16Out(alpha, beta, acc, c[i*ldc+j]) to the bf16 c[i*ldc+j].
+//
+// The panels' layout: B is always b[p*nr+j]; A is a[p*mr+i] (a broadcast
+// per pair step, for VDPBF16PS) or, with rowsA, a[i*kc2+p] (rows of pairs,
+// as AMX tiles load them). kc2 is always a multiple of tileK, the packers
+// padding k with zero pairs.
 type gemmBF16Kernel struct {
 	name   string
 	mr, nr int
+	tileK  int
+	rowsA  bool
 	fn     func(kc2 int, a, b []uint32, c []float32, ldc int, add bool)
 	store  func(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
 }
 
+// goTwin returns the pure-Go kernel that k equals bit for bit (NaN payloads
+// aside): same tile, same panel layout, same arithmetic.
+func (k *gemmBF16Kernel) goTwin() *gemmBF16Kernel {
+	if k.rowsA {
+		return gemmAMXKernelGo32x32
+	}
+	return gemmBF16KernelGo12x32
+}
+
 // gemmBF16KernelGo12x32 is the portable micro-kernel, with the tile of the
 // AVX-512 one so that the two share packed panels in tests.
-var gemmBF16KernelGo12x32 = &gemmBF16Kernel{name: "go12x32", mr: 12, nr: 32,
+var gemmBF16KernelGo12x32 = &gemmBF16Kernel{name: "go12x32", mr: 12, nr: 32, tileK: 1,
 	fn: func(kc2 int, a, b []uint32, c []float32, ldc int, add bool) {
 		gemmBF16KernelGo(12, 32, kc2, a, b, c, ldc, add)
 	},
@@ -336,7 +352,7 @@ func (g *gemmBF16Call) run(workers int) {
 	kcMax += kcMax & 1
 	g.sliced = kcMax < g.k
 	ncMax := min(g.n, gemmBF16NC)
-	g.bPack = grow(g.bPack, (kcMax/2)*gemmCeilDiv(ncMax, nr)*nr)
+	g.bPack = grow(g.bPack, g.pairSteps(kcMax)*gemmCeilDiv(ncMax, nr)*nr)
 
 	g.mPanels = gemmCeilDiv(g.m, mr)
 	target := gemmCeilDiv(g.m, gemmBF16MC)
@@ -353,7 +369,7 @@ func (g *gemmBF16Call) run(workers int) {
 		g.tn = min(g.nPanels, gemmCeilDiv(target, g.tm))
 		for pc := 0; pc < g.k; pc += kcMax {
 			g.pc, g.kc = pc, min(kcMax, g.k-pc)
-			g.kc2 = (g.kc + 1) / 2
+			g.kc2 = g.pairSteps(g.kc)
 			g.last = pc+g.kc == g.k
 			if workers > 1 {
 				ParallelFor(g.nPanels, max(1, 8192/(g.kc2*nr)), g.packFn)
@@ -364,6 +380,13 @@ func (g *gemmBF16Call) run(workers int) {
 			}
 		}
 	}
+}
+
+// pairSteps is the number of pair steps the packed panels hold for kc
+// values of k: ⌈kc/2⌉ rounded up to the kernel's k tile.
+func (g *gemmBF16Call) pairSteps(kc int) int {
+	t := max(g.kern.tileK, 1)
+	return gemmCeilDiv((kc+1)/2, t) * t
 }
 
 // pair packs two bf16 values, lo for the even k, into one word.
@@ -445,17 +468,34 @@ func (g *gemmBF16Call) packBPanel(q int) {
 	if !g.transB {
 		// Two stored rows give one row of pairs.
 		packPairs(dst, g.b[g.pc*g.ldb+j0:], g.ldb, g.kc, cols, nr, false)
-		return
+	} else {
+		// op(B)[p][j] = B[j][p]: a stored row holds its pairs side by side.
+		packPairs(dst, g.b[j0*g.ldb+g.pc:], g.ldb, g.kc, cols, nr, true)
 	}
-	// op(B)[p][j] = B[j][p]: a stored row holds its pairs side by side.
-	packPairs(dst, g.b[j0*g.ldb+g.pc:], g.ldb, g.kc, cols, nr, true)
+	clear(dst[(g.kc+1)/2*nr:])
 }
 
 // packA packs rows [i0, i0+rows) of op(A), depth [pc, pc+kc), into mr-row
 // micro-panels: dst[q*kc2*mr + p*mr + i] = pair(op(A)[r][pc+2p],
 // op(A)[r][pc+2p+1]), r = i0+q*mr+i, zero beyond the last row and beyond k.
+//
+// With a rowsA kernel the micro-panels are rows of pairs instead:
+// dst[q*kc2*mr + i*kc2 + p].
 func (g *gemmBF16Call) packA(dst []uint32, i0, rows int) {
 	mr := g.kern.mr
+	if g.kern.rowsA {
+		for q := 0; q*mr < rows; q++ {
+			d := dst[q*g.kc2*mr:][:g.kc2*mr]
+			r0 := i0 + q*mr
+			nrow := min(mr, rows-q*mr)
+			if !g.transA {
+				packPairsRows(d, g.a[r0*g.lda+g.pc:], g.lda, g.kc, g.kc2, nrow, mr, true)
+			} else {
+				packPairsRows(d, g.a[g.pc*g.lda+r0:], g.lda, g.kc, g.kc2, nrow, mr, false)
+			}
+		}
+		return
+	}
 	for q := 0; q*mr < rows; q++ {
 		d := dst[q*g.kc2*mr:][:g.kc2*mr]
 		r0 := i0 + q*mr

@@ -51,7 +51,7 @@ func gemmBF16Kernel12x32AVX512(kc2 int, a, b []uint32, c []float32, ldc int, add
 //go:noescape
 func gemmBF16Kernel12x32StoreAVX512(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
 
-var gemmBF16KernelAVX512 = &gemmBF16Kernel{name: "avx512bf16-12x32", mr: 12, nr: 32,
+var gemmBF16KernelAVX512 = &gemmBF16Kernel{name: "avx512bf16-12x32", mr: 12, nr: 32, tileK: 1,
 	fn: gemmBF16Kernel12x32AVX512, store: gemmBF16Kernel12x32StoreAVX512}
 
 // gemmBF16PackPairs is gemmBF16PackPairRowsGo with AVX-512 (zero-extending
@@ -94,6 +94,9 @@ var (
 // state.
 func gemmBF16Kernels() []*gemmBF16Kernel {
 	var ks []*gemmBF16Kernel
+	if amxUsable {
+		ks = append(ks, gemmAMXKernel)
+	}
 	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16 {
 		ks = append(ks, gemmBF16KernelAVX512)
 	}

@@ -8,7 +8,8 @@
 // of k pairs of the B micro-panel (32 pairs, 2 zmm), broadcasts the k pair
 // of each A row (VPBROADCASTD) and multiply-accumulates with VDPBF16PS,
 // which the Go assembler does not know: it is spelled as BYTE directives,
-// in AT&T syntax in the comment.
+// in AT&T syntax in the comment. The AMX kernel at the end spells its
+// tile instructions the same way.
 
 #include "textflag.h"
 
@@ -987,4 +988,59 @@ gemmBF16PackGather_loop:
 
 gemmBF16PackGather_done:
 	VZEROUPPER
+	RET
+
+// func gemmAMXKernel32x32(kt int, a *uint32, lda int, b *uint32, c *float32, ldc int, cfg *[64]byte)
+TEXT ·gemmAMXKernel32x32(SB), NOSPLIT, $0-56
+	MOVQ cfg+48(FP), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg (%rax)
+	MOVQ kt+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ lda+16(FP), R9
+	MOVQ b+24(FP), DI
+	MOVQ c+32(FP), DX
+	MOVQ ldc+40(FP), R8
+	MOVQ $128, R10 // bytes per B pair row
+	MOVQ R9, R11
+	SHLQ $4, R11 // bytes of 16 A rows
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero %tmm3
+	TESTQ CX, CX
+	JZ gemmAMXKernel32x32_store
+
+gemmAMXKernel32x32_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
+	LEAQ (SI)(R11*1), BX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloadd (%rbx,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
+	ADDQ $64, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ gemmAMXKernel32x32_loop
+
+gemmAMXKernel32x32_store:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x02 // tilestored %tmm0, (%rdx,%r8,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x02; BYTE $0x40 // tilestored %tmm1, 64(%rdx,%r8,1)
+	MOVQ R8, BX
+	SHLQ $4, BX
+	ADDQ BX, DX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x14; BYTE $0x02 // tilestored %tmm2, (%rdx,%r8,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x5c; BYTE $0x02; BYTE $0x40 // tilestored %tmm3, 64(%rdx,%r8,1)
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+	RET
+
+// func amxXCR0() uint64
+TEXT ·amxXCR0(SB), NOSPLIT, $0-8
+	XORL CX, CX
+	BYTE $0x0f; BYTE $0x01; BYTE $0xd0 // xgetbv
+	SHLQ $32, DX
+	ORQ DX, AX
+	MOVQ AX, ret+0(FP)
 	RET

@@ -35,24 +35,31 @@ func sameFloat32(x, y float32) bool {
 func TestGemmBF16Semantics(t *testing.T) {
 	negZero := float32(math.Copysign(0, -1))
 	inf := float32(math.Inf(1))
+	zero, minNormal, onePointFive := float32(0), float32(0x1p-126), float32(0x1.8p-126)
 	cases := []struct {
 		name      string
 		acc       float32
 		even, odd [2]float32 // (a, b) of the even and the odd k
 		want      float32
+		// wantAMX, where set, is TDPBF16PS's result (see gemmAMXKernelGo
+		// and amxFMA): even and odd k in two chains, tiny products dropped,
+		// tininess judged on the IEEE float32 result.
+		wantAMX *float32
 	}{
 		{name: "exact", acc: 1, even: [2]float32{2, 3}, odd: [2]float32{0.5, 0.25}, want: 7.125},
-		{name: "odd k first", acc: 0x1p24, even: [2]float32{1, 1}, odd: [2]float32{-0x1p24, 1}, want: 1},
+		{name: "odd k first", acc: 0x1p24, even: [2]float32{1, 1}, odd: [2]float32{-0x1p24, 1}, want: 1, wantAMX: &zero},
 		{name: "rounded twice", acc: 0x1p24, even: [2]float32{1, 1}, odd: [2]float32{1, 1}, want: 0x1p24},
 		{name: "tiny product flushed", acc: 0, even: [2]float32{0x1p-70, 0x1p-70}, want: 0},
-		{name: "negative tiny product flushed to -0", acc: 0, even: [2]float32{-0x1p-70, 0x1p-70}, want: negZero},
+		{name: "negative tiny product flushed to -0", acc: 0, even: [2]float32{-0x1p-70, 0x1p-70}, want: negZero, wantAMX: &zero},
+		{name: "negative tiny product, odd k", acc: 0, odd: [2]float32{-0x1p-70, 0x1p-70}, want: 0},
 		{name: "tiny after each step", acc: 0, even: [2]float32{0x1p-64, 0x1p-63}, odd: [2]float32{0x1p-63, 0x1p-64}, want: 0},
 		{name: "tininess after rounding", acc: 0x1p-126, odd: [2]float32{0x1p-75, -0x1p-76}, want: 0x1p-126},
-		{name: "flushed where IEEE rounds up", acc: 0x1p-126, odd: [2]float32{0x1.8p-75, -0x1p-76}, want: 0},
+		{name: "flushed where IEEE rounds up", acc: 0x1p-126, odd: [2]float32{0x1.8p-75, -0x1p-76}, want: 0, wantAMX: &minNormal},
+		{name: "tiny product kept", acc: 0x1.8p-126, odd: [2]float32{-0x1p-63, 0x1p-64}, want: 0x1p-126, wantAMX: &onePointFive},
 		{name: "tiny sum of normals", acc: 0x1p-125, even: [2]float32{-0x1.8p-63, 0x1p-63}, want: 0},
 		{name: "exact cancellation", acc: 0x1p-100, even: [2]float32{-0x1p-50, 0x1p-50}, want: 0},
 		{name: "-0 plus +0 and -0", acc: negZero, even: [2]float32{-1, 0}, want: 0},
-		{name: "-0 plus -0 and -0", acc: negZero, even: [2]float32{-1, 0}, odd: [2]float32{-1, 0}, want: negZero},
+		{name: "-0 plus -0 and -0", acc: negZero, even: [2]float32{-1, 0}, odd: [2]float32{-1, 0}, want: negZero, wantAMX: &zero},
 		{name: "overflow", acc: 1, even: [2]float32{0x1p127, 0x1p127}, want: inf},
 		{name: "product past MaxFloat32 brought back", acc: -0x1.fep127, even: [2]float32{0x1p127, 2}, want: 0x1p120},
 		{name: "denormal input is zero", acc: 1, even: [2]float32{0x1p-130, 0x1p127}, want: 1},
@@ -61,27 +68,70 @@ func TestGemmBF16Semantics(t *testing.T) {
 	}
 	// Bits, not BFloat16FromFloat32: denormals must reach the kernel.
 	bits := func(f float32) uint32 { return math.Float32bits(f) >> 16 }
-	for _, kern := range gemmBF16Kernels() {
+	for _, kern := range bf16TestKernels() {
 		mr, nr := kern.mr, kern.nr
+		kc2 := kern.padK(2)
 		for _, c := range cases {
 			t.Run(kern.name+"/"+c.name, func(t *testing.T) {
-				a := make([]uint32, 2*mr)
-				b := make([]uint32, 2*nr)
-				if math.Signbit(float64(c.acc)) && c.acc == 0 {
-					a[mr-1], b[nr-1] = bits(-0x1p-70), bits(0x1p-70)
-				} else {
-					a[mr-1], b[nr-1] = bits(c.acc)<<16, bits(1)<<16
+				a := make([]uint32, kc2*mr)
+				b := make([]uint32, kc2*nr)
+				// The first pair step sets acc with the product that the
+				// kernel computes first.
+				first, second := bits(c.acc)<<16, bits(1)<<16
+				if kern.rowsA {
+					first, second = bits(c.acc), bits(1)
 				}
-				a[2*mr-1] = bits(c.even[0]) | bits(c.odd[0])<<16
-				b[2*nr-1] = bits(c.even[1]) | bits(c.odd[1])<<16
+				if math.Signbit(float64(c.acc)) && c.acc == 0 {
+					// -0: +0·+0 first, then a negative product that flushes.
+					first, second = bits(-0x1p-70), bits(0x1p-70)
+					if kern.rowsA {
+						first, second = first<<16, second<<16
+					}
+				}
+				// The last two pair steps, after any zero padding.
+				a[kern.aIndex(kc2, mr-1, kc2-2)], b[(kc2-1)*nr-1] = first, second
+				a[kern.aIndex(kc2, mr-1, kc2-1)] = bits(c.even[0]) | bits(c.odd[0])<<16
+				b[kc2*nr-1] = bits(c.even[1]) | bits(c.odd[1])<<16
 				cc := make([]float32, mr*nr)
-				kern.fn(2, a, b, cc, nr, false)
-				if got := cc[len(cc)-1]; !sameFloat32(got, c.want) {
-					t.Fatalf("got %v (%#08x), want %v (%#08x)", got, math.Float32bits(got), c.want, math.Float32bits(c.want))
+				kern.fn(kc2, a, b, cc, nr, false)
+				want := c.want
+				if kern.rowsA && c.wantAMX != nil {
+					want = *c.wantAMX
+				}
+				if got := cc[len(cc)-1]; !sameFloat32(got, want) {
+					t.Fatalf("got %v (%#08x), want %v (%#08x)", got, math.Float32bits(got), want, math.Float32bits(want))
 				}
 			})
 		}
 	}
+}
+
+// bf16TestKernels lists the kernels to test: those this machine runs and
+// their pure-Go twins.
+func bf16TestKernels() []*gemmBF16Kernel {
+	var ks []*gemmBF16Kernel
+	for _, k := range gemmBF16Kernels() {
+		for _, x := range []*gemmBF16Kernel{k, k.goTwin()} {
+			if !slices.Contains(ks, x) {
+				ks = append(ks, x)
+			}
+		}
+	}
+	return ks
+}
+
+// padK rounds kc2 up to a whole number of the kernel's k tiles.
+func (k *gemmBF16Kernel) padK(kc2 int) int {
+	return gemmCeilDiv(kc2, k.tileK) * k.tileK
+}
+
+// aIndex is the index of row i, pair step p in an A micro-panel of kc2
+// steps.
+func (k *gemmBF16Kernel) aIndex(kc2, i, p int) int {
+	if k.rowsA {
+		return i*kc2 + p
+	}
+	return p*k.mr + i
 }
 
 // bf16Random returns random bf16 bits of the given class: 0 values in ±[1/16,
@@ -108,6 +158,7 @@ func TestGemmBF16MicroKernel(t *testing.T) {
 	for _, kern := range gemmBF16Kernels() {
 		mr, nr := kern.mr, kern.nr
 		for _, kc2 := range []int{1, 2, 7, 128, 517} {
+			kc2 := kern.padK(kc2)
 			for _, mix := range []string{"normal", "tiny", "hostile"} {
 				for _, add := range []bool{false, true} {
 					t.Run(fmt.Sprintf("%s/kc2=%d/%s/add=%v", kern.name, kc2, mix, add), func(t *testing.T) {
@@ -136,7 +187,7 @@ func TestGemmBF16MicroKernel(t *testing.T) {
 						got := append([]float32(nil), c0...)
 						kern.fn(kc2, a, b, got, ldc, add)
 						want := append([]float32(nil), c0...)
-						gemmBF16KernelGo(mr, nr, kc2, a, b, want, ldc, add)
+						kern.goTwin().fn(kc2, a, b, want, ldc, add)
 						for x := range got {
 							if x%ldc >= nr && got[x] != c0[x] {
 								t.Fatalf("kernel wrote outside its tile at (%d,%d)", x/ldc, x%ldc)
@@ -162,6 +213,7 @@ func TestGemmBF16MicroKernelStore(t *testing.T) {
 	for _, kern := range gemmBF16Kernels() {
 		mr, nr := kern.mr, kern.nr
 		for _, kc2 := range []int{0, 1, 3, 200} {
+			kc2 := kern.padK(kc2)
 			for _, mix := range []string{"normal", "hostile"} {
 				for _, sc := range scalars {
 					t.Run(fmt.Sprintf("%s/kc2=%d/%s/alpha=%v,beta=%v", kern.name, kc2, mix, sc[0], sc[1]), func(t *testing.T) {
@@ -187,7 +239,7 @@ func TestGemmBF16MicroKernelStore(t *testing.T) {
 						got := append([]half.BFloat16(nil), c0...)
 						kern.store(kc2, a, b, got, ldc, sc[0], sc[1])
 						want := append([]half.BFloat16(nil), c0...)
-						gemmBF16KernelGo12x32.store(kc2, a, b, want, ldc, sc[0], sc[1])
+						kern.goTwin().store(kc2, a, b, want, ldc, sc[0], sc[1])
 						for x := range got {
 							if got[x] != want[x] && !(got[x].IsNaN() && want[x].IsNaN()) {
 								t.Fatalf("(%d,%d): kernel %v (%#04x), Go twin %v (%#04x)", x/ldc, x%ldc, got[x], uint16(got[x]), want[x], uint16(want[x]))
@@ -413,25 +465,27 @@ func bf16Matrix(rng *rand.Rand, n int) []half.BFloat16 {
 	return x
 }
 
-// TestGemmBF16Deterministic checks that whole products agree bit for bit across
-// the micro-kernels and worker counts: the summation order is fixed by the
-// shape alone.
+// TestGemmBF16Deterministic checks that whole products agree bit for bit
+// between each micro-kernel and its pure-Go twin and across worker counts:
+// the summation order is fixed by the shape and the kernel's arithmetic
+// (VDPBF16PS or AMX) alone.
 func TestGemmBF16Deterministic(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	for _, sh := range []gemmShape{{20, 40, 2*gemmBF16KC + 100}, {37, 4133, 71}, {300, 64, 129}} {
 		a := bf16Matrix(rng, sh.m*sh.k)
 		b := bf16Matrix(rng, sh.k*sh.n)
 		c0 := bf16Matrix(rng, sh.m*sh.n)
-		var want []half.BFloat16
-		for _, kern := range gemmBF16Kernels() {
+		wants := map[*gemmBF16Kernel][]half.BFloat16{}
+		for _, kern := range bf16TestKernels() {
 			for _, w := range []int{1, 2, 3, 7, 16} {
-				if kern == gemmBF16KernelGo12x32 && w > 2 && len(gemmBF16Kernels()) > 1 {
+				if kern == kern.goTwin() && w > 2 && len(gemmBF16Kernels()) > 1 {
 					continue
 				}
 				c := append([]half.BFloat16(nil), c0...)
 				gemmBF16With(kern, w, true, false, sh.m, sh.n, sh.k, 0.75, a, sh.m, b, sh.n, 0.5, c, sh.n)
+				want := wants[kern.goTwin()]
 				if want == nil {
-					want = c
+					wants[kern.goTwin()] = c
 					continue
 				}
 				for i := range c {

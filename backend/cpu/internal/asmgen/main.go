@@ -1,6 +1,6 @@
 // Command asmgen writes backend/cpu/gemm_bf16_amd64.s: the BF16 GEMM
-// micro-kernels (VDPBF16PS) and their packing routines. The Go assembler
-// (Go 1.26) rejects VDPBF16PS, so asmgen assembles each such instruction
+// micro-kernels (VDPBF16PS, and AMX TDPBF16PS) and their packing routines.
+// The Go assembler (Go 1.26) rejects VDPBF16PS and every AMX instruction, so asmgen assembles each such instruction
 // with GNU as, reads its encoding back with objdump and emits it as BYTE
 // directives, the mnemonic in a comment beside them. Run it from
 // backend/cpu:
@@ -42,6 +42,7 @@ func main() {
 	g.kernel(true)
 	g.pack()
 	g.gather()
+	g.amx()
 	src, err := g.resolve()
 	if err != nil {
 		log.Fatal(err)
@@ -78,7 +79,8 @@ func (g *gen) header() {
 	g.p("// of k pairs of the B micro-panel (%d pairs, %d zmm), broadcasts the k pair", nr, nv)
 	g.p("// of each A row (VPBROADCASTD) and multiply-accumulates with VDPBF16PS,")
 	g.p("// which the Go assembler does not know: it is spelled as BYTE directives,")
-	g.p("// in AT&T syntax in the comment.")
+	g.p("// in AT&T syntax in the comment. The AMX kernel at the end spells its")
+	g.p("// tile instructions the same way.")
 	g.p("")
 	g.p("#include \"textflag.h\"")
 }
@@ -324,6 +326,75 @@ func (g *gen) pack() {
 	g.p("")
 	g.p("%s_done:", name)
 	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
+// amx emits the AMX-BF16 micro-kernel gemmAMXKernel32x32 and amxXCR0.
+// The kernel keeps a 32×32 float32 tile of C in the four accumulator tiles
+// TMM0–TMM3 (2×2 blocks of 16×16), loads per k tile (16 pair steps) two A
+// tiles (TMM4, TMM5: rows 0–15 and 16–31, 16 pairs each, row stride lda
+// bytes) and two B tiles (TMM6, TMM7: columns 0–15 and 16–31 of 16 pair
+// rows, row stride 128 bytes), multiplies with TDPBF16PS, and stores the
+// accumulators to C with TILESTORED. Tile state belongs to the OS thread:
+// the configuration is loaded, used and released within the call, and Go
+// never preempts an assembly function asynchronously, so no other goroutine
+// can see or clobber it.
+func (g *gen) amx() {
+	const name = "gemmAMXKernel32x32"
+	g.p("")
+	g.p("// func %s(kt int, a *uint32, lda int, b *uint32, c *float32, ldc int, cfg *[64]byte)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
+	g.p("\tMOVQ cfg+48(FP), AX")
+	g.gnu("ldtilecfg (%rax)")
+	g.p("\tMOVQ kt+0(FP), CX")
+	g.p("\tMOVQ a+8(FP), SI")
+	g.p("\tMOVQ lda+16(FP), R9")
+	g.p("\tMOVQ b+24(FP), DI")
+	g.p("\tMOVQ c+32(FP), DX")
+	g.p("\tMOVQ ldc+40(FP), R8")
+	g.p("\tMOVQ $128, R10 // bytes per B pair row")
+	g.p("\tMOVQ R9, R11")
+	g.p("\tSHLQ $4, R11 // bytes of 16 A rows")
+	for t := range 4 {
+		g.gnu(fmt.Sprintf("tilezero %%tmm%d", t))
+	}
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_store", name)
+	g.p("")
+	g.p("%s_loop:", name)
+	g.gnu("tileloadd (%rsi,%r9,1), %tmm4")
+	g.gnu("tileloadd (%rdi,%r10,1), %tmm6")
+	g.gnu("tileloadd 64(%rdi,%r10,1), %tmm7")
+	g.p("\tLEAQ (SI)(R11*1), BX")
+	g.gnu("tdpbf16ps %tmm6, %tmm4, %tmm0")
+	g.gnu("tdpbf16ps %tmm7, %tmm4, %tmm1")
+	g.gnu("tileloadd (%rbx,%r9,1), %tmm5")
+	g.gnu("tdpbf16ps %tmm6, %tmm5, %tmm2")
+	g.gnu("tdpbf16ps %tmm7, %tmm5, %tmm3")
+	g.p("\tADDQ $64, SI")
+	g.p("\tADDQ $2048, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("")
+	g.p("%s_store:", name)
+	g.gnu("tilestored %tmm0, (%rdx,%r8,1)")
+	g.gnu("tilestored %tmm1, 64(%rdx,%r8,1)")
+	g.p("\tMOVQ R8, BX")
+	g.p("\tSHLQ $4, BX")
+	g.p("\tADDQ BX, DX")
+	g.gnu("tilestored %tmm2, (%rdx,%r8,1)")
+	g.gnu("tilestored %tmm3, 64(%rdx,%r8,1)")
+	g.gnu("tilerelease")
+	g.p("\tRET")
+
+	g.p("")
+	g.p("// func amxXCR0() uint64")
+	g.p("TEXT ·amxXCR0(SB), NOSPLIT, $0-8")
+	g.p("\tXORL CX, CX")
+	g.gnu("xgetbv")
+	g.p("\tSHLQ $32, DX")
+	g.p("\tORQ DX, AX")
+	g.p("\tMOVQ AX, ret+0(FP)")
 	g.p("\tRET")
 }
 

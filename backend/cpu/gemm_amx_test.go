@@ -1,0 +1,115 @@
+package cpu
+
+import (
+	"math"
+	"testing"
+)
+
+// amxKernels lists the AMX-layout kernels to test: the pure-Go twin, and the
+// assembly kernel where this machine runs it.
+func amxKernels() []*gemmBF16Kernel {
+	var ks []*gemmBF16Kernel
+	for _, k := range bf16TestKernels() {
+		if k.rowsA {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == 0 {
+		ks = append(ks, gemmAMXKernelGo32x32)
+	}
+	return ks
+}
+
+// amxSum returns element (0, 0) of the AMX kernel's product of one A row
+// holding the k values x (several k tiles) and a B column of ones.
+func amxSum(kern *gemmBF16Kernel, x []float32) float32 {
+	kc2 := len(x) / 2
+	a := make([]uint32, kern.mr*kc2)
+	b := make([]uint32, kc2*kern.nr)
+	bits := func(f float32) uint32 { return math.Float32bits(f) >> 16 }
+	for p := range kc2 {
+		a[p] = bits(x[2*p]) | bits(x[2*p+1])<<16
+		b[p*kern.nr] = bits(1) | bits(1)<<16
+	}
+	c := make([]float32, kern.mr*kern.nr)
+	kern.fn(kc2, a, b, c, kern.nr, false)
+	return c[0]
+}
+
+// TestAMXSummationOrder pins down the order in which TDPBF16PS adds its 32
+// products per k tile, as measured on Sapphire Rapids: the even-k products
+// in one chain and the odd-k ones in another, each in ascending k and
+// rounded at each step, then C + (even + odd). It places 2^30 at k = i,
+// -2^30 at k = j and 1 at k = c and checks where the 1 survives.
+func TestAMXSummationOrder(t *testing.T) {
+	const big = 0x1p30
+	for _, kern := range amxKernels() {
+		t.Run(kern.name, func(t *testing.T) {
+			for i := range 32 {
+				for j := range 32 {
+					for c := range 32 {
+						if i == j || i == c || j == c {
+							continue
+						}
+						x := make([]float32, 32)
+						x[i], x[j], x[c] = big, -big, 1
+						// The 1 is lost when it meets ±2^30 in its own chain
+						// (the other chain then holds the opposite) unless
+						// both come before it in that chain.
+						same := func(k int) bool { return k%2 == c%2 }
+						want := float32(1)
+						switch {
+						case same(i) != same(j):
+							want = 0
+						case same(i) && (i > c || j > c):
+							want = 0
+						}
+						if got := amxSum(kern, x); got != want {
+							t.Fatalf("2^30 at k=%d, -2^30 at %d, 1 at %d: got %v, want %v", i, j, c, got, want)
+						}
+					}
+				}
+			}
+			// Across k tiles C is the accumulator: C + (even + odd) loses the
+			// 1 wherever it is in the second tile.
+			for j := range 32 {
+				for c := range 32 {
+					if c == j {
+						continue
+					}
+					x := make([]float32, 64)
+					x[0], x[32+j], x[32+c] = big, -big, 1
+					if got := amxSum(kern, x); got != 0 {
+						t.Fatalf("C = 2^30, then -2^30 at k=%d and 1 at %d: got %v, want 0", j, c, got)
+					}
+				}
+			}
+			// Each addition rounds to float32: 1 + 2^-24 + 2^-24 is 1 in one
+			// chain, and 1 + 2^-23 in two.
+			for _, tc := range []struct {
+				k    [3]int
+				want float32
+			}{{[3]int{0, 2, 4}, 1}, {[3]int{0, 1, 3}, 1 + 0x1p-23}, {[3]int{1, 0, 2}, 1 + 0x1p-23}} {
+				x := make([]float32, 32)
+				x[tc.k[0]], x[tc.k[1]], x[tc.k[2]] = 1, 0x1p-24, 0x1p-24
+				if got := amxSum(kern, x); got != tc.want {
+					t.Fatalf("1 at k=%d, 2^-24 at %d and %d: got %v, want %v", tc.k[0], tc.k[1], tc.k[2], got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestAMXTileConfig checks the LDTILECFG operand: palette 1, eight tiles of
+// 16 rows by 64 bytes.
+func TestAMXTileConfig(t *testing.T) {
+	c := amxTileConfig
+	if c[0] != 1 || c[1] != 0 {
+		t.Fatalf("palette %d, start row %d", c[0], c[1])
+	}
+	for tile := range 8 {
+		if cols, rows := int(c[16+2*tile])|int(c[17+2*tile])<<8, c[48+tile]; cols != 64 || rows != 16 {
+			t.Fatalf("tile %d: %d rows of %d bytes", tile, rows, cols)
+		}
+	}
+}
