@@ -10,9 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/gamp-ml/gamp/amp"
 	"github.com/gamp-ml/gamp/backend"
@@ -28,19 +26,19 @@ func fashionData(t *testing.T, train int) string {
 	return dir
 }
 
-// cli runs the command in-process and returns its exit status, stdout and stderr.
-func cli(tty bool, args ...string) (int, string, string) {
+// runCLI runs the command in-process and returns its exit status, stdout and stderr.
+func runCLI(tty bool, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := runMain(args, &out, &errb, tty)
 	return code, out.String(), errb.String()
 }
 
 func TestUsageErrorsExit2OneLineEach(t *testing.T) {
-	code, _, stderr := cli(false, "-precision", "fp8")
+	code, _, stderr := runCLI(false, "-precision", "fp8")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "want fp32, fp16, bf16 or auto")
 
-	code, _, stderr = cli(false, "-epochs", "0", "-batch", "0", "-accum", "0", "-lr", "-1")
+	code, _, stderr = runCLI(false, "-epochs", "0", "-batch", "0", "-accum", "0", "-lr", "-1")
 	require.Equal(t, 2, code)
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	require.Len(t, lines, 4, stderr)
@@ -48,23 +46,23 @@ func TestUsageErrorsExit2OneLineEach(t *testing.T) {
 		require.Equal(t, "fashion: "+flag, lines[i])
 	}
 
-	code, _, stderr = cli(false, "-nosuchflag")
+	code, _, stderr = runCLI(false, "-nosuchflag")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "fashion -h lists the flags")
-	code, _, _ = cli(false, "extra")
+	code, _, _ = runCLI(false, "extra")
 	require.Equal(t, 2, code)
-	code, _, stderr = cli(false, "-model", "cnn", "-channels", "32")
+	code, _, stderr = runCLI(false, "-model", "cnn", "-channels", "32")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "bad -channels")
 
-	code, _, stderr = cli(false, "-device", "cpu:x")
+	code, _, stderr = runCLI(false, "-device", "cpu:x")
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "bad cpu device index")
 	require.NotContains(t, stderr, "cuda")
 }
 
 func TestHelpHasADescription(t *testing.T) {
-	code, stdout, stderr := cli(false, "-h")
+	code, stdout, stderr := runCLI(false, "-h")
 	require.Equal(t, 0, code)
 	require.Empty(t, stdout)
 	require.True(t, strings.HasPrefix(stderr, "usage: fashion [flags]\n\nTrains an MLP or a CNN on Fashion-MNIST"), stderr)
@@ -74,18 +72,18 @@ func TestHelpHasADescription(t *testing.T) {
 func TestProgressOnlyOnATerminal(t *testing.T) {
 	dir := fashionData(t, 256)
 	args := []string{"-model", "mlp", "-precision", "fp32", "-epochs", "2", "-batch", "32", "-data", dir}
-	code, _, log := cli(false, args...)
+	code, _, log := runCLI(false, args...)
 	require.Equal(t, 0, code, log)
 	require.NotContains(t, log, "\r", "a file or pipe gets no carriage returns")
 	require.Equal(t, 1, strings.Count(log, "epoch 1/2: 8 steps, loss "), log)
 	require.Equal(t, 1, strings.Count(log, "epoch 2/2: 8 steps, loss "), log)
 	require.Contains(t, log, "test accuracy")
 
-	code, _, log = cli(true, args...)
+	code, _, log = runCLI(true, args...)
 	require.Equal(t, 0, code, log)
 	require.Contains(t, log, "\repoch 1/2 ", "a terminal gets the bar")
 
-	code, _, log = cli(false, append(args, "-quiet")...)
+	code, _, log = runCLI(false, append(args, "-quiet")...)
 	require.Equal(t, 0, code)
 	require.Empty(t, log)
 }
@@ -95,7 +93,7 @@ func TestProgressOnlyOnATerminal(t *testing.T) {
 func TestDivergedRunSaysSo(t *testing.T) {
 	dir := fashionData(t, 1024)
 	for _, p := range []string{"fp32", "bf16", "fp16"} {
-		code, stdout, stderr := cli(false, "-model", "mlp", "-precision", p, "-lr", "1e4", "-epochs", "2", "-batch", "32", "-data", dir, "-json")
+		code, stdout, stderr := runCLI(false, "-model", "mlp", "-precision", p, "-lr", "1e4", "-epochs", "2", "-batch", "32", "-data", dir, "-json")
 		require.Equal(t, 1, code, "%s: %s", p, stderr)
 		require.Contains(t, stderr, "fashion: the run diverged in epoch 1 at step", p)
 		require.Contains(t, stderr, "try a lower -lr (this run: 10000; the default is 0.002)", p)
@@ -142,26 +140,6 @@ func TestPathsAndDataCheckedUpFront(t *testing.T) {
 		require.Error(t, err, name)
 		require.Contains(t, err.Error(), tc.want, name)
 		require.NotContains(t, log.String(), "epoch", "%s: failed only after training", name)
-	}
-}
-
-func TestResumeFromAFIFOFailsInsteadOfHanging(t *testing.T) {
-	dir := fashionData(t, 64)
-	fifo := filepath.Join(t.TempDir(), "state.fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Skipf("no FIFOs here: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := run(options{model: "mlp", precision: "fp32", epochs: 1, batch: 32, accum: 1, lr: 1e-3, dataDir: dir, quiet: true, resume: fifo}, io.Discard)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		require.Error(t, err)
-		require.Contains(t, err.Error(), "not a regular file")
-	case <-time.After(60 * time.Second):
-		t.Fatal("-resume on a FIFO hangs")
 	}
 }
 

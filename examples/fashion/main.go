@@ -21,7 +21,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/gamp-ml/gamp/cuda"
 	"github.com/gamp-ml/gamp/data"
 	"github.com/gamp-ml/gamp/dist"
+	"github.com/gamp-ml/gamp/internal/cli"
 	"github.com/gamp-ml/gamp/models"
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/optim"
@@ -86,24 +86,13 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// usageError is a bad command line: exit status 2, as the flag package uses.
-type usageError struct{ msg string }
+// usageError is a bad command line: exit status 2, as in every gamp command.
+type usageError = cli.UsageError
 
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
-}
+var usagef = cli.Usagef
 
 func main() {
-	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr, isTerminal(os.Stderr)))
-}
-
-// isTerminal reports whether f is a character device (a terminal), the only place a
-// \r-redrawn progress bar makes sense.
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr, cli.IsTerminal(os.Stderr)))
 }
 
 // runMain is the command: it parses args, trains, prints the JSON line with -json and
@@ -119,14 +108,9 @@ func runMain(args []string, stdout, stderr io.Writer, tty bool) int {
 	}
 	o.bar = tty && !o.quiet
 	s, err := run(o, stderr)
-	status := 0
+	status := cli.ExitStatus(err)
 	if err != nil {
 		printErr(stderr, err)
-		status = 1
-		var u *usageError
-		if errors.As(err, &u) {
-			status = 2
-		}
 	}
 	if o.jsonOut && s.rank == 0 && s.Model != "" {
 		if err != nil {
@@ -254,36 +238,16 @@ func validate(o options) error {
 // be read, rather than after a whole run (or, for a FIFO, never).
 func checkOutputs(o options) error {
 	if o.save != "" {
-		if err := checkWritable(o.save); err != nil {
+		if err := cli.CheckWritable(o.save); err != nil {
 			return fmt.Errorf("-save %s: %w", o.save, err)
 		}
 	}
 	if o.resume != "" {
-		fi, err := os.Stat(o.resume)
-		if err != nil {
-			return fmt.Errorf("-resume: %w", err)
-		}
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("-resume %s is not a regular file (%s); give a state file written by -save", o.resume, fi.Mode().Type())
+		if err := cli.CheckReadableFile(o.resume); err != nil {
+			return fmt.Errorf("-resume: %w; give a state file written by -save", err)
 		}
 	}
 	return nil
-}
-
-// checkWritable reports whether a file can be created at path (replacing what is
-// there), by creating and removing a temporary file next to it, as the atomic save
-// itself will.
-func checkWritable(path string) error {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return errors.New("is a directory; give a file name")
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".fashion-write-check-*")
-	if err != nil {
-		return fmt.Errorf("cannot write there: %w", err)
-	}
-	name := f.Name()
-	f.Close()
-	return os.Remove(name)
 }
 
 func pickDevice(name string) (tensor.Device, error) {
