@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/backend/cpu"
 	"github.com/gamp-ml/gamp/data"
+	"github.com/gamp-ml/gamp/internal/cli"
 	"github.com/gamp-ml/gamp/models"
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/optim"
@@ -74,6 +76,10 @@ func resolve(o options) (plan, error) {
 	if o.plot != "" {
 		if _, err := plotFormat(o.plot); err != nil {
 			return p, err
+		}
+		// Checked now, not after the whole benchmark has run.
+		if err := cli.CheckWritable(o.plot); err != nil {
+			return p, fmt.Errorf("-plot %s: %w", o.plot, err)
 		}
 	}
 	var err error
@@ -311,7 +317,11 @@ func (b *bench) setup(p plan) (err error) {
 		return err
 	}
 	loss := func(out, y *tensor.Tensor) *tensor.Tensor { return tensor.CrossEntropy(out, y, 0) }
-	b.tr, err = amp.NewTrainer(b.model, opt, loss, b.dev, amp.Config{Level: b.level, Low: low, Accum: p.accum})
+	// The divergence check is off: a benchmark measures every configuration, and one
+	// that diverges (O3 in float16 often does) is a result to report, not a reason to
+	// stop the others.
+	b.tr, err = amp.NewTrainer(b.model, opt, loss, b.dev, amp.Config{Level: b.level, Low: low, Accum: p.accum,
+		Divergence: amp.DivergenceConfig{Off: true}})
 	if err != nil {
 		return err
 	}
@@ -376,7 +386,21 @@ func (b *bench) release() {
 }
 
 // run measures every configuration and writes the report.
-func run(o options, stdout, stderr io.Writer) error {
+func run(o options, stdout, stderr io.Writer) (err error) {
+	// Running out of memory anywhere — building a model included — is a message with
+	// advice, not a panic with a stack trace.
+	if oom := tensor.CatchOOM(func() { err = runBench(o, stdout, stderr) }); oom != nil {
+		hint := "use a smaller -batch or -model"
+		if v := os.Getenv("GAMP_CPU_MEMORY_LIMIT"); v != "" {
+			hint += fmt.Sprintf(", or raise GAMP_CPU_MEMORY_LIMIT (now %s)", v)
+		}
+		return fmt.Errorf("%w\n%s", oom, hint)
+	}
+	return err
+}
+
+// runBench is run without the out-of-memory guard.
+func runBench(o options, stdout, stderr io.Writer) error {
 	p, err := resolve(o)
 	if err != nil {
 		return err

@@ -18,6 +18,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+
+	"github.com/gamp-ml/gamp/internal/cli"
 
 	// The CUDA backend registers itself on import, so the GPU is used when present.
 	_ "github.com/gamp-ml/gamp/cuda"
@@ -47,14 +50,11 @@ func defaultOptions() options {
 	}
 }
 
-// usageError is a bad flag value: main exits with status 2 for it.
-type usageError struct{ msg string }
+// usageError is a bad flag value: main exits with status 2 for it, as every gamp
+// command does.
+type usageError = cli.UsageError
 
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
-}
+var usagef = cli.Usagef
 
 // parseArgs parses the command line. -h returns flag.ErrHelp after printing the usage
 // to stderr.
@@ -106,11 +106,9 @@ func main() {
 		err = run(o, os.Stdout, os.Stderr)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "ampbench:", err)
-		var u *usageError
-		if errors.As(err, &u) {
-			os.Exit(2)
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(os.Stderr, "ampbench:", line)
 		}
-		os.Exit(1)
+		os.Exit(cli.ExitStatus(err))
 	}
 }
