@@ -13,8 +13,9 @@ import (
 // against 32 for VDPBF16PS on zmm registers. gemmAMXKernel* compute a 32×32
 // tile of C, 2×2 accumulator tiles, from panels in the layout tiles load:
 //
-//	A: a[i*kc2+p], row i of the panel holding its kc2 pairs side by side
-//	   (TILELOADD reads 16 rows of 64 bytes with the row stride kc2·4);
+//	A: a[t*512 + i*16 + p%16], t = p/16: per k tile the 32 rows of 16 pairs,
+//	   2 KB in a row (two tiles of 16 rows, row stride 64 bytes), so that the
+//	   panel is one sequential stream for the hardware prefetcher;
 //	B: b[p*32+j], as for VDPBF16PS (two 16-column tiles with stride 128).
 //
 // kc2 is a multiple of amxTileK, the packers filling the tail with zero
@@ -40,17 +41,20 @@ var amxTileConfig = func() (c [64]byte) {
 // gemmAMXKernelGo is the pure-Go twin of the AMX micro-kernel (kc2 a
 // multiple of amxTileK): for every i < mr and j < nr it computes
 //
-//	var acc float32
+//	var acc float32 // or c[i*ldc+j] when add
 //	for t := 0; t < kc2; t += 16 { // one TDPBF16PS per k tile
 //		var even, odd float32
 //		for p := t; p < t+16; p++ {
-//			x, y := a[i*kc2+p], b[p*nr+j]
+//			x, y := a[t*mr+i*16+p-t], b[p*nr+j]
 //			even = amxFMA(even, bf16Lane(x&0xffff), bf16Lane(y&0xffff))
 //			odd = amxFMA(odd, bf16Lane(x>>16), bf16Lane(y>>16))
 //		}
 //		acc = amxAdd(acc, amxAdd(even, odd))
 //	}
-//	c[i*ldc+j] = acc // or += acc when add
+//	c[i*ldc+j] = acc
+//
+// With add the kernel thus goes on accumulating where a previous call on
+// the preceding k values stopped: splitting k changes nothing.
 //
 // which is TDPBF16PS as measured on Sapphire Rapids (TestGemmBF16Semantics,
 // TestAMXSummationOrder): within one instruction the products of even k and
@@ -67,13 +71,15 @@ func gemmAMXKernelGo(mr, nr, kc2 int, a, b []uint32, c []float32, ldc int, add b
 	a = a[:kc2*mr]
 	b = b[:kc2*nr]
 	for i := range mr {
-		arow := a[i*kc2:][:kc2]
 		crow := c[i*ldc:][:nr]
 		for j := 0; j < nr; j += 4 {
 			var s [4]float32
+			if add {
+				copy(s[:], crow[j:][:4])
+			}
 			for t := 0; t < kc2; t += amxTileK {
 				var e, o [4]float32
-				for p, x := range arow[t : t+amxTileK] {
+				for p, x := range a[t*mr+i*amxTileK:][:amxTileK] {
 					bp := b[(t+p)*nr+j:][:4]
 					xl, xh := bf16Lane(x&0xffff), bf16Lane(x>>16)
 					for l, y := range bp {
@@ -85,14 +91,7 @@ func gemmAMXKernelGo(mr, nr, kc2 int, a, b []uint32, c []float32, ldc int, add b
 					s[l] = amxAdd(s[l], amxAdd(e[l], o[l]))
 				}
 			}
-			d := crow[j:][:4]
-			for l, v := range s {
-				if add {
-					d[l] += v
-				} else {
-					d[l] = v
-				}
-			}
+			copy(crow[j:][:4], s[:])
 		}
 	}
 }
@@ -153,88 +152,75 @@ func amxFMA(acc, x, y float32) float32 {
 
 // gemmAMXKernelGo32x32 is the twin as a micro-kernel: the AMX tile and
 // panel layout, in pure Go.
-var gemmAMXKernelGo32x32 = newAMXKernel("amx-go32x32", func(kc2 int, a, b []uint32, c []float32, ldc int, add bool) {
-	gemmAMXKernelGo(amxMR, amxNR, kc2, a, b, c, ldc, add)
-})
-
-// newAMXKernel wraps a 32×32 AMX-layout tile function fn as a micro-kernel,
-// its bf16 store computing the float32 tile and rounding it as bf16Out
-// does.
-func newAMXKernel(name string, fn func(kc2 int, a, b []uint32, c []float32, ldc int, add bool)) *gemmBF16Kernel {
-	k := &gemmBF16Kernel{name: name, mr: amxMR, nr: amxNR, tileK: amxTileK, rowsA: true, fn: fn}
-	k.store = func(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
+var gemmAMXKernelGo32x32 = &gemmBF16Kernel{name: "amx-go32x32", mr: amxMR, nr: amxNR, tileK: amxTileK, rowsA: true,
+	fn: func(kc2 int, a, b []uint32, c []float32, ldc int, add bool) {
+		gemmAMXKernelGo(amxMR, amxNR, kc2, a, b, c, ldc, add)
+	},
+	store: func(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
 		var t [amxMR * amxNR]float32
-		fn(kc2, a, b, t[:], amxNR, false)
-		bf16StoreTile(t[:], amxNR, c, ldc, amxMR, amxNR, alpha, beta)
-	}
-	return k
+		gemmAMXKernelGo(amxMR, amxNR, kc2, a, b, t[:], amxNR, false)
+		for i := range amxMR {
+			row := c[i*ldc:][:amxNR]
+			for j, v := range t[i*amxNR:][:amxNR] {
+				row[j] = bf16Out(alpha, beta, v, row[j])
+			}
+		}
+	},
 }
 
-// bf16StoreTile writes bf16Out(alpha, beta, t[i*ldt+j], c[i*ldc+j]) to
-// c[i*ldc+j] for i < rows, j < cols, overwriting t with the float32 values
-// before rounding them a row at a time with the vector conversion.
-func bf16StoreTile(t []float32, ldt int, c []half.BFloat16, ldc, rows, cols int, alpha, beta float32) {
-	for r := range rows {
-		src := t[r*ldt:][:cols]
-		dst := c[r*ldc:][:cols]
-		switch {
-		case beta != 0:
-			for j, v := range src {
-				src[j] = float32(alpha*v) + float32(beta*dst[j].Float32())
+// packAMXA packs lanes ≤ amxMR rows of kc values of op(A) into an AMX A
+// panel of kc2 pair steps: dst[t*512 + j*16 + q] = pair(x(j, 2p), x(j,
+// 2p+1)), p = 16t+q, zero beyond lanes and beyond kc (kc ≤ 2·kc2). With
+// sideBySide, row j's k values are consecutive in memory (x(j, k) =
+// src[j*ld+k]) and a tile row is a copy; otherwise rows are adjacent and k
+// steps by ld (x(j, k) = src[k*ld+j]).
+func packAMXA(dst []uint32, src []half.BFloat16, ld, kc, kc2, lanes int, sideBySide bool) {
+	const tile = amxMR * amxTileK
+	dst = dst[:amxMR*kc2]
+	kt := kc2 / amxTileK
+	for t := range kt {
+		d := dst[t*tile:][:tile]
+		k0 := 2 * amxTileK * t
+		n := min(2*amxTileK, kc-k0) // k values of this tile, may be ≤ 0
+		if n <= 0 {
+			clear(d)
+			continue
+		}
+		if sideBySide && littleEndian {
+			for j := range lanes {
+				row := bf16Words(d[j*amxTileK:][:amxTileK])
+				copy(row, src[j*ld+k0:][:n])
+				clear(row[n:])
 			}
-		case alpha != 1:
-			for j, v := range src {
-				src[j] = alpha * v
+		} else if sideBySide {
+			for j := range lanes {
+				row := d[j*amxTileK:][:amxTileK]
+				s := src[j*ld+k0:][:n]
+				clear(row)
+				for q := range n / 2 {
+					row[q] = pair(s[2*q], s[2*q+1])
+				}
+				if n%2 == 1 {
+					row[n/2] = uint32(s[n-1])
+				}
+			}
+		} else {
+			clear(d[:lanes*amxTileK])
+			for q := range n / 2 {
+				r0 := src[(k0+2*q)*ld:][:lanes]
+				r1 := src[(k0+2*q+1)*ld:][:lanes]
+				for j, v := range r0 {
+					d[j*amxTileK+q] = pair(v, r1[j])
+				}
+			}
+			if n%2 == 1 {
+				for j, v := range src[(k0+n-1)*ld:][:lanes] {
+					d[j*amxTileK+n/2] = uint32(v)
+				}
 			}
 		}
-		half.Float32ToBFloat16(dst, src)
+		clear(d[lanes*amxTileK:])
 	}
-}
-
-// packPairsRows packs lanes × kc values of a bf16 operand into rows of
-// pairs: dst[j*kc2+p] = pair(x(j, 2p), x(j, 2p+1)) for j < width, p < kc2,
-// zero beyond lanes and beyond kc (kc ≤ 2·kc2). With sideBySide, lane j's
-// k values are consecutive in memory (x(j, k) = src[j*ld+k]) and a row is
-// a copy; otherwise lanes are adjacent and k steps by ld (x(j, k) =
-// src[k*ld+j]).
-func packPairsRows(dst []uint32, src []half.BFloat16, ld, kc, kc2, lanes, width int, sideBySide bool) {
-	dst = dst[:width*kc2]
-	if sideBySide && littleEndian {
-		for j := range lanes {
-			row := bf16Words(dst[j*kc2:][:kc2])
-			copy(row, src[j*ld:][:kc])
-			clear(row[kc:])
-		}
-	} else if sideBySide {
-		for j := range lanes {
-			row := dst[j*kc2:][:kc2]
-			s := src[j*ld:][:kc]
-			for p := range kc / 2 {
-				row[p] = pair(s[2*p], s[2*p+1])
-			}
-			clear(row[kc/2:])
-			if kc%2 == 1 {
-				row[kc/2] = uint32(s[kc-1])
-			}
-		}
-	} else {
-		for j := range lanes {
-			clear(dst[j*kc2+kc/2 : (j+1)*kc2])
-		}
-		for p := range kc / 2 {
-			r0 := src[2*p*ld:][:lanes]
-			r1 := src[(2*p+1)*ld:][:lanes]
-			for j, v := range r0 {
-				dst[j*kc2+p] = pair(v, r1[j])
-			}
-		}
-		if kc%2 == 1 {
-			for j, v := range src[(kc-1)*ld:][:lanes] {
-				dst[j*kc2+kc/2] = uint32(v)
-			}
-		}
-	}
-	clear(dst[lanes*kc2:])
 }
 
 // littleEndian: a pair word pair(lo, hi) is lo followed by hi in memory, so

@@ -5,18 +5,33 @@ package cpu
 import (
 	"syscall"
 
+	"github.com/gamp-ml/gamp/half"
 	"golang.org/x/sys/cpu"
 )
 
 // gemmAMXKernel32x32 computes the 32×32 float32 tile of C at c (row stride
-// ldc bytes) from kt k tiles of an AMX-layout A panel at a (row stride lda
-// bytes) and B panel at b (row stride 128 bytes) with TDPBF16PS, tile
-// configuration cfg; it equals gemmAMXKernelGo(32, 32, 16*kt, ...) with add
-// unset, NaN payloads aside. It loads the tile configuration, computes and
-// releases the tiles (TILERELEASE) before it returns.
+// ldc bytes) from kt k tiles of an AMX A panel at a and B panel at b with
+// TDPBF16PS, tile configuration cfg, starting from zero or, with add, from
+// C; it equals gemmAMXKernelGo(32, 32, 16*kt, ...), NaN payloads aside. It
+// loads the tile configuration, computes and releases the tiles
+// (TILERELEASE) before it returns.
 //
 //go:noescape
-func gemmAMXKernel32x32(kt int, a *uint32, lda int, b *uint32, c *float32, ldc int, cfg *[64]byte)
+func gemmAMXKernel32x32(kt int, a, b *uint32, c *float32, ldc int, cfg *[64]byte, add bool)
+
+// gemmAMXKernel32x32BF16 computes the same tile from zero into the scratch
+// t and stores it to the bf16 C at c (row stride ldc bytes) as bf16Out
+// does, with the AVX-512 rounding of gemmBF16Kernel12x32StoreAVX512:
+//
+//	gemmAMXKernel32x32(kt, a, b, &t[0], 128, cfg, false)
+//	for i := 0; i < 32; i++ {
+//		for j := 0; j < 32; j++ {
+//			c[i*ldc+j] = bf16Out(alpha, beta, t[i*32+j], c[i*ldc+j])
+//		}
+//	}
+//
+//go:noescape
+func gemmAMXKernel32x32BF16(kt int, a, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, t *[amxMR * amxNR]float32, alpha, beta float32)
 
 // amxXCR0 returns the XCR0 register (XGETBV with ECX = 0): which register
 // states the OS saves on a context switch.
@@ -44,29 +59,34 @@ var amxUsable = func() bool {
 
 // gemmAMXKernel32x32Fn is gemmAMXKernel32x32 as a gemmBF16Kernel fn: kc2
 // pair steps (a multiple of amxTileK), panels as slices, C row stride in
-// elements, and add adding the tile to C instead of storing it.
+// elements.
 func gemmAMXKernel32x32Fn(kc2 int, a, b []uint32, c []float32, ldc int, add bool) {
-	if kc2%amxTileK != 0 {
-		panic("cpu: gemmAMXKernel32x32Fn: kc2 is not a multiple of the k tile")
-	}
-	var ap, bp *uint32
-	if kc2 > 0 {
-		ap, bp = &a[:amxMR*kc2][0], &b[:amxNR*kc2][0]
-	}
-	if !add {
-		_ = c[(amxMR-1)*ldc+amxNR-1]
-		gemmAMXKernel32x32(kc2/amxTileK, ap, 4*kc2, bp, &c[0], 4*ldc, &amxTileConfig)
-		return
-	}
+	ap, bp := amxPanels(kc2, a, b)
+	_ = c[(amxMR-1)*ldc+amxNR-1]
+	gemmAMXKernel32x32(kc2/amxTileK, ap, bp, &c[0], 4*ldc, &amxTileConfig, add)
+}
+
+// gemmAMXKernel32x32Store is gemmAMXKernel32x32BF16 as a gemmBF16Kernel
+// store.
+func gemmAMXKernel32x32Store(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
+	ap, bp := amxPanels(kc2, a, b)
+	_ = c[(amxMR-1)*ldc+amxNR-1]
 	var t [amxMR * amxNR]float32
-	gemmAMXKernel32x32(kc2/amxTileK, ap, 4*kc2, bp, &t[0], 4*amxNR, &amxTileConfig)
-	for i := range amxMR {
-		row := c[i*ldc:][:amxNR]
-		for j, v := range t[i*amxNR:][:amxNR] {
-			row[j] += v
-		}
+	gemmAMXKernel32x32BF16(kc2/amxTileK, ap, bp, &c[0], 2*ldc, &amxTileConfig, &t, alpha, beta)
+}
+
+// amxPanels checks kc2 and the panels' lengths and returns their first
+// words (nil when kc2 is 0: the kernels read nothing then).
+func amxPanels(kc2 int, a, b []uint32) (ap, bp *uint32) {
+	if kc2%amxTileK != 0 {
+		panic("cpu: AMX kernel: kc2 is not a multiple of the k tile")
 	}
+	if kc2 == 0 {
+		return nil, nil
+	}
+	return &a[:amxMR*kc2][0], &b[:amxNR*kc2][0]
 }
 
 // gemmAMXKernel is the AMX-BF16 micro-kernel, twin gemmAMXKernelGo32x32.
-var gemmAMXKernel = newAMXKernel("amx-32x32", gemmAMXKernel32x32Fn)
+var gemmAMXKernel = &gemmBF16Kernel{name: "amx-32x32", mr: amxMR, nr: amxNR, tileK: amxTileK, rowsA: true,
+	fn: gemmAMXKernel32x32Fn, store: gemmAMXKernel32x32Store}

@@ -28,7 +28,7 @@ func amxSum(kern *gemmBF16Kernel, x []float32) float32 {
 	b := make([]uint32, kc2*kern.nr)
 	bits := func(f float32) uint32 { return math.Float32bits(f) >> 16 }
 	for p := range kc2 {
-		a[p] = bits(x[2*p]) | bits(x[2*p+1])<<16
+		a[kern.aIndex(kc2, 0, p)] = bits(x[2*p]) | bits(x[2*p+1])<<16
 		b[p*kern.nr] = bits(1) | bits(1)<<16
 	}
 	c := make([]float32, kern.mr*kern.nr)

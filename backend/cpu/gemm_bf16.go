@@ -41,9 +41,11 @@ const (
 // bf16Out(alpha, beta, acc, c[i*ldc+j]) to the bf16 c[i*ldc+j].
 //
 // The panels' layout: B is always b[p*nr+j]; A is a[p*mr+i] (a broadcast
-// per pair step, for VDPBF16PS) or, with rowsA, a[i*kc2+p] (rows of pairs,
-// as AMX tiles load them). kc2 is always a multiple of tileK, the packers
-// padding k with zero pairs.
+// per pair step, for VDPBF16PS) or, with rowsA, rows of pairs tile by tile
+// as AMX loads them (see packAMXA). kc2 is always a multiple of tileK, the
+// packers padding k with zero pairs. AMX kernels accumulate onto C when
+// add is set instead of adding a tile summed from zero (see
+// gemmAMXKernelGo).
 type gemmBF16Kernel struct {
 	name   string
 	mr, nr int
@@ -479,8 +481,8 @@ func (g *gemmBF16Call) packBPanel(q int) {
 // micro-panels: dst[q*kc2*mr + p*mr + i] = pair(op(A)[r][pc+2p],
 // op(A)[r][pc+2p+1]), r = i0+q*mr+i, zero beyond the last row and beyond k.
 //
-// With a rowsA kernel the micro-panels are rows of pairs instead:
-// dst[q*kc2*mr + i*kc2 + p].
+// With a rowsA kernel the micro-panels are AMX panels instead (see
+// packAMXA).
 func (g *gemmBF16Call) packA(dst []uint32, i0, rows int) {
 	mr := g.kern.mr
 	if g.kern.rowsA {
@@ -489,9 +491,9 @@ func (g *gemmBF16Call) packA(dst []uint32, i0, rows int) {
 			r0 := i0 + q*mr
 			nrow := min(mr, rows-q*mr)
 			if !g.transA {
-				packPairsRows(d, g.a[r0*g.lda+g.pc:], g.lda, g.kc, g.kc2, nrow, mr, true)
+				packAMXA(d, g.a[r0*g.lda+g.pc:], g.lda, g.kc, g.kc2, nrow, true)
 			} else {
-				packPairsRows(d, g.a[g.pc*g.lda+r0:], g.lda, g.kc, g.kc2, nrow, mr, false)
+				packAMXA(d, g.a[g.pc*g.lda+r0:], g.lda, g.kc, g.kc2, nrow, false)
 			}
 		}
 		return

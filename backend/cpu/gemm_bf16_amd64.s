@@ -990,42 +990,56 @@ gemmBF16PackGather_done:
 	VZEROUPPER
 	RET
 
-// func gemmAMXKernel32x32(kt int, a *uint32, lda int, b *uint32, c *float32, ldc int, cfg *[64]byte)
-TEXT ·gemmAMXKernel32x32(SB), NOSPLIT, $0-56
-	MOVQ cfg+48(FP), AX
+// func gemmAMXKernel32x32(kt int, a, b *uint32, c *float32, ldc int, cfg *[64]byte, add bool)
+TEXT ·gemmAMXKernel32x32(SB), NOSPLIT, $0-49
+	MOVQ cfg+40(FP), AX
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg (%rax)
 	MOVQ kt+0(FP), CX
 	MOVQ a+8(FP), SI
-	MOVQ lda+16(FP), R9
-	MOVQ b+24(FP), DI
-	MOVQ c+32(FP), DX
-	MOVQ ldc+40(FP), R8
+	MOVQ b+16(FP), DI
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R8
+	MOVQ $64, R9 // bytes per A tile row
 	MOVQ $128, R10 // bytes per B pair row
-	MOVQ R9, R11
-	SHLQ $4, R11 // bytes of 16 A rows
+	MOVBLZX add+48(FP), AX
+	TESTL AX, AX
+	JNZ gemmAMXKernel32x32_load
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero %tmm3
+	JMP gemmAMXKernel32x32_start
+
+// add: go on accumulating onto C.
+gemmAMXKernel32x32_load:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x04; BYTE $0x02 // tileloadd (%rdx,%r8,1), %tmm0
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x4c; BYTE $0x02; BYTE $0x40 // tileloadd 64(%rdx,%r8,1), %tmm1
+	MOVQ R8, BX
+	SHLQ $4, BX
+	ADDQ BX, DX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x02 // tileloadd (%rdx,%r8,1), %tmm2
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x5c; BYTE $0x02; BYTE $0x40 // tileloadd 64(%rdx,%r8,1), %tmm3
+	SUBQ BX, DX
+
+gemmAMXKernel32x32_start:
 	TESTQ CX, CX
-	JZ gemmAMXKernel32x32_store
+	JZ gemmAMXKernel32x32_done
 
 gemmAMXKernel32x32_loop:
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
-	LEAQ (SI)(R11*1), BX
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloadd (%rbx,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xac; BYTE $0x0e; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd 1024(%rsi,%r9,1), %tmm5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
-	ADDQ $64, SI
+	ADDQ $2048, SI
 	ADDQ $2048, DI
 	DECQ CX
 	JNZ gemmAMXKernel32x32_loop
 
-gemmAMXKernel32x32_store:
+gemmAMXKernel32x32_done:
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x02 // tilestored %tmm0, (%rdx,%r8,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x02; BYTE $0x40 // tilestored %tmm1, 64(%rdx,%r8,1)
 	MOVQ R8, BX
@@ -1033,7 +1047,131 @@ gemmAMXKernel32x32_store:
 	ADDQ BX, DX
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x14; BYTE $0x02 // tilestored %tmm2, (%rdx,%r8,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x5c; BYTE $0x02; BYTE $0x40 // tilestored %tmm3, 64(%rdx,%r8,1)
+	SUBQ BX, DX
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+	RET
+
+// func gemmAMXKernel32x32BF16(kt int, a, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, t *[1024]float32, alpha, beta float32)
+TEXT ·gemmAMXKernel32x32BF16(SB), NOSPLIT, $0-64
+	MOVQ cfg+40(FP), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg (%rax)
+	MOVQ kt+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R8
+	MOVQ $64, R9 // bytes per A tile row
+	MOVQ $128, R10 // bytes per B pair row
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero %tmm3
+	TESTQ CX, CX
+	JZ gemmAMXKernel32x32BF16_done
+
+gemmAMXKernel32x32BF16_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xac; BYTE $0x0e; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd 1024(%rsi,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
+	ADDQ $2048, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_loop
+
+gemmAMXKernel32x32BF16_done:
+	MOVQ t+48(FP), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x13 // tilestored %tmm0, (%rbx,%r10,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x13; BYTE $0x40 // tilestored %tmm1, 64(%rbx,%r10,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x94; BYTE $0x13; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored %tmm2, 2048(%rbx,%r10,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x9c; BYTE $0x13; BYTE $0x40; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored %tmm3, 2112(%rbx,%r10,1)
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+	MOVQ $32, CX
+	VBROADCASTSS alpha+56(FP), Z24
+	VBROADCASTSS beta+60(FP), Z25
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z26
+	MOVL $1, AX
+	VPBROADCASTD AX, Z27
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z28
+	VXORPS X29, X29, X29
+	VUCOMISS beta+60(FP), X29
+	JNE gemmAMXKernel32x32BF16_beta
+	JPS gemmAMXKernel32x32BF16_beta
+
+gemmAMXKernel32x32BF16_rows:
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMULPS Z24, Z0, Z0
+	VPSRLD $16, Z0, Z30
+	VPANDD Z27, Z30, Z30
+	VPADDD Z26, Z30, Z30
+	VPADDD Z0, Z30, Z30
+	VPSRLD $16, Z30, Z30
+	VCMPPS $3, Z0, Z0, K1
+	VPSRLD $16, Z0, K1, Z30
+	VPORD Z28, Z30, K1, Z30
+	VPMOVDW Z30, 0(DX)
+	VMULPS Z24, Z1, Z1
+	VPSRLD $16, Z1, Z30
+	VPANDD Z27, Z30, Z30
+	VPADDD Z26, Z30, Z30
+	VPADDD Z1, Z30, Z30
+	VPSRLD $16, Z30, Z30
+	VCMPPS $3, Z1, Z1, K1
+	VPSRLD $16, Z1, K1, Z30
+	VPORD Z28, Z30, K1, Z30
+	VPMOVDW Z30, 32(DX)
+	ADDQ $128, BX
+	ADDQ R8, DX
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_rows
+	VZEROUPPER
+	RET
+
+gemmAMXKernel32x32BF16_beta:
+
+gemmAMXKernel32x32BF16_betarows:
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMULPS Z24, Z0, Z0
+	VPMOVZXWD 0(DX), Z29
+	VPSLLD $16, Z29, Z29
+	VMULPS Z25, Z29, Z29
+	VADDPS Z29, Z0, Z0
+	VPSRLD $16, Z0, Z30
+	VPANDD Z27, Z30, Z30
+	VPADDD Z26, Z30, Z30
+	VPADDD Z0, Z30, Z30
+	VPSRLD $16, Z30, Z30
+	VCMPPS $3, Z0, Z0, K1
+	VPSRLD $16, Z0, K1, Z30
+	VPORD Z28, Z30, K1, Z30
+	VPMOVDW Z30, 0(DX)
+	VMULPS Z24, Z1, Z1
+	VPMOVZXWD 32(DX), Z29
+	VPSLLD $16, Z29, Z29
+	VMULPS Z25, Z29, Z29
+	VADDPS Z29, Z1, Z1
+	VPSRLD $16, Z1, Z30
+	VPANDD Z27, Z30, Z30
+	VPADDD Z26, Z30, Z30
+	VPADDD Z1, Z30, Z30
+	VPSRLD $16, Z30, Z30
+	VCMPPS $3, Z1, Z1, K1
+	VPSRLD $16, Z1, K1, Z30
+	VPORD Z28, Z30, K1, Z30
+	VPMOVDW Z30, 32(DX)
+	ADDQ $128, BX
+	ADDQ R8, DX
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_betarows
+	VZEROUPPER
 	RET
 
 // func amxXCR0() uint64

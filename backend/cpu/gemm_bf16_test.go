@@ -129,7 +129,7 @@ func (k *gemmBF16Kernel) padK(kc2 int) int {
 // steps.
 func (k *gemmBF16Kernel) aIndex(kc2, i, p int) int {
 	if k.rowsA {
-		return i*kc2 + p
+		return p/amxTileK*amxMR*amxTileK + i*amxTileK + p%amxTileK
 	}
 	return p*k.mr + i
 }

@@ -175,19 +175,7 @@ func (g *gen) storeTile(add bool) {
 // truncate; NaN lanes (VCMPPS unordered) keep their top bits, made quiet.
 // VCVTNEPS2BF16 would flush subnormals.
 func (g *gen) storeBF16(name string) {
-	const alpha, beta, bias, one, quiet, old, r = 24, 25, 26, 27, 28, 29, 30
-	g.p("\tVBROADCASTSS alpha+88(FP), Z%d", alpha)
-	g.p("\tVBROADCASTSS beta+92(FP), Z%d", beta)
-	g.p("\tMOVL $0x7fff, AX")
-	g.p("\tVPBROADCASTD AX, Z%d", bias)
-	g.p("\tMOVL $1, AX")
-	g.p("\tVPBROADCASTD AX, Z%d", one)
-	g.p("\tMOVL $0x40, AX")
-	g.p("\tVPBROADCASTD AX, Z%d", quiet)
-	g.p("\tVXORPS X%d, X%d, X%d", old, old, old)
-	g.p("\tVUCOMISS beta+92(FP), X%d", old)
-	g.p("\tJNE %s_beta", name)
-	g.p("\tJPS %s_beta", name)
+	g.bf16Consts(name, 88)
 	for _, withBeta := range []bool{false, true} {
 		if withBeta {
 			g.p("")
@@ -198,28 +186,55 @@ func (g *gen) storeBF16(name string) {
 				g.p("\tADDQ R8, DX")
 			}
 			for v := range nv {
-				acc := i*nv + v
-				g.p("\tVMULPS Z%d, Z%d, Z%d", alpha, acc, acc)
-				if withBeta {
-					g.p("\tVPMOVZXWD %d(DX), Z%d", 32*v, old)
-					g.p("\tVPSLLD $16, Z%d, Z%d", old, old)
-					g.p("\tVMULPS Z%d, Z%d, Z%d", beta, old, old)
-					g.p("\tVADDPS Z%d, Z%d, Z%d", old, acc, acc)
-				}
-				g.p("\tVPSRLD $16, Z%d, Z%d", acc, r)
-				g.p("\tVPANDD Z%d, Z%d, Z%d", one, r, r)
-				g.p("\tVPADDD Z%d, Z%d, Z%d", bias, r, r)
-				g.p("\tVPADDD Z%d, Z%d, Z%d", acc, r, r)
-				g.p("\tVPSRLD $16, Z%d, Z%d", r, r)
-				g.p("\tVCMPPS $3, Z%d, Z%d, K1", acc, acc)
-				g.p("\tVPSRLD $16, Z%d, K1, Z%d", acc, r)
-				g.p("\tVPORD Z%d, Z%d, K1, Z%d", quiet, r, r)
-				g.p("\tVPMOVDW Z%d, %d(DX)", r, 32*v)
+				g.bf16Round(i*nv+v, 32*v, withBeta)
 			}
 		}
 		g.p("\tVZEROUPPER")
 		g.p("\tRET")
 	}
+}
+
+// Registers of the bf16 store: constants and temporaries.
+const (
+	zAlpha, zBeta, zBias, zOne, zQuiet, zOld, zR = 24, 25, 26, 27, 28, 29, 30
+)
+
+// bf16Consts loads the store's constants, alpha and beta from the argument
+// frame at offset off (alpha) and off+4 (beta), and jumps to name_beta when
+// beta != 0.
+func (g *gen) bf16Consts(name string, off int) {
+	g.p("\tVBROADCASTSS alpha+%d(FP), Z%d", off, zAlpha)
+	g.p("\tVBROADCASTSS beta+%d(FP), Z%d", off+4, zBeta)
+	g.p("\tMOVL $0x7fff, AX")
+	g.p("\tVPBROADCASTD AX, Z%d", zBias)
+	g.p("\tMOVL $1, AX")
+	g.p("\tVPBROADCASTD AX, Z%d", zOne)
+	g.p("\tMOVL $0x40, AX")
+	g.p("\tVPBROADCASTD AX, Z%d", zQuiet)
+	g.p("\tVXORPS X%d, X%d, X%d", zOld, zOld, zOld)
+	g.p("\tVUCOMISS beta+%d(FP), X%d", off+4, zOld)
+	g.p("\tJNE %s_beta", name)
+	g.p("\tJPS %s_beta", name)
+}
+
+// bf16Round stores bf16(alpha·Z[acc] (+ beta·C)) to the 16 bf16 at off(DX).
+func (g *gen) bf16Round(acc, off int, withBeta bool) {
+	g.p("\tVMULPS Z%d, Z%d, Z%d", zAlpha, acc, acc)
+	if withBeta {
+		g.p("\tVPMOVZXWD %d(DX), Z%d", off, zOld)
+		g.p("\tVPSLLD $16, Z%d, Z%d", zOld, zOld)
+		g.p("\tVMULPS Z%d, Z%d, Z%d", zBeta, zOld, zOld)
+		g.p("\tVADDPS Z%d, Z%d, Z%d", zOld, acc, acc)
+	}
+	g.p("\tVPSRLD $16, Z%d, Z%d", acc, zR)
+	g.p("\tVPANDD Z%d, Z%d, Z%d", zOne, zR, zR)
+	g.p("\tVPADDD Z%d, Z%d, Z%d", zBias, zR, zR)
+	g.p("\tVPADDD Z%d, Z%d, Z%d", acc, zR, zR)
+	g.p("\tVPSRLD $16, Z%d, Z%d", zR, zR)
+	g.p("\tVCMPPS $3, Z%d, Z%d, K1", acc, acc)
+	g.p("\tVPSRLD $16, Z%d, K1, Z%d", acc, zR)
+	g.p("\tVPORD Z%d, Z%d, K1, Z%d", zQuiet, zR, zR)
+	g.p("\tVPMOVDW Z%d, %d(DX)", zR, off)
 }
 
 // gather emits gemmBF16PackGather, which collects the k pairs of up to 32
@@ -329,63 +344,76 @@ func (g *gen) pack() {
 	g.p("\tRET")
 }
 
-// amx emits the AMX-BF16 micro-kernel gemmAMXKernel32x32 and amxXCR0.
-// The kernel keeps a 32×32 float32 tile of C in the four accumulator tiles
-// TMM0–TMM3 (2×2 blocks of 16×16), loads per k tile (16 pair steps) two A
-// tiles (TMM4, TMM5: rows 0–15 and 16–31, 16 pairs each, row stride lda
+// amx emits the AMX-BF16 micro-kernels and amxXCR0. A kernel keeps a
+// 32×32 float32 tile of C in the four accumulator tiles TMM0–TMM3 (2×2
+// blocks of 16×16), loads per k tile (16 pair steps) two A tiles (TMM4,
+// TMM5: rows 0–15 and 16–31 of 16 pairs, 2 KB in a row with stride 64
 // bytes) and two B tiles (TMM6, TMM7: columns 0–15 and 16–31 of 16 pair
-// rows, row stride 128 bytes), multiplies with TDPBF16PS, and stores the
-// accumulators to C with TILESTORED. Tile state belongs to the OS thread:
-// the configuration is loaded, used and released within the call, and Go
-// never preempts an assembly function asynchronously, so no other goroutine
-// can see or clobber it.
+// rows, row stride 128 bytes) and multiplies with TDPBF16PS. Tile state
+// belongs to the OS thread: the configuration is loaded, used and released
+// within the call, and Go never preempts an assembly function
+// asynchronously, so no other goroutine can see or clobber it.
 func (g *gen) amx() {
-	const name = "gemmAMXKernel32x32"
+	name := "gemmAMXKernel32x32"
 	g.p("")
-	g.p("// func %s(kt int, a *uint32, lda int, b *uint32, c *float32, ldc int, cfg *[64]byte)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
-	g.p("\tMOVQ cfg+48(FP), AX")
-	g.gnu("ldtilecfg (%rax)")
-	g.p("\tMOVQ kt+0(FP), CX")
-	g.p("\tMOVQ a+8(FP), SI")
-	g.p("\tMOVQ lda+16(FP), R9")
-	g.p("\tMOVQ b+24(FP), DI")
-	g.p("\tMOVQ c+32(FP), DX")
-	g.p("\tMOVQ ldc+40(FP), R8")
-	g.p("\tMOVQ $128, R10 // bytes per B pair row")
-	g.p("\tMOVQ R9, R11")
-	g.p("\tSHLQ $4, R11 // bytes of 16 A rows")
+	g.p("// func %s(kt int, a, b *uint32, c *float32, ldc int, cfg *[64]byte, add bool)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-49", name)
+	g.amxSetup()
+	g.p("\tMOVBLZX add+48(FP), AX")
+	g.p("\tTESTL AX, AX")
+	g.p("\tJNZ %s_load", name)
 	for t := range 4 {
 		g.gnu(fmt.Sprintf("tilezero %%tmm%d", t))
 	}
-	g.p("\tTESTQ CX, CX")
-	g.p("\tJZ %s_store", name)
+	g.p("\tJMP %s_start", name)
 	g.p("")
-	g.p("%s_loop:", name)
-	g.gnu("tileloadd (%rsi,%r9,1), %tmm4")
-	g.gnu("tileloadd (%rdi,%r10,1), %tmm6")
-	g.gnu("tileloadd 64(%rdi,%r10,1), %tmm7")
-	g.p("\tLEAQ (SI)(R11*1), BX")
-	g.gnu("tdpbf16ps %tmm6, %tmm4, %tmm0")
-	g.gnu("tdpbf16ps %tmm7, %tmm4, %tmm1")
-	g.gnu("tileloadd (%rbx,%r9,1), %tmm5")
-	g.gnu("tdpbf16ps %tmm6, %tmm5, %tmm2")
-	g.gnu("tdpbf16ps %tmm7, %tmm5, %tmm3")
-	g.p("\tADDQ $64, SI")
-	g.p("\tADDQ $2048, DI")
-	g.p("\tDECQ CX")
-	g.p("\tJNZ %s_loop", name)
+	g.p("// add: go on accumulating onto C.")
+	g.p("%s_load:", name)
+	g.amxC("tileloadd %[2]s, %%tmm%[1]d")
 	g.p("")
-	g.p("%s_store:", name)
-	g.gnu("tilestored %tmm0, (%rdx,%r8,1)")
-	g.gnu("tilestored %tmm1, 64(%rdx,%r8,1)")
-	g.p("\tMOVQ R8, BX")
-	g.p("\tSHLQ $4, BX")
-	g.p("\tADDQ BX, DX")
-	g.gnu("tilestored %tmm2, (%rdx,%r8,1)")
-	g.gnu("tilestored %tmm3, 64(%rdx,%r8,1)")
+	g.p("%s_start:", name)
+	g.amxLoop(name)
+	g.amxC("tilestored %%tmm%[1]d, %[2]s")
 	g.gnu("tilerelease")
 	g.p("\tRET")
+
+	name = "gemmAMXKernel32x32BF16"
+	g.p("")
+	g.p("// func %s(kt int, a, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, t *[1024]float32, alpha, beta float32)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	g.amxSetup()
+	for t := range 4 {
+		g.gnu(fmt.Sprintf("tilezero %%tmm%d", t))
+	}
+	g.amxLoop(name)
+	g.p("\tMOVQ t+48(FP), BX")
+	g.gnu("tilestored %tmm0, (%rbx,%r10,1)")
+	g.gnu("tilestored %tmm1, 64(%rbx,%r10,1)")
+	g.gnu("tilestored %tmm2, 2048(%rbx,%r10,1)")
+	g.gnu("tilestored %tmm3, 2112(%rbx,%r10,1)")
+	g.gnu("tilerelease")
+	g.p("\tMOVQ $%d, CX", 32)
+	g.bf16Consts(name, 56)
+	for _, withBeta := range []bool{false, true} {
+		label := name + "_rows"
+		if withBeta {
+			label = name + "_betarows"
+			g.p("")
+			g.p("%s_beta:", name)
+		}
+		g.p("")
+		g.p("%s:", label)
+		g.p("\tVMOVUPS (BX), Z0")
+		g.p("\tVMOVUPS 64(BX), Z1")
+		g.bf16Round(0, 0, withBeta)
+		g.bf16Round(1, 32, withBeta)
+		g.p("\tADDQ $128, BX")
+		g.p("\tADDQ R8, DX")
+		g.p("\tDECQ CX")
+		g.p("\tJNZ %s", label)
+		g.p("\tVZEROUPPER")
+		g.p("\tRET")
+	}
 
 	g.p("")
 	g.p("// func amxXCR0() uint64")
@@ -396,6 +424,57 @@ func (g *gen) amx() {
 	g.p("\tORQ DX, AX")
 	g.p("\tMOVQ AX, ret+0(FP)")
 	g.p("\tRET")
+}
+
+// amxSetup loads the tile configuration and the kernel's arguments: CX k
+// tiles, SI the A panel, DI the B panel, DX C, R8 C's row stride in bytes,
+// R9 and R10 the A and B tile strides.
+func (g *gen) amxSetup() {
+	g.p("\tMOVQ cfg+40(FP), AX")
+	g.gnu("ldtilecfg (%rax)")
+	g.p("\tMOVQ kt+0(FP), CX")
+	g.p("\tMOVQ a+8(FP), SI")
+	g.p("\tMOVQ b+16(FP), DI")
+	g.p("\tMOVQ c+24(FP), DX")
+	g.p("\tMOVQ ldc+32(FP), R8")
+	g.p("\tMOVQ $64, R9 // bytes per A tile row")
+	g.p("\tMOVQ $128, R10 // bytes per B pair row")
+}
+
+// amxC emits format (a tile instruction with the tile number and the C
+// memory operand) for the four accumulator tiles over the float32 C at DX,
+// row stride R8; it leaves DX as it found it.
+func (g *gen) amxC(format string) {
+	g.gnu(fmt.Sprintf(format, 0, "(%rdx,%r8,1)"))
+	g.gnu(fmt.Sprintf(format, 1, "64(%rdx,%r8,1)"))
+	g.p("\tMOVQ R8, BX")
+	g.p("\tSHLQ $4, BX")
+	g.p("\tADDQ BX, DX")
+	g.gnu(fmt.Sprintf(format, 2, "(%rdx,%r8,1)"))
+	g.gnu(fmt.Sprintf(format, 3, "64(%rdx,%r8,1)"))
+	g.p("\tSUBQ BX, DX")
+}
+
+// amxLoop emits the k loop: CX k tiles from SI and DI.
+func (g *gen) amxLoop(name string) {
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.p("")
+	g.p("%s_loop:", name)
+	g.gnu("tileloadd (%rsi,%r9,1), %tmm4")
+	g.gnu("tileloadd (%rdi,%r10,1), %tmm6")
+	g.gnu("tileloadd 64(%rdi,%r10,1), %tmm7")
+	g.gnu("tdpbf16ps %tmm6, %tmm4, %tmm0")
+	g.gnu("tdpbf16ps %tmm7, %tmm4, %tmm1")
+	g.gnu("tileloadd 1024(%rsi,%r9,1), %tmm5")
+	g.gnu("tdpbf16ps %tmm6, %tmm5, %tmm2")
+	g.gnu("tdpbf16ps %tmm7, %tmm5, %tmm3")
+	g.p("\tADDQ $2048, SI")
+	g.p("\tADDQ $2048, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
 }
 
 // resolve assembles the recorded AT&T instructions and replaces each
