@@ -37,5 +37,5 @@ func ExampleWatcher_InjectGrad() {
 	fmt.Println("first non-finite:", rep.FirstNonFinite)
 	// Output:
 	// skipped: [1]
-	// first non-finite: 2 accumulate_grad(weight) (backward) at step 1
+	// first non-finite: 2 (Linear) accumulate_grad(weight) (backward) at step 1
 }

@@ -148,14 +148,14 @@ func TestScaledOutputOverflowsInForward(t *testing.T) {
 
 	rep := w.Report()
 	require.NotNil(t, rep.FirstNonFinite)
-	require.Equal(t, Event{Module: "0", Op: "mul_scalar", Pass: PassForward, Step: 2}, *rep.FirstNonFinite)
+	require.Equal(t, Event{Module: "0", ModuleType: "Linear", Op: "mul_scalar", Pass: PassForward, Step: 2}, *rep.FirstNonFinite)
 	require.Equal(t, 4, rep.Steps)
 	require.Equal(t, []int{2}, rep.SkippedSteps)
 	top := rep.Ops[0]
 	require.Equal(t, [3]string{"0", "mul_scalar", "forward"}, [3]string{top.Module, top.Op, string(top.Pass)})
 	require.Positive(t, top.Inf)
 	require.Equal(t, 2, top.FirstNonFiniteStep)
-	require.Equal(t, []Event{{Module: "0", Op: "mul_scalar", Pass: PassForward, Step: 2}}, rep.NonFiniteSteps)
+	require.Equal(t, []Event{{Module: "0", ModuleType: "Linear", Op: "mul_scalar", Pass: PassForward, Step: 2}}, rep.NonFiniteSteps)
 
 	// Rows carry module paths in both passes; the loss runs outside the model.
 	keys := map[rowKey]bool{}
@@ -219,7 +219,7 @@ func TestInjectedNaNGradNamesTheParameterModule(t *testing.T) {
 
 	rep := w.Report()
 	require.NotNil(t, rep.FirstNonFinite)
-	require.Equal(t, Event{Module: "2", Op: "accumulate_grad(weight)", Pass: PassBackward, Step: 1}, *rep.FirstNonFinite)
+	require.Equal(t, Event{Module: "2", ModuleType: "Linear", Op: "accumulate_grad(weight)", Pass: PassBackward, Step: 1}, *rep.FirstNonFinite)
 	require.Equal(t, int64(1), rep.Ops[0].NaN, "one element of the gradient")
 	require.Equal(t, "accumulate_grad(weight)", rep.Ops[0].Op)
 }
@@ -249,7 +249,7 @@ func TestInjectedInfWithOwnLoop(t *testing.T) {
 		}
 	}
 	rep := w.Report()
-	require.Equal(t, Event{Module: "0", Op: "accumulate_grad(bias)", Pass: PassBackward, Step: 10}, *rep.FirstNonFinite)
+	require.Equal(t, Event{Module: "0", ModuleType: "Linear", Op: "accumulate_grad(bias)", Pass: PassBackward, Step: 10}, *rep.FirstNonFinite)
 	require.Equal(t, 2, rep.Steps, "steps seen")
 	require.Len(t, rep.NonFiniteSteps, 2)
 	require.Empty(t, rep.SkippedSteps)
@@ -328,15 +328,21 @@ func TestReportJSONShape(t *testing.T) {
 		require.ElementsMatch(t, []string{"steps", "skipped_steps", "first_nonfinite", "ops"}, slices.Collect(maps.Keys(m)))
 		require.NotNil(t, m["skipped_steps"], "an empty list, not null")
 		if wantFirst {
-			require.ElementsMatch(t, []string{"module", "op", "pass", "step"}, slices.Collect(maps.Keys(m["first_nonfinite"].(map[string]any))))
+			require.ElementsMatch(t, []string{"module", "module_type", "op", "pass", "step"}, slices.Collect(maps.Keys(m["first_nonfinite"].(map[string]any))))
 		} else {
 			require.Nil(t, m["first_nonfinite"])
 		}
 		ops := m["ops"].([]any)
 		require.NotEmpty(t, ops)
 		for _, o := range ops {
+			row := o.(map[string]any)
+			// Rows inside the model name the module's type; the loss's rows run outside it.
+			if row["module"] != Outside {
+				require.NotEmpty(t, row["module_type"], "%v", row)
+			}
+			delete(row, "module_type")
 			require.ElementsMatch(t, []string{"module", "op", "pass", "max_abs", "inf", "nan", "overflow_fraction", "underflow_fraction"},
-				slices.Collect(maps.Keys(o.(map[string]any))))
+				slices.Collect(maps.Keys(row)))
 		}
 	}
 	check(w.Report(), false)

@@ -10,25 +10,30 @@ import (
 	"text/tabwriter"
 )
 
-// Event names one op application: the op, the module path it ran in, the pass and the
-// step.
+// Event names one op application: the op, the module path it ran in (and the module's
+// type, so that a path of Sequential indices such as "4" still says what ran there),
+// the pass and the step.
 type Event struct {
-	Module string `json:"module"`
-	Op     string `json:"op"`
-	Pass   Pass   `json:"pass"`
-	Step   int    `json:"step"`
+	Module     string `json:"module"`
+	ModuleType string `json:"module_type,omitempty"`
+	Op         string `json:"op"`
+	Pass       Pass   `json:"pass"`
+	Step       int    `json:"step"`
 }
 
 func (e Event) String() string {
-	return fmt.Sprintf("%s %s (%s) at step %d", moduleLabel(e.Module), e.Op, e.Pass, e.Step)
+	return fmt.Sprintf("%s %s (%s) at step %d", moduleLabel(e.Module, e.ModuleType), e.Op, e.Pass, e.Step)
 }
 
 // Row is what a Watcher measured for one (module, op, pass) over every call and step.
 // Fractions are of all the elements measured.
 type Row struct {
 	Module string `json:"module"`
-	Op     string `json:"op"`
-	Pass   Pass   `json:"pass"`
+	// ModuleType is the type of the module at Module, e.g. "Conv2d" ("" outside the
+	// model).
+	ModuleType string `json:"module_type,omitempty"`
+	Op         string `json:"op"`
+	Pass       Pass   `json:"pass"`
 	// DTypes names the dtypes of the values measured, e.g. "float16" or
 	// "float16+float32": the fractions say what float16 would make of values held in a
 	// wider type (the scaled loss is float32 by design).
@@ -100,7 +105,9 @@ func (w *Watcher) Report() Report {
 		r.FirstNonFinite = &ev
 	}
 	for _, a := range w.rows {
-		r.Ops = append(r.Ops, a.row())
+		row := a.row()
+		row.ModuleType = w.types[row.Module]
+		r.Ops = append(r.Ops, row)
 	}
 	SortByRisk(r.Ops)
 	return r
@@ -192,7 +199,7 @@ func (r Report) table(w io.Writer, top int) error {
 	fmt.Fprintln(tw, "MODULE\tOP\tPASS\tDTYPE\tCALLS\tMAX |X|\tINF\tNAN\t>65504\t<2^-24\tSUBNORMAL\tLOG2 |X|")
 	for _, row := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n",
-			moduleLabel(row.Module), row.Op, row.Pass, row.DTypes, row.Calls, strconv.FormatFloat(row.MaxAbs, 'g', 4, 64),
+			moduleLabel(row.Module, row.ModuleType), row.Op, row.Pass, row.DTypes, row.Calls, strconv.FormatFloat(row.MaxAbs, 'g', 4, 64),
 			row.Inf, row.NaN, percent(row.OverflowFraction), percent(row.UnderflowFraction),
 			percent(row.SubnormalFraction), log2Range(&row.Hist))
 	}
@@ -206,11 +213,26 @@ func (r Report) table(w io.Writer, top int) error {
 	return nil
 }
 
-func moduleLabel(m string) string {
+// moduleLabel is a module path with its type, as "layers.2 (Conv2d)" or "(root)
+// (Sequential)".
+func moduleLabel(m, typ string) string {
 	if m == "" {
-		return "(root)"
+		m = "(root)"
+	}
+	if typ != "" {
+		m += " (" + typ + ")"
 	}
 	return m
+}
+
+// moduleType is the name of m's type without package or pointer: "Conv2d".
+func moduleType(m any) string {
+	s := fmt.Sprintf("%T", m)
+	s = strings.TrimLeft(s, "*")
+	if i := strings.LastIndexByte(s, '.'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
 }
 
 func percent(f float64) string {

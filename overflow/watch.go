@@ -93,6 +93,7 @@ type Watcher struct {
 
 	mu        sync.Mutex
 	paths     map[nn.Module]string
+	types     map[string]string // module path → module type, for the report
 	stack     []string
 	step      int
 	seq       uint64
@@ -114,12 +115,13 @@ type Watcher struct {
 // the gradient hooks live on the parameter tensors those replace. Close stops it.
 func Watch(model nn.Module) *Watcher {
 	w := &Watcher{
-		model: model, paths: map[nn.Module]string{}, rows: map[rowKey]*acc{},
+		model: model, paths: map[nn.Module]string{}, types: map[string]string{}, rows: map[rowKey]*acc{},
 		badSteps: map[int]bool{}, seenSteps: map[int]bool{}, params: map[*nn.Param]*paramWatch{},
 	}
 	w.paths[nn.Hooked(model)] = ""
 	nn.Walk(model, func(path string, m nn.Module) {
 		w.paths[m] = path
+		w.types[path] = moduleType(m)
 		w.removes = append(w.removes,
 			nn.RegisterForwardPreHook(m, func(_ nn.Module, in *tensor.Tensor) *tensor.Tensor { return w.enter(path, in) }),
 			nn.RegisterForwardHook(m, func(nn.Module, *tensor.Tensor, *tensor.Tensor) *tensor.Tensor { w.leave(path); return nil }))
@@ -276,7 +278,7 @@ func (w *Watcher) note(a *acc, s *stats) {
 	if a.badSeq == 0 {
 		a.badSeq, a.badStep = w.seq, w.step
 	}
-	ev := Event{Module: a.key.module, Op: a.key.op, Pass: a.key.pass, Step: w.step}
+	ev := Event{Module: a.key.module, ModuleType: w.types[a.key.module], Op: a.key.op, Pass: a.key.pass, Step: w.step}
 	if w.first == nil {
 		w.first = &ev
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/gamp-ml/gamp/amp"
 	"github.com/gamp-ml/gamp/data"
+	"github.com/gamp-ml/gamp/internal/cli"
 	"github.com/gamp-ml/gamp/models"
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/optim"
@@ -47,10 +48,8 @@ type options struct {
 	jsonOut              bool
 }
 
-// usageError is a bad command line (exit status 2).
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
+// usageError is a bad command line (exit status 2, as in every gamp command).
+type usageError = cli.UsageError
 
 func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -66,11 +65,19 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.device, "device", "", "cpu, cpu:N or cuda:N (default: a GPU when present, else the CPU)")
 	fs.IntVar(&o.top, "top", 30, "rows of the table to print (0: all; -json prints all)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON instead of a table")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: overflowcheck [flags]\n\n"+
+			"Trains a model in float16 (amp O1, dynamic loss scale) on synthetic data with the\n"+
+			"overflow harness watching every op, and prints which modules and ops come close to\n"+
+			"float16's limits, riskiest first, and the first op that produced an Inf or NaN.\n"+
+			"Exit status 2 means bad flags, 1 a failed run.\n\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	bad := func(format string, a ...any) (options, error) {
-		return o, &usageError{fmt.Sprintf(format, a...)}
+		return o, cli.Usagef(format, a...)
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -142,7 +149,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func pickDevice(name string) (tensor.Device, error) {
 	d, err := tensor.OpenDevice(name)
 	if err != nil {
-		return d, &usageError{err.Error()}
+		return d, cli.Usagef("-device: %v", err)
 	}
 	return d, nil
 }
@@ -188,7 +195,10 @@ func check(o options, log io.Writer) (overflow.Report, error) {
 		return overflow.Report{}, err
 	}
 	loss := func(out, y *tensor.Tensor) *tensor.Tensor { return tensor.CrossEntropy(out, y, 0) }
-	tr, err := amp.NewTrainer(w.Model(), opt, loss, dev, amp.Config{Level: amp.O1, Low: tensor.Float16, Scaler: scaler.DefaultConfig()})
+	// The divergence check is off: this command exists to look at runs that overflow,
+	// and its report says more about one that diverges than stopping would.
+	tr, err := amp.NewTrainer(w.Model(), opt, loss, dev, amp.Config{Level: amp.O1, Low: tensor.Float16, Scaler: scaler.DefaultConfig(),
+		Divergence: amp.DivergenceConfig{Off: true}})
 	if err != nil {
 		return overflow.Report{}, err
 	}

@@ -41,11 +41,13 @@ func TestJSONWithInjectedInf(t *testing.T) {
 	require.Equal(t, 2, rep.FirstNonFinite.Step)
 
 	require.NotEmpty(t, rep.Ops)
-	for _, op := range rep.Ops {
-		require.ElementsMatch(t, []string{"module", "op", "pass", "max_abs", "inf", "nan", "overflow_fraction", "underflow_fraction"}, slices.Collect(maps.Keys(op)))
-	}
 	top := rep.Ops[0]
 	require.Equal(t, "1", top["module"])
+	require.Equal(t, "Linear", top["module_type"], "a Sequential index comes with what ran there")
+	for _, op := range rep.Ops {
+		delete(op, "module_type")
+		require.ElementsMatch(t, []string{"module", "op", "pass", "max_abs", "inf", "nan", "overflow_fraction", "underflow_fraction"}, slices.Collect(maps.Keys(op)))
+	}
 	require.Equal(t, "accumulate_grad(weight)", top["op"])
 	require.Equal(t, 1.0, top["inf"], "riskiest row first")
 }
@@ -60,8 +62,8 @@ func TestTableAndOtherModels(t *testing.T) {
 	// The transformer's first parameter is the root's position embedding "pos".
 	var row []string
 	for _, line := range strings.Split(s, "\n") {
-		if f := strings.Fields(line); len(f) > 2 && f[0] == "(root)" && f[1] == "accumulate_grad(pos)" {
-			row = f
+		if f := strings.Fields(line); len(f) > 3 && f[0] == "(root)" && f[1] == "(Transformer)" && f[2] == "accumulate_grad(pos)" {
+			row = f[1:]
 		}
 	}
 	require.NotNil(t, row, s)
@@ -103,4 +105,23 @@ func TestBadFlags(t *testing.T) {
 	var out, errb bytes.Buffer
 	require.Equal(t, 0, run([]string{"-h"}, &out, &errb))
 	require.True(t, strings.Contains(errb.String(), "-inject-inf"), "usage lists the flags")
+}
+
+func TestHelpHasADescription(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"-h"}, &out, &errb))
+	require.True(t, strings.HasPrefix(errb.String(), "usage: overflowcheck [flags]\n\nTrains a model in float16"), errb.String())
+	require.Contains(t, errb.String(), "-inject-inf")
+	errb.Reset()
+	require.Equal(t, 2, run([]string{"-device", "cpu:x"}, &out, &errb))
+	require.Contains(t, errb.String(), "bad cpu device index")
+	require.NotContains(t, errb.String(), "cuda")
+}
+
+// A diverging run still ends with its report (the command turns the Trainer's
+// divergence check off: it is there to look at such runs).
+func TestDivergingRunStillReports(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"-model", "mlp", "-steps", "14", "-batch", "8", "-lr", "1e4", "-top", "3"}, &out, &errb), errb.String())
+	require.Contains(t, out.String(), "first non-finite: ")
 }
