@@ -28,6 +28,7 @@ func TestEmulatedDevice(t *testing.T) {
 	tests := []string{
 		"TestEmulatedKernels",
 		"TestEmulatedMatchesCPU",
+		"TestEmulatedAttentionMatchesCPU",
 		"TestEmulatedTraining",
 		"TestEmulatedMatMul",
 		"TestEmulatedStreams",

@@ -131,6 +131,24 @@ func buildTable() []Kernel {
 			cfp("running_var"), i64("n"), i64("c"), i64("s"), f64("eps"), i32("training"))
 	}
 
+	// attention.cu: the log-sum-exp and delta rows are float (double for f64).
+	for _, d := range floatDTypes {
+		lt := "float"
+		if d == backend.Float64 {
+			lt = "double"
+		}
+		at := []Param{cptr("q", d), cptr("k", d), cptr("v", d)}
+		geom := []Param{i64("bh"), i64("t"), i64("d"), f64("scale"), i32("causal")}
+		add("attention_forward", "attention.cu", GridStride, "bh*t", one(d),
+			append(append([]Param{ptr("o", d), pc("lse", lt+"*")}, at...), geom...)...)
+		add("attention_backward_dq", "attention.cu", GridStride, "bh*t", one(d),
+			append(append([]Param{ptr("gq", d), pc("delta", lt+"*"), cptr("go", d)}, at...),
+				append([]Param{cptr("o", d), pc("lse", "const "+lt+"*")}, geom...)...)...)
+		add("attention_backward_dkv", "attention.cu", GridStride, "bh*t", one(d),
+			append(append([]Param{ptr("gk", d), ptr("gv", d), cptr("go", d)}, at...),
+				append([]Param{pc("lse", "const "+lt+"*"), pc("delta", "const "+lt+"*")}, geom...)...)...)
+	}
+
 	// conv.cu
 	for _, d := range floatDTypes {
 		add("im2col", "conv.cu", GridStride, "n*c*kh*kw*oh*ow", one(d), ptr("col", d), cptr("img", d), conv("g"))
