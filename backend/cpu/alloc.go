@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"os"
 	"strconv"
@@ -205,7 +206,8 @@ func ParseBytes(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 {
+	// NaN, Inf and sizes past int64 would convert to nonsense, so they are refused too.
+	if err != nil || !(v >= 0) || v*float64(mult) >= math.MaxInt64 {
 		return 0, fmt.Errorf("cpu: bad memory size %q (want e.g. 512MiB or 2GiB)", s)
 	}
 	return int64(v * float64(mult)), nil
