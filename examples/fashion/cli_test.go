@@ -181,3 +181,30 @@ func TestDivergedErrorIsAmpError(t *testing.T) {
 	require.ErrorIs(t, err, amp.ErrDiverged)
 	require.Contains(t, err.Error(), "-precision bf16")
 }
+
+// make demo DATA=/wrong: scripts/ensure-data.sh says which files the directory lacks
+// and never runs apt for it (issue 16: it re-ran apt, then advised installing the
+// installed package).
+func TestEnsureDataScript(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	script := filepath.Join("..", "..", "scripts", "ensure-data.sh")
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	out, err := exec.Command(bash, script, wrong).CombinedOutput()
+	require.Error(t, err)
+	s := string(out)
+	require.Contains(t, s, "Fashion-MNIST is not in "+wrong+" (no such directory): missing train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz), t10k-images-idx3-ubyte(.gz), t10k-labels-idx1-ubyte(.gz).")
+	require.NotContains(t, s, "installing")
+	require.NotContains(t, s, "apt-get install dataset", "installing the package cannot fill another directory")
+
+	dir := fashionData(t, 64)
+	require.NoError(t, os.Remove(filepath.Join(dir, "t10k-labels-idx1-ubyte")))
+	out, err = exec.Command(bash, script, dir).CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "missing t10k-labels-idx1-ubyte(.gz).")
+
+	out, err = exec.Command(bash, script, fashionData(t, 64)).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
