@@ -5,7 +5,7 @@ export PATH := $(PATH):/usr/local/go/bin
 # under the race detector.
 RACE_PKGS = ./backend/cpu/ ./tensor/ ./data/ ./autocast/ ./memory/ ./profiler/ ./parallel/ ./dist/ ./cmd/gamprun/ ./cuda/
 
-.PHONY: demo fitdemo test test-short race bench bench-torch lint fmt vet gpu-tests
+.PHONY: demo fitdemo test test-deps test-run check check-fmt check-vet check-staticcheck check-generated test-short race bench bench-torch lint fmt vet gpu-tests
 
 # The main job: the Fashion-MNIST CNN trained with AMP on the best device present
 # (bf16 autocast on the CPU, fp16 on a GPU).
@@ -20,13 +20,49 @@ demo:
 fitdemo:
 	$(GO) run ./examples/fitdemo
 
-test: vet
+# Every check: installs what the tests need where it can (scripts/test-deps.sh: the
+# missing Debian packages, as root with apt-get), runs `make check` and every test, and
+# ends — passed or failed — with the list of checks that were skipped and why (tests
+# log their skips through internal/testenv into $GAMP_SKIP_LOG). A test that skips
+# although its tool is installed fails; GPU tests skip without a GPU, listed as
+# expected.
+test:
+	@log=$$(mktemp "$${TMPDIR:-/tmp}/gamp-skips.XXXXXX"); \
+	trap '$(GO) run ./internal/testenv/skipreport "$$log"; rm -f "$$log"' EXIT; \
+	scripts/test-deps.sh; \
+	GAMP_SKIP_LOG=$$log $(MAKE) --no-print-directory -k check test-run
+
+test-deps:
+	@scripts/test-deps.sh
+
+test-run:
 	$(GO) build ./...
 	CGO_ENABLED=0 $(GO) build ./...
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -tags purego ./half/ ./backend/cpu/
 	GODEBUG=cpu.avx512f=off $(GO) test -count=1 ./half/ ./backend/cpu/
 	$(GO) test -count=1 -race -short $(RACE_PKGS)
+
+# The static checks CI runs (through make test): gofmt, go vet and staticcheck (pinned,
+# installed on first use by scripts/staticcheck.sh), also over the pure-Go twins
+# (-tags purego), and every code generator re-run and compared with the committed file.
+# `make -k check` reports every failing check, not just the first.
+check: check-fmt check-vet check-staticcheck check-generated
+
+check-fmt:
+	@echo "gofmt -l"; files=$$(gofmt -l $$(find . -name '*.go' -not -path './.*')); \
+	  if [ -n "$$files" ]; then echo "gofmt needed (gofmt -w these):"; echo "$$files"; exit 1; fi
+
+check-vet:
+	$(GO) vet ./...
+	$(GO) vet -tags purego ./half/ ./backend/cpu/...
+
+check-staticcheck:
+	scripts/staticcheck.sh ./...
+	scripts/staticcheck.sh -tags purego ./half/ ./backend/cpu/...
+
+check-generated:
+	scripts/check-generated.sh
 
 test-short:
 	$(GO) test -short ./...
@@ -61,8 +97,7 @@ gpu-tests:
 bench-torch:
 	scripts/bench-torch.sh
 
-lint: vet
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
+lint: check
 
 vet:
 	$(GO) vet ./...
