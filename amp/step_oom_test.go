@@ -134,7 +134,9 @@ func stateOf(tr *Trainer) trainerState {
 	s.Scaler = tr.Scaler.StateDict()
 	s.Gen = tr.Gen.State()
 	s.Steps = tr.Steps()
-	s.SchedStep = tr.Sched.StepCount()
+	if tr.Sched != nil {
+		s.SchedStep = tr.Sched.StepCount()
+	}
 	s.LR = tr.Opt.LR()
 	return s
 }
