@@ -94,6 +94,10 @@ type convOps[E float32 | half.BFloat16, P float32 | uint32] struct {
 	mr, nr   int
 	maxSteps int
 	pairs    bool // one P holds two consecutive k values
+	// tileK: every call's steps are a multiple of it (zero-padded); rowsA: the A
+	// panel is laid out as AMX tiles load it (see aAt) instead of a[p*mr+i].
+	tileK int
+	rowsA bool
 	// kern adds to the mr×nr float32 tile at c (row stride ldc) the product of
 	// an A panel a[p*mr+i] and a B panel b[p*nr+j], p < steps.
 	kern func(steps int, a, b []P, c []float32, ldc int)
@@ -101,7 +105,8 @@ type convOps[E float32 | half.BFloat16, P float32 | uint32] struct {
 	// runs of src starting at offs[i] (convGatherF32Go, convGatherPairsGo).
 	gather func(dst []P, src []E, offs []int, steps, w, stride int)
 	// rows packs the weight-gradient A panel the same way from rows of src with
-	// stride ld (convPackRowsTF32, gemmBF16PackGatherRows).
+	// stride ld (convPackRowsTF32, gemmBF16PackGatherRows), or, with rowsA, as
+	// rows of len(dst)/stride steps, zero-padded (convPairRows).
 	rows func(dst []P, src []E, ld, steps, w, stride int)
 	// tapRow packs one step of a forward B panel: nr positions of the one or two
 	// taps at src and src[d:] (d < 0: no second tap).
@@ -111,6 +116,24 @@ type convOps[E float32 | half.BFloat16, P float32 | uint32] struct {
 	// pack packs element v and u (the next k, or zero) into a P.
 	pack func(v, u E) P
 }
+
+// pad rounds steps up to the kernel's k tile.
+func (o *convOps[E, P]) pad(steps int) int {
+	return gemmCeilDiv(steps, o.tileK) * o.tileK
+}
+
+// aAt is the index of row i, step p of an A panel: a[p*mr+i], or with rowsA the
+// AMX layout, per k tile the mr rows of tileK pairs side by side.
+func (o *convOps[E, P]) aAt(i, p int) int {
+	if o.rowsA {
+		return amxAt(i, p, o.mr, o.tileK)
+	}
+	return p*o.mr + i
+}
+
+// amxAt is the index of row i, step p of an AMX A panel of mr rows (packAMXA's
+// layout): k tile p/tk holds mr rows of tk pairs.
+func amxAt(i, p, mr, tk int) int { return (p/tk)*mr*tk + i*tk + p%tk }
 
 func (o *convOps[E, P]) steps(k int) int {
 	if o.pairs {
@@ -127,7 +150,7 @@ func (o *convOps[E, P]) slices(steps int) (n, per int) {
 }
 
 var (
-	convF32 = &convOps[float32, float32]{mr: gemmKernel32.mr, nr: gemmKernel32.nr, maxSteps: convMaxF32Steps,
+	convF32 = &convOps[float32, float32]{mr: gemmKernel32.mr, nr: gemmKernel32.nr, maxSteps: convMaxF32Steps, tileK: 1,
 		kern: gemmKernel32.fn, rows: convPackRowsTF32, gather: convGatherF32,
 		tapRow: func(dst, src []float32, _ int) {
 			if len(dst) == 32 {
@@ -148,9 +171,16 @@ func newConvBF16(kern *gemmBF16Kernel) *convOps[half.BFloat16, uint32] {
 	if kern == nil {
 		return nil
 	}
+	rows := gemmBF16PackGatherRows
+	if kern.rowsA {
+		rows = func(dst []uint32, src []half.BFloat16, ld, steps, w, stride int) {
+			convPairRows(dst, src, ld, steps, w, stride, kern.tileK)
+		}
+	}
 	return &convOps[half.BFloat16, uint32]{mr: kern.mr, nr: kern.nr, maxSteps: convMaxBF16Steps, pairs: true,
+		tileK: kern.tileK, rowsA: kern.rowsA,
 		kern: func(steps int, a, b []uint32, c []float32, ldc int) { kern.fn(steps, a, b, c, ldc, true) },
-		rows: gemmBF16PackGatherRows, gather: convGatherPairs,
+		rows: rows, gather: convGatherPairs,
 		tapRow: func(dst []uint32, src []half.BFloat16, d int) {
 			if d < 0 {
 				for j, v := range src[:len(dst)] {
@@ -188,6 +218,20 @@ func convPackRowsTF32(dst, src []float32, ld, steps, w, stride int) {
 	if w < stride {
 		for p := range steps {
 			clear(dst[p*stride+w:][:stride-w])
+		}
+	}
+}
+
+// convPairRows packs steps pairs of w ≤ stride rows of src (row stride ld) as an
+// AMX A panel of stride rows and len(dst)/stride steps (k tiles of tk pairs):
+// dst[amxAt(i, p, stride, tk)] = pair(src[i*ld+2p], src[i*ld+2p+1]), zero for
+// p ≥ steps or i ≥ w.
+func convPairRows(dst []uint32, src []half.BFloat16, ld, steps, w, stride, tk int) {
+	clear(dst)
+	for i := range w {
+		r := src[i*ld:][:2*steps]
+		for p := range steps {
+			dst[amxAt(i, p, stride, tk)] = pair(r[2*p], r[2*p+1])
 		}
 	}
 }
@@ -267,48 +311,58 @@ func padImage[E float32 | half.BFloat16](s *convShape, xp, x []E) {
 	}
 }
 
-// packWeights packs the weights w [O, k] of every group as the A operand:
-// panel r of group g holds rows g·og + r·mr … and all steps, pair-packed for bf16,
-// zero past the group's rows and past k.
-func packWeights[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], s *convShape, w []E) (pk []P, panelLen, rp int) {
-	rp = gemmCeilDiv(s.og, o.mr)
-	steps := o.steps(s.k)
-	panelLen = steps * o.mr
-	pk = make([]P, s.Groups*rp*panelLen)
+// convPlan is the A operand of a forward convolution and how its k steps are
+// sliced: block ((g·rp + r)·nSl + sl)·blk holds rows g·og + r·mr … of slice sl,
+// pair-packed for bf16 and zero past the group's rows, past k and up to the k tile.
+type convPlan[P float32 | uint32] struct {
+	a            []P
+	rp, nSl, per int // row panels per group, k slices and steps per slice
+	steps, blk   int
+}
+
+// packWeights packs the weights w [O, k] of every group as the A operand.
+func packWeights[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], s *convShape, w []E) convPlan[P] {
+	var pl convPlan[P]
+	pl.rp = gemmCeilDiv(s.og, o.mr)
+	pl.steps = o.steps(s.k)
+	pl.nSl, pl.per = o.slices(pl.steps)
+	pl.blk = o.mr * o.pad(pl.per)
+	pl.a = make([]P, s.Groups*pl.rp*pl.nSl*pl.blk)
 	var zero E
 	for g := range s.Groups {
-		for r := range rp {
-			d := pk[(g*rp+r)*panelLen:][:panelLen]
+		for r := range pl.rp {
 			for i := range o.mr {
 				row := r*o.mr + i
 				if row >= s.og {
 					continue // make leaves zeros
 				}
 				src := w[(g*s.og+row)*s.k:][:s.k]
-				for p := range steps {
+				for p := range pl.steps {
+					sl := p / pl.per
+					d := pl.a[((g*pl.rp+r)*pl.nSl+sl)*pl.blk:][:pl.blk]
+					v := zero
 					if o.pairs {
 						v, u := src[2*p], zero
 						if 2*p+1 < s.k {
 							u = src[2*p+1]
 						}
-						d[p*o.mr+i] = o.pack(v, u)
-					} else {
-						d[p*o.mr+i] = o.pack(src[p], zero)
+						d[o.aAt(i, p-sl*pl.per)] = o.pack(v, u)
+						continue
 					}
+					d[o.aAt(i, p-sl*pl.per)] = o.pack(src[p], v)
 				}
 			}
 		}
 	}
-	return pk, panelLen, rp
+	return pl
 }
 
 // convForward computes y = x ⋆ w + bias on the wide grid (see the top of the
 // file); bias may be nil.
 func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], y, x, w, bias []E, a backend.Conv2dArgs) {
 	s := newConvShape(a)
-	aPack, panelLen, rp := packWeights(o, &s, w)
-	steps := o.steps(s.k)
-	nSl, per := o.slices(steps)
+	pl := packWeights(o, &s, w)
+	rp, steps, nSl, per := pl.rp, pl.steps, pl.nSl, pl.per
 	npan := gemmCeilDiv(s.nq, o.nr)
 	ldc := npan * o.nr
 	init := make([]float32, s.O) // each row's start: the bias, or a zero that keeps acc's bits
@@ -326,7 +380,7 @@ func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 		defer pool.Put(sc)
 		sc.xp = grow(sc.xp, s.xpLen)
 		clear(sc.xp)
-		sc.b = grow(sc.b, per*o.nr)
+		sc.b = grow(sc.b, o.pad(per)*o.nr)
 		sc.c = grow(sc.c, rp*o.mr*ldc)
 		for n := lo; n < hi; n++ {
 			padImage(&s, sc.xp, x[n*s.C*s.H*s.W:])
@@ -346,7 +400,9 @@ func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 					q0 := q * o.nr
 					for sl := range nSl {
 						p0, p1 := sl*per, min((sl+1)*per, steps)
-						bp := sc.b[:(p1-p0)*o.nr]
+						kcs := o.pad(p1 - p0)
+						bp := sc.b[:kcs*o.nr]
+						clear(bp[(p1-p0)*o.nr:])
 						for p := p0; p < p1; p++ {
 							dst := bp[(p-p0)*o.nr:][:o.nr]
 							if o.pairs {
@@ -361,8 +417,8 @@ func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 							}
 						}
 						for r := range rp {
-							ap := aPack[(g*rp+r)*panelLen+p0*o.mr:][:(p1-p0)*o.mr]
-							o.kern(p1-p0, ap, bp, sc.c[r*o.mr*ldc+q0:], ldc)
+							ap := pl.a[((g*rp+r)*nSl+sl)*pl.blk:][:kcs*o.mr]
+							o.kern(kcs, ap, bp, sc.c[r*o.mr*ldc+q0:], ldc)
 						}
 					}
 				}
@@ -444,7 +500,7 @@ func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E,
 		clear(sc.xp)
 		sc.gy = grow(sc.gy, s.og*ldq+per)
 		clear(sc.gy)
-		maxSteps := o.steps(per)
+		maxSteps := o.pad(o.steps(per))
 		sc.a = grow(sc.a, rp*o.mr*maxSteps)
 		sc.b = grow(sc.b, o.nr*maxSteps)
 		offs := make([]int, o.nr)
@@ -465,18 +521,26 @@ func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E,
 					for q0 := 0; q0 < ldq; q0 += per {
 						pix := min(per, ldq-q0)
 						st := o.steps(pix)
+						kcs := o.pad(st)
 						for r := range rp {
-							o.rows(sc.a[r*o.mr*st:][:o.mr*st], sc.gy[r*o.mr*ldq+q0:], ldq, st, min(o.mr, s.og-r*o.mr), o.mr)
+							ap := sc.a[r*o.mr*kcs:][:o.mr*kcs]
+							if o.rowsA {
+								o.rows(ap, sc.gy[r*o.mr*ldq+q0:], ldq, st, min(o.mr, s.og-r*o.mr), o.mr)
+								continue
+							}
+							o.rows(ap, sc.gy[r*o.mr*ldq+q0:], ldq, st, min(o.mr, s.og-r*o.mr), o.mr)
+							clear(ap[st*o.mr:])
 						}
 						for jt := range npT {
 							w := min(o.nr, s.k-jt*o.nr)
 							for j := range w {
 								offs[j] = xg + s.offs[jt*o.nr+j] + q0
 							}
-							bp := sc.b[:st*o.nr]
+							bp := sc.b[:kcs*o.nr]
 							o.gather(bp, sc.xp, offs, st, w, o.nr)
+							clear(bp[st*o.nr:])
 							for r := range rp {
-								o.kern(st, sc.a[r*o.mr*st:][:o.mr*st], bp, pg[r*o.mr*ldw+jt*o.nr:], ldw)
+								o.kern(kcs, sc.a[r*o.mr*kcs:][:o.mr*kcs], bp, pg[r*o.mr*ldw+jt*o.nr:], ldw)
 							}
 						}
 					}

@@ -10,10 +10,13 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// convBF16Kernel is the bf16 micro-kernel of the direct convolution: VDPBF16PS
-// where the CPU has it, else none.
+// convBF16Kernel is the bf16 micro-kernel of the direct convolution: AMX where
+// this process may use it, else VDPBF16PS where the CPU has it, else none.
 var convBF16Kernel = func() *gemmBF16Kernel {
-	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16 {
+	switch {
+	case amxUsable:
+		return gemmAMXKernel
+	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16:
 		return gemmBF16KernelAVX512
 	}
 	return nil

@@ -134,15 +134,22 @@ func TestConvDirectF32(t *testing.T) {
 	}
 }
 
-// TestConvDirectBF16 checks the bf16 kernels (VDPBF16PS where the CPU has it, and its
-// pure-Go twin) against the float64 definition — float32 accumulation, then one
-// rounding to bf16 (2⁻⁸ relative) — and the two micro-kernels against each other bit
-// for bit.
+// TestConvDirectBF16 checks the bf16 kernels (the pure-Go VDPBF16PS and AMX twins,
+// and VDPBF16PS and AMX where this machine has them) against the float64 definition —
+// float32 accumulation, then one rounding to bf16 (2⁻⁸ relative) — and each machine
+// kernel against its twin bit for bit.
 func TestConvDirectBF16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	ops := []*convOps[half.BFloat16, uint32]{newConvBF16(gemmBF16KernelGo12x32)}
-	if convBF16 != nil {
-		ops = append(ops, convBF16)
+	// Each pure-Go kernel first, then the machine's kernel of the same layout.
+	kerns := [][]*gemmBF16Kernel{{gemmBF16KernelGo12x32}, {gemmAMXKernelGo32x32}}
+	for _, k := range gemmBF16Kernels() {
+		if k != k.goTwin() {
+			i := 0
+			if k.rowsA {
+				i = 1
+			}
+			kerns[i] = append(kerns[i], k)
+		}
 	}
 	for _, a := range convTestGeoms() {
 		t.Run(fmt.Sprintf("%+v", a), func(t *testing.T) {
@@ -167,27 +174,30 @@ func TestConvDirectBF16(t *testing.T) {
 				}
 				return out
 			}
-			var first [3][]half.BFloat16
-			for k, o := range ops {
-				gotY := make([]half.BFloat16, len(y))
-				convForward(o, gotY, xb, wb, bb, a)
-				convCheckClose(t, "y", f(gotY), y, yMag, 1.0/(1<<20), 1.0/256)
-				d, _ := inputGradArgs(a)
-				gotX := make([]half.BFloat16, len(gx))
-				convForward(o, gotX, gyb, flipWeights(wb, a), nil, d)
-				convCheckClose(t, "gx", f(gotX), gx, gxMag, 1.0/(1<<20), 1.0/256)
-				gotW := make([]half.BFloat16, len(gw))
-				convWeightGrad(o, gotW, xb, gyb, a)
-				convCheckClose(t, "gw", f(gotW), gw, gwMag, 1.0/(1<<20), 1.0/256)
-				res := [3][]half.BFloat16{gotY, gotX, gotW}
-				if k == 0 {
-					first = res
-					continue
-				}
-				for r := range res {
-					for i := range res[r] {
-						if res[r][i] != first[r][i] {
-							t.Fatalf("result %d [%d]: %v with %d, %v with the Go kernel", r, i, res[r][i], k, first[r][i])
+			for _, ks := range kerns {
+				var first [3][]half.BFloat16
+				for k, kern := range ks {
+					o := newConvBF16(kern)
+					gotY := make([]half.BFloat16, len(y))
+					convForward(o, gotY, xb, wb, bb, a)
+					convCheckClose(t, "y "+kern.name, f(gotY), y, yMag, 1.0/(1<<20), 1.0/256)
+					d, _ := inputGradArgs(a)
+					gotX := make([]half.BFloat16, len(gx))
+					convForward(o, gotX, gyb, flipWeights(wb, a), nil, d)
+					convCheckClose(t, "gx "+kern.name, f(gotX), gx, gxMag, 1.0/(1<<20), 1.0/256)
+					gotW := make([]half.BFloat16, len(gw))
+					convWeightGrad(o, gotW, xb, gyb, a)
+					convCheckClose(t, "gw "+kern.name, f(gotW), gw, gwMag, 1.0/(1<<20), 1.0/256)
+					res := [3][]half.BFloat16{gotY, gotX, gotW}
+					if k == 0 {
+						first = res
+						continue
+					}
+					for r := range res {
+						for i := range res[r] {
+							if res[r][i] != first[r][i] {
+								t.Fatalf("result %d [%d]: %v with %s, %v with its Go twin", r, i, res[r][i], kern.name, first[r][i])
+							}
 						}
 					}
 				}
