@@ -86,9 +86,7 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// usageError is a bad command line: exit status 2, as in every gamp command.
-type usageError = cli.UsageError
-
+// usagef makes a bad-command-line error: exit status 2, as in every gamp command.
 var usagef = cli.Usagef
 
 func main() {
