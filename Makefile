@@ -5,7 +5,7 @@ export PATH := $(PATH):/usr/local/go/bin
 # under the race detector.
 RACE_PKGS = ./backend/cpu/ ./tensor/ ./data/ ./autocast/ ./memory/ ./profiler/ ./parallel/ ./dist/ ./cmd/gamprun/ ./cuda/
 
-.PHONY: demo fitdemo test test-deps test-run check check-fmt check-vet check-staticcheck check-generated test-short race bench bench-torch lint fmt vet gpu-tests
+.PHONY: demo chargpt fitdemo test test-deps test-run check check-fmt check-vet check-staticcheck check-generated test-short race bench bench-torch lint fmt vet gpu-tests
 
 # The main job: the Fashion-MNIST CNN trained with AMP on the best device present
 # (bf16 autocast on the CPU, fp16 on a GPU).
@@ -15,6 +15,14 @@ demo:
 	@command -v $(GO) >/dev/null || { echo "Go is missing: install Go 1.26 (https://go.dev/dl) and put it on PATH"; exit 1; }
 	@scripts/ensure-data.sh $(DATA)
 	$(GO) run ./examples/fashion -model cnn -precision auto -epochs $(EPOCHS) -data $(DATA)
+
+# The second main job: a character-level GPT trained with AMP on Debian's fortunes
+# corpus, ending with a sample of generated text (CHARGPT_FLAGS adds flags).
+FORTUNES ?= /usr/share/games/fortunes
+chargpt:
+	@command -v $(GO) >/dev/null || { echo "Go is missing: install Go 1.26 (https://go.dev/dl) and put it on PATH"; exit 1; }
+	@scripts/ensure-fortunes.sh $(FORTUNES)
+	$(GO) run ./examples/chargpt -fortunes $(FORTUNES) $(CHARGPT_FLAGS)
 
 # The end-to-end autograd check from the foundation milestone (no data needed).
 fitdemo:

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# gamp's chargpt against PyTorch (scripts/torch_chargpt.py) on the CPU, default model
+# (4 blocks, width 128, 4 heads, context 128, batch 32) on the fortunes corpus.
+#
+#   scripts/chargpt-vs-torch.sh timing    # ms per training step, FP32 and BF16 (default)
+#   scripts/chargpt-vs-torch.sh compare   # the same run in both: FP32 losses step for step, BF16 final val loss
+#
+# timing: ROUNDS rounds alternate the engines (and which goes first) so that other load
+# on the machine hits both alike; each figure is the median of STEPS steps after
+# WARMUP untimed ones (gamp: the median over its steps), the table the median over rounds.
+# compare: FP32 for CSTEPS steps with the validation loss at every step (2 batches), and
+# BF16 for BSTEPS steps; both start from the weights gamp exports.
+# PyTorch gets its best configuration: OpenBLAS (libopenblas0-openmp) for FP32,
+# its bundled oneDNN for BF16, torch.set_num_threads(THREADS).
+set -euo pipefail
+mode=${1:-timing}
+rounds=${ROUNDS:-3}
+steps=${STEPS:-20}
+warmup=${WARMUP:-3}
+threads=${THREADS:-2}
+python=${PYTHON:-/usr/bin/python3}
+cd "$(dirname "$0")/.."
+scripts/ensure-fortunes.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/chargpt" ./examples/chargpt
+"$python" -c 'import torch' || { echo "chargpt-vs-torch: no PyTorch for $python (apt-get install python3-torch)" >&2; exit 1; }
+openblas=/usr/lib/x86_64-linux-gnu/openblas-openmp
+torchenv() { LD_LIBRARY_PATH="$openblas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OMP_NUM_THREADS=$threads "$@"; }
+cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
+flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512f|avx512_bf16|amx_bf16|avx512_fp16)$' | tr '\n' ' ')
+
+case "$mode" in
+timing)
+  results="$tmp/results"
+  : >"$results"
+  run_gamp() {
+    for p in fp32 bf16; do
+      GAMP_CPU_THREADS=$threads "$tmp/chargpt" -device cpu -precision $p -steps $((steps + warmup)) -warmup 0 \
+          -eval-every 0 -eval-batches 1 -sample 0 -quiet -json |
+        "$python" -c 'import json, sys, statistics
+d = json.load(sys.stdin)
+print("gamp", d["precision"], d["median_step_ms"])' >>"$results"
+    done
+  }
+  run_torch() {
+    torchenv "$python" scripts/torch_chargpt.py --bench --precision fp32,bf16 --steps "$steps" \
+        --warmup-steps "$warmup" --threads "$threads" |
+      "$python" -c 'import json, sys
+d = json.load(sys.stdin)
+for r in d["rows"]:
+    print("torch", r["precision"], r["median_ms"])' >>"$results"
+  }
+  for r in $(seq "$rounds"); do
+    echo "round $r/$rounds" >&2
+    if [ $((r % 2)) = 1 ]; then run_gamp; run_torch; else run_torch; run_gamp; fi
+  done
+  echo
+  echo "CPU: $cpu ($flags), $threads threads; PyTorch $("$python" -c 'import torch; print(torch.__version__)')"
+  echo "chargpt default model, median ms per training step over $rounds rounds"
+  "$python" - "$results" <<'PY'
+import statistics, sys
+v = {}
+for line in open(sys.argv[1]):
+    eng, prec, ms = line.split()
+    v.setdefault((eng, prec), []).append(float(ms))
+m = {k: statistics.median(x) for k, x in v.items()}
+print("| torch fp32 | gamp fp32 | torch bf16 | gamp bf16 | gamp÷torch fp32 | gamp÷torch bf16 | gamp bf16÷fp32 |")
+print("|---|---|---|---|---|---|---|")
+g32, g16, t32, t16 = m[("gamp", "fp32")], m[("gamp", "bf16")], m[("torch", "fp32")], m[("torch", "bf16")]
+print(f"| {t32:.1f} | {g32:.1f} | {t16:.1f} | {g16:.1f} | {g32/t32:.2f} | {g16/t16:.2f} | {g16/g32:.2f} |")
+PY
+  ;;
+compare)
+  csteps=${CSTEPS:-50}
+  bsteps=${BSTEPS:-300}
+  for p in fp32 bf16; do
+    n=$csteps; every=1; eb=2
+    if [ $p = bf16 ]; then n=$bsteps; every=$((bsteps / 6)); eb=10; fi
+    common=(-steps "$n" -eval-every "$every" -eval-batches "$eb" -warmup $((n / 10)))
+    echo "$p: gamp, $n steps" >&2
+    GAMP_CPU_THREADS=$threads "$tmp/chargpt" -device cpu -precision $p "${common[@]}" -sample 0 -quiet -json \
+      -export-init "$tmp/init.safetensors" >"$tmp/gamp-$p.json"
+    echo "$p: PyTorch, $n steps" >&2
+    torchenv "$python" scripts/torch_chargpt.py --init "$tmp/init.safetensors" --precision $p --threads "$threads" \
+      --steps "$n" --eval-every "$every" --eval-batches "$eb" --warmup $((n / 10)) >"$tmp/torch-$p.json"
+  done
+  echo
+  echo "CPU: $cpu ($flags), $threads threads; PyTorch $("$python" -c 'import torch; print(torch.__version__)')"
+  "$python" - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+for p in ("fp32", "bf16"):
+    g, t = json.load(open(f"{d}/gamp-{p}.json")), json.load(open(f"{d}/torch-{p}.json"))
+    rel = lambda a, b: abs(a["loss"] - b["loss"]) / abs(b["loss"])
+    tr = max(rel(a, b) for a, b in zip(g["train_curve"], t["train_curve"]))
+    va = max(rel(a, b) for a, b in zip(g["val_curve"], t["val_curve"]))
+    gv, tv = g["val_curve"][-1], t["val_curve"][-1]
+    print(f"{p}: {len(g['train_curve'])} steps; max relative difference train {tr:.2e}, validation {va:.2e}; "
+          f"final validation loss gamp {gv['loss']:.4f}, PyTorch {tv['loss']:.4f} (difference {abs(gv['loss'] - tv['loss']):.4f} nats)")
+PY
+  ;;
+*)
+  echo "usage: scripts/chargpt-vs-torch.sh [timing|compare]" >&2
+  exit 2
+  ;;
+esac
