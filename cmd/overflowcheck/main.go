@@ -119,7 +119,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		} // the flag package has printed its own message and the usage
 		return 2
 	}
-	rep, err := check(o, stderr)
+	var rep overflow.Report
+	// Running out of memory, building the model included, is a message, not a panic.
+	if oom := tensor.CatchOOM(func() { rep, err = check(o, stderr) }); oom != nil {
+		err = fmt.Errorf("%w\nuse a smaller -batch or -model (or raise GAMP_CPU_MEMORY_LIMIT)", oom)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "overflowcheck:", err)
 		var ue *usageError

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/tensor"
 	"github.com/stretchr/testify/require"
 )
 
@@ -124,4 +126,15 @@ func TestDivergingRunStillReports(t *testing.T) {
 	var out, errb bytes.Buffer
 	require.Equal(t, 0, run([]string{"-model", "mlp", "-steps", "14", "-batch", "8", "-lr", "1e4", "-top", "3"}, &out, &errb), errb.String())
 	require.Contains(t, out.String(), "first non-finite: ")
+}
+
+func TestOutOfMemoryIsAMessage(t *testing.T) {
+	be := backend.MustGet(tensor.CPU)
+	old := be.MemoryStats().Limit
+	be.SetMemoryLimit(1 << 20)
+	defer be.SetMemoryLimit(old)
+	var out, errb bytes.Buffer
+	require.Equal(t, 1, run([]string{"-model", "mlp", "-device", "cpu", "-steps", "1"}, &out, &errb))
+	require.Contains(t, errb.String(), "out of memory")
+	require.Contains(t, errb.String(), "use a smaller -batch")
 }
