@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gamp-ml/gamp/internal/testenv"
 )
 
 func TestTextVocabAndSplit(t *testing.T) {
@@ -107,7 +109,7 @@ func TestLoadFortunesFromDirectory(t *testing.T) {
 func TestLoadFortunesCorpus(t *testing.T) {
 	tx, err := LoadFortunes("")
 	if errors.Is(err, fs.ErrNotExist) {
-		t.Skip("fortunes is not installed (apt-get install fortunes)")
+		testenv.Skip(t, testenv.Fortunes, "the real-corpus test: %v", err)
 	}
 	require.NoError(t, err)
 	n := len(tx.Tokens(false)) + len(tx.Tokens(true))

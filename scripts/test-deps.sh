@@ -11,9 +11,10 @@
 #   gcc                    the stand-in CUDA libraries the bindings and the emulated
 #                          device load
 #   binutils               as and objdump, for the BF16 assembly generator
-#   fortunes               the text examples/chargpt trains on
+#   fortunes               the text examples/chargpt trains on (data tests too)
+#   python3-torch          examples/chargpt's comparison with PyTorch
 set -uo pipefail
-pkgs=(make dataset-fashion-mnist openmpi-bin clang-16 g++ gcc binutils fortunes)
+pkgs=(make dataset-fashion-mnist openmpi-bin clang-16 g++ gcc binutils fortunes python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

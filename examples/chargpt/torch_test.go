@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gamp-ml/gamp/internal/testenv"
 )
 
 // torchPython returns the Python that has PyTorch ($GAMP_PYTHON, else /usr/bin/python3),
@@ -21,7 +23,7 @@ func torchPython(t *testing.T) string {
 		py = "/usr/bin/python3"
 	}
 	if out, err := exec.Command(py, "-c", "import torch").CombinedOutput(); err != nil {
-		t.Skipf("no PyTorch for %s (apt-get install python3-torch, or set GAMP_PYTHON): %v: %s", py, err, out)
+		testenv.Skip(t, testenv.PythonTorch, "no PyTorch for %s (or set GAMP_PYTHON to a Python that has it): %v: %s", py, err, out)
 	}
 	return py
 }

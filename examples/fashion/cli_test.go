@@ -14,6 +14,7 @@ import (
 
 	"github.com/gamp-ml/gamp/amp"
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/internal/testenv"
 	"github.com/gamp-ml/gamp/tensor"
 	"github.com/stretchr/testify/require"
 )
@@ -186,10 +187,7 @@ func TestDivergedErrorIsAmpError(t *testing.T) {
 // and never runs apt for it (issue 16: it re-ran apt, then advised installing the
 // installed package).
 func TestEnsureDataScript(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
+	bash := testenv.Programs(t, testenv.Bash, "bash")[0]
 	script := filepath.Join("..", "..", "scripts", "ensure-data.sh")
 	wrong := filepath.Join(t.TempDir(), "wrong")
 	out, err := exec.Command(bash, script, wrong).CombinedOutput()

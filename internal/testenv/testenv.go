@@ -55,9 +55,12 @@ var (
 		Install: "apt-get install -y dataset-fashion-mnist", Present: haveFile(filepath.Join(FashionMNISTDir, "train-images-idx3-ubyte.gz"))}
 	PythonSafetensors = Need{Name: "Python 3 with numpy and safetensors (the reference safetensors implementation)", Require: "GAMP_REQUIRE_PYTHON_SAFETENSORS",
 		Install: "pip install numpy safetensors (Debian 12 packages numpy but not safetensors)", Present: havePython("numpy", "safetensors.numpy")}
-	PythonTorch = Need{Name: "Python 3 with PyTorch 1.13 (the golden-value generator)", Require: "GAMP_REQUIRE_TORCH",
-		Install: "apt-get install -y python3-torch (Debian 12: PyTorch 1.13.1)"}
-	GPU = Need{Name: "an NVIDIA GPU and driver", Require: "GAMP_REQUIRE_GPU",
+	PythonTorch = Need{Name: "Python 3 with PyTorch (runs the same training in PyTorch to compare)", Require: "GAMP_REQUIRE_TORCH",
+		Install: "apt-get install -y python3-torch (Debian 12: PyTorch 1.13.1)", Present: havePython("torch")}
+	Fortunes = Need{Name: "the fortunes corpus in /usr/share/games/fortunes", Require: "GAMP_REQUIRE_DATA",
+		Install: "apt-get install -y fortunes", Present: haveFile("/usr/share/games/fortunes/fortunes")}
+	Bash = Need{Name: "bash (the repository's scripts)", Install: "apt-get install -y bash", Present: havePrograms("bash")}
+	GPU  = Need{Name: "an NVIDIA GPU and driver", Require: "GAMP_REQUIRE_GPU",
 		Install: "run on a GPU machine: make gpu-tests here, .gpu/run.sh there", Expected: true}
 	TwoGPUs = Need{Name: "two NVIDIA GPUs", Require: "GAMP_REQUIRE_TWO_GPUS",
 		Install: "run on a machine with two GPUs", Expected: true}
