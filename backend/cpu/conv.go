@@ -51,10 +51,18 @@ type convShape struct {
 	k      int   // taps per group, cg·KH·KW
 	nq     int   // wide output positions, OH·wp
 	xpLen  int   // padded image: C planes and a zero tail the last panel may read
-	offs   []int // xp offset of each tap of group 0
+	offs   []int // xp offset of each tap of group 0, in the packed k order
+	// kidx is the natural index c·KH·KW + kh·KW + kw of each packed k. paired: k
+	// runs over the channels fastest (k = (kh·KW + kw)·cg + c), so that a bf16
+	// pair is two channels at one tap, a plane apart: then one call packs the
+	// pairs of every channel at a tap.
+	kidx   []int
+	paired bool
 }
 
-func newConvShape(a backend.Conv2dArgs) convShape {
+// newConvShape returns a's layout; paired asks for the channel-fastest k order,
+// which it takes when the groups have an even number of channels.
+func newConvShape(a backend.Conv2dArgs, paired bool) convShape {
 	s := convShape{Conv2dArgs: a}
 	s.hp, s.wp = a.H+2*a.PadH, a.W+2*a.PadW
 	s.cg, s.og = a.C/a.Groups, a.O/a.Groups
@@ -63,12 +71,24 @@ func newConvShape(a backend.Conv2dArgs) convShape {
 	// The highest read is the last group's last tap plus the last position of the
 	// last 32-wide panel (or of the even-padded pixel range).
 	s.xpLen = a.C*s.hp*s.wp + (a.KW-1)*a.DilationW + 64
-	s.offs = make([]int, 0, s.k)
-	for c := range s.cg {
-		for kh := range a.KH {
-			for kw := range a.KW {
-				s.offs = append(s.offs, c*s.hp*s.wp+kh*a.DilationH*s.wp+kw*a.DilationW)
+	s.paired = paired && s.cg%2 == 0
+	s.offs, s.kidx = make([]int, 0, s.k), make([]int, 0, s.k)
+	kk := a.KH * a.KW
+	tap := func(c, t int) {
+		s.offs = append(s.offs, c*s.hp*s.wp+(t/a.KW)*a.DilationH*s.wp+(t%a.KW)*a.DilationW)
+		s.kidx = append(s.kidx, c*kk+t)
+	}
+	if s.paired {
+		for t := range kk {
+			for c := range s.cg {
+				tap(c, t)
 			}
+		}
+		return s
+	}
+	for c := range s.cg {
+		for t := range kk {
+			tap(c, t)
 		}
 	}
 	return s
@@ -111,6 +131,9 @@ type convOps[E float32 | half.BFloat16, P float32 | uint32] struct {
 	// tapRow packs one step of a forward B panel: nr positions of the one or two
 	// taps at src and src[d:] (d < 0: no second tap).
 	tapRow func(dst []P, src []E, d int)
+	// pairRun packs len(dst)/nr steps of a forward B panel whose step p pairs the
+	// nr positions at src[2p·ld] and src[(2p+1)·ld] (bf16 only).
+	pairRun func(dst []P, src []E, ld, steps int)
 	// store rounds a float32 row to E.
 	store func(dst []E, src []float32)
 	// pack packs element v and u (the next k, or zero) into a P.
@@ -190,6 +213,10 @@ func newConvBF16(kern *gemmBF16Kernel) *convOps[half.BFloat16, uint32] {
 			}
 			gemmBF16PackPairRows(dst, src, d, 1, len(dst), len(dst))
 		},
+		pairRun: func(dst []uint32, src []half.BFloat16, ld, steps int) {
+			w := len(dst) / steps
+			gemmBF16PackPairRows(dst, src, ld, steps, w, w)
+		},
 		store: half.Float32ToBFloat16,
 		pack:  pair,
 	}
@@ -228,10 +255,14 @@ func convPackRowsTF32(dst, src []float32, ld, steps, w, stride int) {
 // p ≥ steps or i ≥ w.
 func convPairRows(dst []uint32, src []half.BFloat16, ld, steps, w, stride, tk int) {
 	clear(dst)
-	for i := range w {
-		r := src[i*ld:][:2*steps]
-		for p := range steps {
-			dst[amxAt(i, p, stride, tk)] = pair(r[2*p], r[2*p+1])
+	for t0 := 0; t0 < steps; t0 += tk {
+		n := min(tk, steps-t0)
+		for i := range w {
+			d := dst[amxAt(i, t0, stride, tk):][:n]
+			r := src[i*ld+2*t0:][:2*n]
+			for p := range d {
+				d[p] = pair(r[2*p], r[2*p+1])
+			}
 		}
 	}
 }
@@ -342,14 +373,14 @@ func packWeights[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 					d := pl.a[((g*pl.rp+r)*pl.nSl+sl)*pl.blk:][:pl.blk]
 					v := zero
 					if o.pairs {
-						v, u := src[2*p], zero
+						v, u := src[s.kidx[2*p]], zero
 						if 2*p+1 < s.k {
-							u = src[2*p+1]
+							u = src[s.kidx[2*p+1]]
 						}
 						d[o.aAt(i, p-sl*pl.per)] = o.pack(v, u)
 						continue
 					}
-					d[o.aAt(i, p-sl*pl.per)] = o.pack(src[p], v)
+					d[o.aAt(i, p-sl*pl.per)] = o.pack(src[s.kidx[p]], v)
 				}
 			}
 		}
@@ -360,7 +391,7 @@ func packWeights[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 // convForward computes y = x ⋆ w + bias on the wide grid (see the top of the
 // file); bias may be nil.
 func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], y, x, w, bias []E, a backend.Conv2dArgs) {
-	s := newConvShape(a)
+	s := newConvShape(a, o.pairs)
 	pl := packWeights(o, &s, w)
 	rp, steps, nSl, per := pl.rp, pl.steps, pl.nSl, pl.per
 	npan := gemmCeilDiv(s.nq, o.nr)
@@ -405,6 +436,15 @@ func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 						clear(bp[(p1-p0)*o.nr:])
 						for p := p0; p < p1; p++ {
 							dst := bp[(p-p0)*o.nr:][:o.nr]
+							if s.paired {
+								// The pairs of channels 2j, 2j+1 at one tap, for
+								// every j left at this tap: one call.
+								cp, cpairs := p%(s.cg/2), s.cg/2
+								run := min(p1-p, cpairs-cp)
+								o.pairRun(bp[(p-p0)*o.nr:][:run*o.nr], xg[s.offs[2*p]+q0:], s.hp*s.wp, run)
+								p += run - 1
+								continue
+							}
 							if o.pairs {
 								t0 := s.offs[2*p]
 								d := -1
@@ -480,7 +520,7 @@ func flipWeights[E any](w []E, a backend.Conv2dArgs) []E {
 
 // convWeightGrad computes gw = Σ_n gy[n] ⋆ x[n] (see the top of the file).
 func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], gw, x, gy []E, a backend.Conv2dArgs) {
-	s := newConvShape(a)
+	s := newConvShape(a, false)
 	rp := gemmCeilDiv(s.og, o.mr)
 	npT := gemmCeilDiv(s.k, o.nr)
 	ldw := npT * o.nr
