@@ -25,9 +25,10 @@ const (
 // it on with the defaults above.
 //
 // A step is bad when its loss is NaN or ±Inf; or when |loss| exceeds Factor times the
-// reference, max(|first finite loss|, 1) — the loss of the model as it started, so a
-// loss that falls and rises again is judged against where it began, and the floor of 1
-// keeps a loss that starts near 0 from tripping on ordinary noise; or when the step
+// reference, max(|first finite loss|, 1) — the loss of the model as it started (the
+// first step this Trainer ran: after a Load, the first step after it), so a loss that
+// falls and rises again is judged against where it began, and the floor of 1 keeps a
+// loss that starts near 0 from tripping on ordinary noise; or when the step
 // was skipped for Inf/NaN gradients with the loss scale at or below ScaleFloor (or the
 // scaler's MinScale, if higher). Patience consecutive bad steps make Step return a
 // *DivergenceError (and every further bad step too); a good step resets the count.

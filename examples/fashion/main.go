@@ -488,8 +488,10 @@ func train(o options, log io.Writer) (summary, error) {
 	}
 	be := backend.MustGet(dev)
 	be.ResetPeak()
+	// TestAccuracy stays NaN (null in JSON) until an epoch is evaluated: a run that
+	// diverges in its first epoch has no accuracy, not an accuracy of 0.
 	res := summary{Model: o.model, Precision: o.precision, OptLevel: level.String(), Device: dev.String(), Epochs: o.epochs,
-		WorldSize: pg.Size(), rank: pg.Rank()}
+		WorldSize: pg.Size(), rank: pg.Rank(), TestAccuracy: jsonFloat(math.NaN())}
 	if !o.quiet {
 		fmt.Fprintf(log, "fashion: %s, %s (%s, %s), %d train / %d test examples, batch %d×%d\n",
 			o.model, dev, o.precision, level, train.Len(), test.Len(), o.accum, micro)
