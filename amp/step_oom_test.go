@@ -141,8 +141,8 @@ func stateOf(tr *Trainer) trainerState {
 	return s
 }
 
-// A step that runs out of memory in forward, backward, clipping or the optimizer
-// update returns an error wrapping tensor.ErrOutOfMemory and leaves the trainer bit for
+// A step that runs out of memory in forward, backward, unscaling, clipping or the
+// optimizer update returns an error wrapping tensor.ErrOutOfMemory and leaves the trainer bit for
 // bit as it was; the steps after it equal those of a trainer that never failed.
 func TestFailedStepLeavesTrainerUnchanged(t *testing.T) {
 	defer uncap()
@@ -168,6 +168,15 @@ func TestFailedStepLeavesTrainerUnchanged(t *testing.T) {
 			})
 			return func() { on = false }
 		}},
+		{"unscale", O2, 2, func(tr *Trainer, o *triggerOpt) func() {
+			calls := o.gradCalls
+			o.beforeGrads = func(call int) {
+				if call == calls+1 { // the FP32 master gradients of the half parameters are made now
+					capNow(0)
+				}
+			}
+			return func() { o.beforeGrads = nil }
+		}},
 		{"clip", O2, 2, func(tr *Trainer, o *triggerOpt) func() {
 			calls := o.gradCalls
 			o.beforeGrads = func(call int) {
@@ -185,7 +194,7 @@ func TestFailedStepLeavesTrainerUnchanged(t *testing.T) {
 	for _, pt := range points {
 		t.Run(pt.name, func(t *testing.T) {
 			clip := 0.0
-			if pt.name == "clip" {
+			if pt.name == "clip" || pt.name == "unscale" {
 				clip = 1
 			}
 			failed, fo := newOOMTrainer(t, pt.level, clip)
