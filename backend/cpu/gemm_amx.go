@@ -156,16 +156,24 @@ var gemmAMXKernelGo32x32 = &gemmBF16Kernel{name: "amx-go32x32", mr: amxMR, nr: a
 	fn: func(kc2 int, a, b []uint32, c []float32, ldc int, add bool) {
 		gemmAMXKernelGo(amxMR, amxNR, kc2, a, b, c, ldc, add)
 	},
-	store: func(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
-		var t [amxMR * amxNR]float32
-		gemmAMXKernelGo(amxMR, amxNR, kc2, a, b, t[:], amxNR, false)
-		for i := range amxMR {
-			row := c[i*ldc:][:amxNR]
-			for j, v := range t[i*amxNR:][:amxNR] {
-				row[j] = bf16Out(alpha, beta, v, row[j])
-			}
-		}
+	store: gemmAMXStoreGo,
+	direct: func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
+		p := make([]uint32, amxMR*kc2)
+		packAMXA(p, a, lda, 2*kc2, kc2, amxMR, true)
+		gemmAMXStoreGo(kc2, p, b, c, ldc, alpha, beta)
 	},
+}
+
+// gemmAMXStoreGo is the twin's bf16 store: the tile, then bf16Out.
+func gemmAMXStoreGo(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
+	var t [amxMR * amxNR]float32
+	gemmAMXKernelGo(amxMR, amxNR, kc2, a, b, t[:], amxNR, false)
+	for i := range amxMR {
+		row := c[i*ldc:][:amxNR]
+		for j, v := range t[i*amxNR:][:amxNR] {
+			row[j] = bf16Out(alpha, beta, v, row[j])
+		}
+	}
 }
 
 // packAMXA packs lanes ≤ amxMR rows of kc values of op(A) into an AMX A

@@ -4,26 +4,30 @@ package cpu
 
 import (
 	"syscall"
+	"unsafe"
 
 	"github.com/gamp-ml/gamp/half"
 	"golang.org/x/sys/cpu"
 )
 
 // gemmAMXKernel32x32 computes the 32×32 float32 tile of C at c (row stride
-// ldc bytes) from kt k tiles of an AMX A panel at a and B panel at b with
+// ldc bytes) from kt k tiles of A at a and of an AMX B panel at b with
 // TDPBF16PS, tile configuration cfg, starting from zero or, with add, from
-// C; it equals gemmAMXKernelGo(32, 32, 16*kt, ...), NaN payloads aside. It
-// loads the tile configuration, computes and releases the tiles
-// (TILERELEASE) before it returns.
+// C. Row i of k tile t of A (16 pairs, 64 bytes) is at a + i·aRow + t·aStep
+// bytes: aRow = 64, aStep = 2048 for a packed AMX panel, aRow = 2·lda,
+// aStep = 64 for a row-major bf16 A read in place. With a packed panel it
+// equals gemmAMXKernelGo(32, 32, 16*kt, ...), NaN payloads aside. It loads
+// the tile configuration, computes and releases the tiles (TILERELEASE)
+// before it returns.
 //
 //go:noescape
-func gemmAMXKernel32x32(kt int, a, b *uint32, c *float32, ldc int, cfg *[64]byte, add bool)
+func gemmAMXKernel32x32(kt int, a *uint32, aRow, aStep int, b *uint32, c *float32, ldc int, cfg *[64]byte, add bool)
 
 // gemmAMXKernel32x32BF16 computes the same tile from zero into the scratch
 // t and stores it to the bf16 C at c (row stride ldc bytes) as bf16Out
 // does, with the AVX-512 rounding of gemmBF16Kernel12x32StoreAVX512:
 //
-//	gemmAMXKernel32x32(kt, a, b, &t[0], 128, cfg, false)
+//	gemmAMXKernel32x32(kt, a, aRow, aStep, b, &t[0], 128, cfg, false)
 //	for i := 0; i < 32; i++ {
 //		for j := 0; j < 32; j++ {
 //			c[i*ldc+j] = bf16Out(alpha, beta, t[i*32+j], c[i*ldc+j])
@@ -31,7 +35,7 @@ func gemmAMXKernel32x32(kt int, a, b *uint32, c *float32, ldc int, cfg *[64]byte
 //	}
 //
 //go:noescape
-func gemmAMXKernel32x32BF16(kt int, a, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, t *[amxMR * amxNR]float32, alpha, beta float32)
+func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep int, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, t *[amxMR * amxNR]float32, alpha, beta float32)
 
 // amxXCR0 returns the XCR0 register (XGETBV with ECX = 0): which register
 // states the OS saves on a context switch.
@@ -63,7 +67,7 @@ var amxUsable = func() bool {
 func gemmAMXKernel32x32Fn(kc2 int, a, b []uint32, c []float32, ldc int, add bool) {
 	ap, bp := amxPanels(kc2, a, b)
 	_ = c[(amxMR-1)*ldc+amxNR-1]
-	gemmAMXKernel32x32(kc2/amxTileK, ap, bp, &c[0], 4*ldc, &amxTileConfig, add)
+	gemmAMXKernel32x32(kc2/amxTileK, ap, 4*amxTileK, 4*amxTileK*amxMR, bp, &c[0], 4*ldc, &amxTileConfig, add)
 }
 
 // gemmAMXKernel32x32Store is gemmAMXKernel32x32BF16 as a gemmBF16Kernel
@@ -72,7 +76,21 @@ func gemmAMXKernel32x32Store(kc2 int, a, b []uint32, c []half.BFloat16, ldc int,
 	ap, bp := amxPanels(kc2, a, b)
 	_ = c[(amxMR-1)*ldc+amxNR-1]
 	var t [amxMR * amxNR]float32
-	gemmAMXKernel32x32BF16(kc2/amxTileK, ap, bp, &c[0], 2*ldc, &amxTileConfig, &t, alpha, beta)
+	gemmAMXKernel32x32BF16(kc2/amxTileK, ap, 4*amxTileK, 4*amxTileK*amxMR, bp, &c[0], 2*ldc, &amxTileConfig, &t, alpha, beta)
+}
+
+// gemmAMXKernel32x32Direct is gemmAMXKernel32x32Store reading the 32 rows
+// of A in place (row stride lda, 2·kc2 values each) instead of from a
+// packed panel.
+func gemmAMXKernel32x32Direct(kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
+	if kc2 == 0 || kc2%amxTileK != 0 {
+		panic("cpu: gemmAMXKernel32x32Direct: kc2 is not a positive multiple of the k tile")
+	}
+	_ = a[(amxMR-1)*lda+2*kc2-1]
+	_ = b[amxNR*kc2-1]
+	_ = c[(amxMR-1)*ldc+amxNR-1]
+	var t [amxMR * amxNR]float32
+	gemmAMXKernel32x32BF16(kc2/amxTileK, (*uint32)(unsafe.Pointer(&a[0])), 2*lda, 4*amxTileK, &b[0], &c[0], 2*ldc, &amxTileConfig, &t, alpha, beta)
 }
 
 // amxPanels checks kc2 and the panels' lengths and returns their first
@@ -89,4 +107,4 @@ func amxPanels(kc2 int, a, b []uint32) (ap, bp *uint32) {
 
 // gemmAMXKernel is the AMX-BF16 micro-kernel, twin gemmAMXKernelGo32x32.
 var gemmAMXKernel = &gemmBF16Kernel{name: "amx-32x32", mr: amxMR, nr: amxNR, tileK: amxTileK, rowsA: true,
-	fn: gemmAMXKernel32x32Fn, store: gemmAMXKernel32x32Store}
+	fn: gemmAMXKernel32x32Fn, store: gemmAMXKernel32x32Store, direct: gemmAMXKernel32x32Direct}

@@ -1,8 +1,12 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/gamp-ml/gamp/half"
 )
 
 // amxKernels lists the AMX-layout kernels to test: the pure-Go twin, and the
@@ -110,6 +114,53 @@ func TestAMXTileConfig(t *testing.T) {
 	for tile := range 8 {
 		if cols, rows := int(c[16+2*tile])|int(c[17+2*tile])<<8, c[48+tile]; cols != 64 || rows != 16 {
 			t.Fatalf("tile %d: %d rows of %d bytes", tile, rows, cols)
+		}
+	}
+}
+
+// TestAMXDirect runs each AMX kernel's in-place store (A read from a
+// row-major matrix) against the twin's, which packs A first, bit for bit
+// (NaN payloads aside), on ordinary and hostile values, strides and scalars.
+func TestAMXDirect(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, kern := range amxKernels() {
+		for _, kc2 := range []int{16, 48, 256} {
+			for _, lda := range []int{2 * kc2, 2*kc2 + 3} {
+				for _, mix := range []string{"normal", "hostile"} {
+					for _, sc := range [][2]float32{{1, 0}, {-0.5, 2}} {
+						t.Run(fmt.Sprintf("%s/kc2=%d/lda=%d/%s/%v", kern.name, kc2, lda, mix, sc), func(t *testing.T) {
+							class := func(x int) int {
+								if mix == "normal" {
+									return 0
+								}
+								return x % 4
+							}
+							a := make([]half.BFloat16, (kern.mr-1)*lda+2*kc2)
+							for i := range a {
+								a[i] = half.BFloat16(bf16Random(rng, class(i)))
+							}
+							b := make([]uint32, kc2*kern.nr)
+							for i := range b {
+								b[i] = bf16Random(rng, class(i+1)) | bf16Random(rng, class(i/3))<<16
+							}
+							const ldc = 41
+							c0 := make([]half.BFloat16, kern.mr*ldc)
+							for i := range c0 {
+								c0[i] = half.BFloat16(bf16Random(rng, class(i+2)))
+							}
+							got := append([]half.BFloat16(nil), c0...)
+							kern.direct(kc2, a, lda, b, got, ldc, sc[0], sc[1])
+							want := append([]half.BFloat16(nil), c0...)
+							kern.goTwin().direct(kc2, a, lda, b, want, ldc, sc[0], sc[1])
+							for x := range got {
+								if got[x] != want[x] && !(got[x].IsNaN() && want[x].IsNaN()) {
+									t.Fatalf("(%d,%d): kernel %#04x, twin %#04x", x/ldc, x%ldc, uint16(got[x]), uint16(want[x]))
+								}
+							}
+						})
+					}
+				}
+			}
 		}
 	}
 }

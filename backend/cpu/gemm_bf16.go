@@ -53,6 +53,10 @@ type gemmBF16Kernel struct {
 	rowsA  bool
 	fn     func(kc2 int, a, b []uint32, c []float32, ldc int, add bool)
 	store  func(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
+	// direct, where set, is store reading mr whole rows of a row-major A
+	// in place (row stride lda, 2·kc2 values each, kc2 a positive multiple
+	// of tileK): no packing of A when k needs no padding.
+	direct func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
 }
 
 // goTwin returns the pure-Go kernel that k equals bit for bit (NaN payloads
@@ -555,7 +559,14 @@ func (g *gemmBF16Call) task(t int) {
 	s.tile = grow(s.tile, mr*nr)
 	s.out = grow(s.out, mr*nr)
 	i0, i1 := mp0*mr, min(mp1*mr, g.m)
-	g.packA(s.aPack, i0, i1-i0)
+	// The kernel reads whole row panels of A in place where it can and k
+	// needs no zero padding: only a last, partial panel is packed then.
+	direct := g.kern.direct != nil && !g.transA && !g.sliced && g.kc%(2*g.kern.tileK) == 0
+	if !direct {
+		g.packA(s.aPack, i0, i1-i0)
+	} else if last := (mp1 - 1) * mr; i1-last < mr {
+		g.packA(s.aPack[(mp1-1-mp0)*kc2*mr:], last, i1-last)
+	}
 
 	kern := g.kern.fn
 	c, ldc := g.c, g.ldc
@@ -567,6 +578,10 @@ func (g *gemmBF16Call) task(t int) {
 			ap := s.aPack[(r-mp0)*kc2*mr:][:kc2*mr]
 			i := r * mr
 			rows := min(mr, g.m-i)
+			if direct && rows == mr {
+				g.storeDirect(s, bp, i, j, cols)
+				continue
+			}
 			if !g.sliced {
 				if rows == mr && cols == nr {
 					ct := c[i*ldc+j:]
@@ -586,6 +601,29 @@ func (g *gemmBF16Call) task(t int) {
 		}
 	}
 	gemmBF16Scratches.Put(s)
+}
+
+// storeDirect computes the tile of C at (i, j), cols ≤ nr of its columns
+// valid, with the kernel's direct store from mr whole rows of A in place,
+// through the scratch tile where cols < nr.
+func (g *gemmBF16Call) storeDirect(s *gemmBF16Scratch, bp []uint32, i, j, cols int) {
+	mr, nr := g.kern.mr, g.kern.nr
+	a := g.a[i*g.lda+g.pc:]
+	c, ldc := g.c, g.ldc
+	if cols == nr {
+		g.kern.direct(g.kc2, a, g.lda, bp, c[i*ldc+j:], ldc, g.alpha, g.beta)
+		return
+	}
+	out := s.out[:mr*nr]
+	if g.beta != 0 {
+		for r := range mr {
+			copy(out[r*nr:][:cols], c[(i+r)*ldc+j:][:cols])
+		}
+	}
+	g.kern.direct(g.kc2, a, g.lda, bp, out, nr, g.alpha, g.beta)
+	for r := range mr {
+		copy(c[(i+r)*ldc+j:][:cols], out[r*nr:][:cols])
+	}
 }
 
 // store writes the rows×cols corner of the float32 tile t (row stride ldt)

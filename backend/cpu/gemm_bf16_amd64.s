@@ -990,18 +990,21 @@ gemmBF16PackGather_done:
 	VZEROUPPER
 	RET
 
-// func gemmAMXKernel32x32(kt int, a, b *uint32, c *float32, ldc int, cfg *[64]byte, add bool)
-TEXT ·gemmAMXKernel32x32(SB), NOSPLIT, $0-49
-	MOVQ cfg+40(FP), AX
+// func gemmAMXKernel32x32(kt int, a *uint32, aRow, aStep int, b *uint32, c *float32, ldc int, cfg *[64]byte, add bool)
+TEXT ·gemmAMXKernel32x32(SB), NOSPLIT, $0-65
+	MOVQ cfg+56(FP), AX
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg (%rax)
 	MOVQ kt+0(FP), CX
 	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DI
-	MOVQ c+24(FP), DX
-	MOVQ ldc+32(FP), R8
-	MOVQ $64, R9 // bytes per A tile row
+	MOVQ aRow+16(FP), R9
+	MOVQ aStep+24(FP), R12
+	MOVQ R9, R13
+	SHLQ $4, R13
+	MOVQ b+32(FP), DI
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R8
 	MOVQ $128, R10 // bytes per B pair row
-	MOVBLZX add+48(FP), AX
+	MOVBLZX add+64(FP), AX
 	TESTL AX, AX
 	JNZ gemmAMXKernel32x32_load
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero %tmm0
@@ -1031,10 +1034,11 @@ gemmAMXKernel32x32_loop:
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xac; BYTE $0x0e; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd 1024(%rsi,%r9,1), %tmm5
+	LEAQ (SI)(R13*1), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloadd (%rbx,%r9,1), %tmm5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
-	ADDQ $2048, SI
+	ADDQ R12, SI
 	ADDQ $2048, DI
 	DECQ CX
 	JNZ gemmAMXKernel32x32_loop
@@ -1051,16 +1055,19 @@ gemmAMXKernel32x32_done:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	RET
 
-// func gemmAMXKernel32x32BF16(kt int, a, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, t *[1024]float32, alpha, beta float32)
-TEXT ·gemmAMXKernel32x32BF16(SB), NOSPLIT, $0-64
-	MOVQ cfg+40(FP), AX
+// func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep int, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, t *[1024]float32, alpha, beta float32)
+TEXT ·gemmAMXKernel32x32BF16(SB), NOSPLIT, $0-80
+	MOVQ cfg+56(FP), AX
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg (%rax)
 	MOVQ kt+0(FP), CX
 	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DI
-	MOVQ c+24(FP), DX
-	MOVQ ldc+32(FP), R8
-	MOVQ $64, R9 // bytes per A tile row
+	MOVQ aRow+16(FP), R9
+	MOVQ aStep+24(FP), R12
+	MOVQ R9, R13
+	SHLQ $4, R13
+	MOVQ b+32(FP), DI
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R8
 	MOVQ $128, R10 // bytes per B pair row
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
@@ -1075,24 +1082,25 @@ gemmAMXKernel32x32BF16_loop:
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xac; BYTE $0x0e; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd 1024(%rsi,%r9,1), %tmm5
+	LEAQ (SI)(R13*1), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloadd (%rbx,%r9,1), %tmm5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
-	ADDQ $2048, SI
+	ADDQ R12, SI
 	ADDQ $2048, DI
 	DECQ CX
 	JNZ gemmAMXKernel32x32BF16_loop
 
 gemmAMXKernel32x32BF16_done:
-	MOVQ t+48(FP), BX
+	MOVQ t+64(FP), BX
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x13 // tilestored %tmm0, (%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x13; BYTE $0x40 // tilestored %tmm1, 64(%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x94; BYTE $0x13; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored %tmm2, 2048(%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x9c; BYTE $0x13; BYTE $0x40; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored %tmm3, 2112(%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	MOVQ $32, CX
-	VBROADCASTSS alpha+56(FP), Z24
-	VBROADCASTSS beta+60(FP), Z25
+	VBROADCASTSS alpha+72(FP), Z24
+	VBROADCASTSS beta+76(FP), Z25
 	MOVL $0x7fff, AX
 	VPBROADCASTD AX, Z26
 	MOVL $1, AX
@@ -1100,7 +1108,7 @@ gemmAMXKernel32x32BF16_done:
 	MOVL $0x40, AX
 	VPBROADCASTD AX, Z28
 	VXORPS X29, X29, X29
-	VUCOMISS beta+60(FP), X29
+	VUCOMISS beta+76(FP), X29
 	JNE gemmAMXKernel32x32BF16_beta
 	JPS gemmAMXKernel32x32BF16_beta
 

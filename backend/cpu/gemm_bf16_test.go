@@ -417,6 +417,10 @@ var gemmBF16Shapes = []gemmShape{
 	{150, 33, 15},              // short k, many row panels
 	{11, 300, 2},               // one pair step
 	{2, 2, gemmBF16KC + 1},
+	{96, 70, 64},   // AMX: A read in place, edge columns
+	{33, 40, 96},   // AMX: one panel in place, one packed
+	{64, 64, 32},   // one k tile
+	{65, 33, 4096}, // in place, the longest unsliced k
 }
 
 // TestGemmBF16 checks whole products with every kernel against a float64

@@ -347,8 +347,8 @@ func (g *gen) pack() {
 // amx emits the AMX-BF16 micro-kernels and amxXCR0. A kernel keeps a
 // 32×32 float32 tile of C in the four accumulator tiles TMM0–TMM3 (2×2
 // blocks of 16×16), loads per k tile (16 pair steps) two A tiles (TMM4,
-// TMM5: rows 0–15 and 16–31 of 16 pairs, 2 KB in a row with stride 64
-// bytes) and two B tiles (TMM6, TMM7: columns 0–15 and 16–31 of 16 pair
+// TMM5: rows 0–15 and 16–31 of 16 pairs, from a packed panel or in place
+// from a row-major A) and two B tiles (TMM6, TMM7: columns 0–15 and 16–31 of 16 pair
 // rows, row stride 128 bytes) and multiplies with TDPBF16PS. Tile state
 // belongs to the OS thread: the configuration is loaded, used and released
 // within the call, and Go never preempts an assembly function
@@ -356,10 +356,10 @@ func (g *gen) pack() {
 func (g *gen) amx() {
 	name := "gemmAMXKernel32x32"
 	g.p("")
-	g.p("// func %s(kt int, a, b *uint32, c *float32, ldc int, cfg *[64]byte, add bool)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-49", name)
+	g.p("// func %s(kt int, a *uint32, aRow, aStep int, b *uint32, c *float32, ldc int, cfg *[64]byte, add bool)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-65", name)
 	g.amxSetup()
-	g.p("\tMOVBLZX add+48(FP), AX")
+	g.p("\tMOVBLZX add+64(FP), AX")
 	g.p("\tTESTL AX, AX")
 	g.p("\tJNZ %s_load", name)
 	for t := range 4 {
@@ -379,21 +379,21 @@ func (g *gen) amx() {
 
 	name = "gemmAMXKernel32x32BF16"
 	g.p("")
-	g.p("// func %s(kt int, a, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, t *[1024]float32, alpha, beta float32)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	g.p("// func %s(kt int, a *uint32, aRow, aStep int, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, t *[1024]float32, alpha, beta float32)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-80", name)
 	g.amxSetup()
 	for t := range 4 {
 		g.gnu(fmt.Sprintf("tilezero %%tmm%d", t))
 	}
 	g.amxLoop(name)
-	g.p("\tMOVQ t+48(FP), BX")
+	g.p("\tMOVQ t+64(FP), BX")
 	g.gnu("tilestored %tmm0, (%rbx,%r10,1)")
 	g.gnu("tilestored %tmm1, 64(%rbx,%r10,1)")
 	g.gnu("tilestored %tmm2, 2048(%rbx,%r10,1)")
 	g.gnu("tilestored %tmm3, 2112(%rbx,%r10,1)")
 	g.gnu("tilerelease")
 	g.p("\tMOVQ $%d, CX", 32)
-	g.bf16Consts(name, 56)
+	g.bf16Consts(name, 72)
 	for _, withBeta := range []bool{false, true} {
 		label := name + "_rows"
 		if withBeta {
@@ -427,17 +427,22 @@ func (g *gen) amx() {
 }
 
 // amxSetup loads the tile configuration and the kernel's arguments: CX k
-// tiles, SI the A panel, DI the B panel, DX C, R8 C's row stride in bytes,
-// R9 and R10 the A and B tile strides.
+// tiles, SI A, R9 the bytes from one A row to the next (64 in a packed
+// panel, the matrix's row stride when the kernel reads A in place), R12 the
+// bytes from one k tile of A to the next, R13 those from row 0 to row 16,
+// DI the B panel, R10 its row stride, DX C, R8 C's row stride in bytes.
 func (g *gen) amxSetup() {
-	g.p("\tMOVQ cfg+40(FP), AX")
+	g.p("\tMOVQ cfg+56(FP), AX")
 	g.gnu("ldtilecfg (%rax)")
 	g.p("\tMOVQ kt+0(FP), CX")
 	g.p("\tMOVQ a+8(FP), SI")
-	g.p("\tMOVQ b+16(FP), DI")
-	g.p("\tMOVQ c+24(FP), DX")
-	g.p("\tMOVQ ldc+32(FP), R8")
-	g.p("\tMOVQ $64, R9 // bytes per A tile row")
+	g.p("\tMOVQ aRow+16(FP), R9")
+	g.p("\tMOVQ aStep+24(FP), R12")
+	g.p("\tMOVQ R9, R13")
+	g.p("\tSHLQ $4, R13")
+	g.p("\tMOVQ b+32(FP), DI")
+	g.p("\tMOVQ c+40(FP), DX")
+	g.p("\tMOVQ ldc+48(FP), R8")
 	g.p("\tMOVQ $128, R10 // bytes per B pair row")
 }
 
@@ -466,10 +471,11 @@ func (g *gen) amxLoop(name string) {
 	g.gnu("tileloadd 64(%rdi,%r10,1), %tmm7")
 	g.gnu("tdpbf16ps %tmm6, %tmm4, %tmm0")
 	g.gnu("tdpbf16ps %tmm7, %tmm4, %tmm1")
-	g.gnu("tileloadd 1024(%rsi,%r9,1), %tmm5")
+	g.p("\tLEAQ (SI)(R13*1), BX")
+	g.gnu("tileloadd (%rbx,%r9,1), %tmm5")
 	g.gnu("tdpbf16ps %tmm6, %tmm5, %tmm2")
 	g.gnu("tdpbf16ps %tmm7, %tmm5, %tmm3")
-	g.p("\tADDQ $2048, SI")
+	g.p("\tADDQ R12, SI")
 	g.p("\tADDQ $2048, DI")
 	g.p("\tDECQ CX")
 	g.p("\tJNZ %s_loop", name)
