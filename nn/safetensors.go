@@ -398,12 +398,13 @@ type fileEntry struct {
 // metadata (empty when the file has none). Everything is validated before a tensor is
 // created: the header length against the file size, the JSON, each dtype, shape and
 // data_offsets, and that the tensors' data tile the data region exactly with no
-// overlap, gap or trailing bytes. Errors are *FileError values naming the file and the
-// tensor, wrapping ErrCorrupt for invalid contents.
+// overlap, gap or trailing bytes. When the file carries checksums (SaveOptions), each
+// tensor's bytes must match theirs. Errors are *FileError values naming the file and
+// the tensor, wrapping ErrCorrupt for invalid contents.
 func LoadFile(path string) (map[string]*tensor.Tensor, map[string]string, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
-		return nil, nil, &FileError{Path: path, Msg: "cannot open", Err: err}
+		return nil, nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()

@@ -46,7 +46,7 @@ type TensorFile struct {
 // OpenTensorFile opens path and reads and validates its header (see LoadFile for what
 // is checked) and, when present, its checksums; no tensor data is read.
 func OpenTensorFile(path string) (*TensorFile, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
 		return nil, &FileError{Path: path, Msg: "cannot open", Err: err}
 	}
@@ -55,10 +55,6 @@ func OpenTensorFile(path string) (*TensorFile, error) {
 		f.Close()
 		return nil, &FileError{Path: path, Msg: "cannot stat", Err: err}
 	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, &FileError{Path: path, Msg: "not a regular file", Err: ErrCorrupt}
-	}
 	tf, err := newTensorFile(path, f, st.Size())
 	if err != nil {
 		f.Close()
@@ -66,6 +62,24 @@ func OpenTensorFile(path string) (*TensorFile, error) {
 	}
 	tf.closer = f
 	return tf, nil
+}
+
+// openRegular opens path for reading after checking that it is a regular file:
+// opening a FIFO would block until something writes to it, and a directory or device
+// is no tensor file.
+func openRegular(path string) (*os.File, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, &FileError{Path: path, Msg: "cannot open", Err: err}
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &FileError{Path: path, Msg: fmt.Sprintf("not a regular file (%s)", st.Mode().Type()), Err: ErrCorrupt}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &FileError{Path: path, Msg: "cannot open", Err: err}
+	}
+	return f, nil
 }
 
 // newTensorFile reads the header of a file of size bytes from r.
@@ -115,14 +129,14 @@ func parseChecksums(path, raw string, index map[string]int) (map[string]uint32, 
 // ReadMetadata reads only the header of the safetensors file at path and returns its
 // metadata: the tensors' data is neither read nor checked against the file's size.
 func ReadMetadata(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
-		return nil, &FileError{Path: path, Msg: "cannot open", Err: err}
+		return nil, err
 	}
 	defer f.Close()
 	var nb [8]byte
 	if err := readAt(f, nb[:], 0); err != nil {
-		return nil, &FileError{Path: path, Msg: "cannot read the header length", Err: errors.Join(ErrCorrupt, err)}
+		return nil, &FileError{Path: path, Msg: "cannot read the header length", Err: fmt.Errorf("%w: %w", ErrCorrupt, err)}
 	}
 	n := binary.LittleEndian.Uint64(nb[:])
 	if n > maxHeader {
@@ -130,7 +144,7 @@ func ReadMetadata(path string) (map[string]string, error) {
 	}
 	hdr := make([]byte, n)
 	if err := readAt(f, hdr, 8); err != nil {
-		return nil, &FileError{Path: path, Msg: "cannot read the header", Err: errors.Join(ErrCorrupt, err)}
+		return nil, &FileError{Path: path, Msg: "cannot read the header", Err: fmt.Errorf("%w: %w", ErrCorrupt, err)}
 	}
 	_, meta, err := parseHeaderEntries(path, hdr, math.MaxInt64)
 	if err != nil {

@@ -46,3 +46,17 @@ func TestSaveRemovesStaleTemporaryFiles(t *testing.T) {
 		assert.NoError(t, err, "%s is kept", filepath.Base(p))
 	}
 }
+
+// A FIFO (or any non-regular file) is refused at once instead of blocking the open
+// until something writes to it.
+func TestLoadRefusesFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(p, 0o644))
+	_, _, err := LoadFile(p)
+	assert.ErrorIs(t, err, ErrCorrupt)
+	assert.ErrorContains(t, err, "not a regular file")
+	_, err = ReadMetadata(p)
+	assert.ErrorIs(t, err, ErrCorrupt)
+	_, err = OpenTensorFile(p)
+	assert.ErrorIs(t, err, ErrCorrupt)
+}
