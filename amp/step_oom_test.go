@@ -271,3 +271,22 @@ func TestFindExecutableBatchSizeRetriesStartClean(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, stateOf(clean), stateOf(failed), "batch %d after %v", bs, tried)
 }
+
+// Any other panic in a step (here the loss function's) is re-raised, after the same
+// undoing: a caller that recovers it holds the trainer as it was.
+func TestPanickingStepIsUndoneAndRepanics(t *testing.T) {
+	tr, _ := newOOMTrainer(t, O1, 0)
+	_, err := oomStep(t, tr, 1, 32)
+	require.NoError(t, err)
+	before := stateOf(tr)
+	loss := tr.Loss
+	boom := errors.New("loss: labels out of range")
+	tr.Loss = func(out, y *tensor.Tensor) *tensor.Tensor {
+		l := loss(out, y)
+		l.Backward() // gradients accumulate before the failure
+		panic(boom)
+	}
+	require.PanicsWithError(t, boom.Error(), func() { _, _ = oomStep(t, tr, 2, 32) })
+	tr.Loss = loss
+	require.Equal(t, before, stateOf(tr))
+}

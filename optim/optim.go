@@ -25,7 +25,9 @@ type Optimizer interface {
 	// unscaled in place is what clipping measures and Step applies.
 	MasterGrads() []*tensor.Tensor
 	// Step applies one update from MasterGrads. Parameters without a gradient are left
-	// alone.
+	// alone. gamp's optimizers make the state they need (moments, momentum buffers)
+	// for every parameter before changing any, so running out of memory there panics
+	// with nothing changed; their fused updates allocate nothing afterwards.
 	Step()
 	// ZeroGrad releases the parameters' and the master gradients.
 	ZeroGrad()
