@@ -110,8 +110,13 @@ func bnTiles(a *backend.NormArgs, lo, hi int, fn func(t bnTile)) {
 // RunningMean/RunningVar when non-nil as PyTorch does (with the unbiased variance);
 // it needs N·S > 1. Eval normalises with RunningMean/RunningVar, which it requires,
 // and stores those statistics in SaveMean/SaveInvStd when non-nil.
-func (b *Backend) BatchNorm(a backend.NormArgs) {
-	const op = "BatchNorm"
+func (b *Backend) BatchNorm(a backend.NormArgs) { b.batchNormAct("BatchNorm", a, false) }
+
+// BatchNormReLU implements backend.BatchNormReLUer: BatchNorm with the ReLU applied
+// to each tile of Y before it is stored (vecRelu, as Unary's Relu).
+func (b *Backend) BatchNormReLU(a backend.NormArgs) { b.batchNormAct("BatchNormReLU", a, true) }
+
+func (b *Backend) batchNormAct(op string, a backend.NormArgs, relu bool) {
 	checkNormSize(op, &a)
 	xy := normOperands(op, a.N*a.C*a.S, []string{"X", "Y"}, a.X, a.Y)
 	evalNeed := ""
@@ -130,9 +135,9 @@ func (b *Backend) BatchNorm(a backend.NormArgs) {
 		panic(fmt.Sprintf("cpu: %s: training needs more than one value per channel, got N·S = %d", op, a.N*a.S))
 	}
 	if computeF64(xy[0].dt) {
-		batchNorm[float64](&a, xy[0], xy[1], &p)
+		batchNorm[float64](&a, xy[0], xy[1], &p, relu)
 	} else {
-		batchNorm[float32](&a, xy[0], xy[1], &p)
+		batchNorm[float32](&a, xy[0], xy[1], &p, relu)
 	}
 }
 
@@ -142,7 +147,7 @@ type bnParams struct {
 	gw, gb                  []float32
 }
 
-func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
+func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams, relu bool) {
 	cnt, stride := a.N*a.S, a.C*a.S
 	xr, yr := elemRunOf[C](x), elemRunOf[C](y)
 	ParallelFor(a.C, max(1, grainElems/max(cnt, 1)), func(lo, hi int) {
@@ -222,6 +227,9 @@ func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 				off := t.off + n*stride
 				o := yr.out(ob[:m], off)
 				bnAffine(o, xr.read(buf[:m], off), em, es, eb)
+				if relu {
+					reluInPlace(o)
+				}
 				yr.flush(off, o)
 			}
 		})
@@ -237,9 +245,23 @@ func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 //
 // eval uses RunningMean and 1/√(RunningVar+Eps) as constants: gx = gy·w·invstd.
 func (b *Backend) BatchNormBackward(a backend.NormArgs) {
-	const op = "BatchNormBackward"
+	b.batchNormBackwardAct("BatchNormBackward", a, false)
+}
+
+// BatchNormReLUBackward implements backend.BatchNormReLUer: BatchNormBackward of GY
+// masked where Y is not > 0 (vecMask, as UnaryBackward's Relu), tile by tile in both
+// passes.
+func (b *Backend) BatchNormReLUBackward(a backend.NormArgs) {
+	b.batchNormBackwardAct("BatchNormReLUBackward", a, true)
+}
+
+func (b *Backend) batchNormBackwardAct(op string, a backend.NormArgs, relu bool) {
 	checkNormSize(op, &a)
 	ops := normOperands(op, a.N*a.C*a.S, []string{"X", "GY", "GX"}, a.X, a.GY, a.GX)
+	var ys *storage
+	if relu {
+		ys = normOperands(op, a.N*a.C*a.S, []string{"X", "Y"}, a.X, a.Y)[1]
+	}
 	p := bnParams{
 		w:  statParam(op, "Weight", a.Weight, a.C, ""),
 		gw: statParam(op, "GWeight", a.GWeight, a.C, ""),
@@ -255,15 +277,21 @@ func (b *Backend) BatchNormBackward(a backend.NormArgs) {
 		p.rv = statParam(op, "RunningVar", a.RunningVar, a.C, need)
 	}
 	if computeF64(ops[0].dt) {
-		batchNormBackward[float64](&a, ops[0], ops[1], ops[2], &p)
+		batchNormBackward[float64](&a, ops[0], ops[1], ops[2], ys, &p)
 	} else {
-		batchNormBackward[float32](&a, ops[0], ops[1], ops[2], &p)
+		batchNormBackward[float32](&a, ops[0], ops[1], ops[2], ys, &p)
 	}
 }
 
-func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx *storage, p *bnParams) {
+// batchNormBackward is the batch-norm backward pass; with y non-nil (a ReLU output)
+// it first masks each tile of gy where y is not > 0.
+func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx, y *storage, p *bnParams) {
 	cnt, stride := float64(a.N*a.S), a.C*a.S
 	xr, gyr, gxr := elemRunOf[C](x), elemRunOf[C](gy), elemRunOf[C](gx)
+	var yr elemRun[C]
+	if y != nil {
+		yr = elemRunOf[C](y)
+	}
 	ParallelFor(a.C, max(1, grainElems/max(a.N*a.S, 1)), func(lo, hi int) {
 		k := hi - lo
 		mean, invstd := make([]float64, k), make([]float64, k)
@@ -276,6 +304,23 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx *storage, p *bn
 			}
 		}
 		gb, xb := make([]C, chunk), make([]C, chunk)
+		var yb []C
+		if y != nil {
+			yb = make([]C, chunk)
+		}
+		// readGY reads a tile of gy, masked by the ReLU output when there is one.
+		readGY := func(m, off int) []C {
+			g := gyr.read(gb[:m], off)
+			if y == nil {
+				return g
+			}
+			if &g[0] != &gb[0] {
+				copy(gb[:m], g) // never write through to the caller's gy
+				g = gb[:m]
+			}
+			reluMask(g, yr.read(yb[:m], off))
+			return g
+		}
 		// sg = Σ gy and sgx = Σ gy·(x − mean), per channel.
 		sg, sgx := make([]float64, k), make([]float64, k)
 		if a.Training || p.gw != nil || p.gb != nil {
@@ -289,7 +334,7 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx *storage, p *bn
 				}
 				for n := 0; n < a.N; n++ {
 					off := t.off + n*stride
-					g := gyr.read(gb[:m], off)
+					g := readGY(m, off)
 					accAdd(acc1[:m], g)
 					accDev(accProd, acc2[:m], g, xr.read(xb[:m], off), em[:m])
 				}
@@ -325,13 +370,39 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx *storage, p *bn
 			}
 			for n := 0; n < a.N; n++ {
 				off := t.off + n*stride
-				g, xs := gyr.read(gb[:m], off), xr.read(xb[:m], off)
+				g, xs := readGY(m, off), xr.read(xb[:m], off)
 				o := gxr.out(ob[:m], off)
 				bnGrad(o, g, xs, ea, eb, ec, em, tb)
 				gxr.flush(off, o)
 			}
 		})
 	})
+}
+
+// reluInPlace sets o[j] = max(0, o[j]) as Unary's Relu does (NaN kept, -0 to +0).
+func reluInPlace[C numeric](o []C) {
+	if of, ok := any(o).([]float32); ok {
+		vecScalar(vecRelu, of, of, 0)
+		return
+	}
+	for j, v := range o {
+		if v <= 0 {
+			o[j] = 0
+		}
+	}
+}
+
+// reluMask sets g[j] = 0 where y[j] is not > 0, as UnaryBackward's Relu does.
+func reluMask[C numeric](g, y []C) {
+	if gf, ok := any(g).([]float32); ok {
+		vecBinary(vecMask, gf, gf, any(y).([]float32))
+		return
+	}
+	for j, v := range y {
+		if !(v > 0) {
+			g[j] = 0
+		}
+	}
 }
 
 // accAdd sets acc[j] += float64(v[j]), on the vector layer for float32.
