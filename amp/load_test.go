@@ -262,3 +262,25 @@ func equalStates(a, b trainerState) bool {
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
 }
+
+// A trainer on another device than the default one saves and loads bit for bit: the
+// tensors are read into the parameters and optimizer buffers where they live.
+func TestLoadOnNonDefaultDevice(t *testing.T) {
+	src, _ := newOOMTrainer(t, O2, 0)
+	for s := range 2 {
+		_, err := oomStep(t, src, uint64(s), 32)
+		require.NoError(t, err)
+	}
+	path := filepath.Join(t.TempDir(), "dev.safetensors")
+	require.NoError(t, Save(path, src, SaveInfo{Epoch: 1}))
+	for _, streaming := range []bool{true, false} {
+		dst, wrapped := newOOMTrainer(t, O2, 0)
+		if streaming {
+			dst.Opt = wrapped.Optimizer // an optim.StreamLoader; the wrapper is not one
+		}
+		_, err := Load(path, dst)
+		require.NoError(t, err)
+		require.Equal(t, stateOf(src), stateOf(dst), "streaming %v", streaming)
+		require.Equal(t, oomDev, dst.Model.Params()[0].T.Device())
+	}
+}
