@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -28,7 +29,7 @@ func testBatchNormReLU(t *testing.T, b backend.Backend) {
 					n, c, s := sh.n, sh.c, sh.s
 					seed := uint64(3000 + 10*si)
 					x := Rounded(dt, RandVals(seed, n*c*s, -1, 3))
-					x[0], x[len(x)-1] = 0, -0.0
+					x[0], x[len(x)-1] = 0, math.Copysign(0, -1)
 					gy := Rounded(dt, RandVals(seed+1, n*c*s, -1, 1))
 					w, bias := normParam(seed+2, c, 0.5, 1.5), normParam(seed+3, c, -0.5, 0.5)
 					rm, rv := normParam(seed+4, c, -0.5, 0.5), normParam(seed+5, c, 0.5, 1.5)
