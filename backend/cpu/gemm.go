@@ -6,14 +6,13 @@ import (
 	"sync"
 )
 
-// Gemm follows the Goto/BLIS scheme. For each NC-wide column block of C and
-// each KC-deep slice of the shared dimension, op(B) is packed once into
-// NR-column micro-panels (in parallel), then tasks, each owning a disjoint
-// block of at most MC rows of C, pack their rows of op(A) (scaled by alpha)
-// into MR-row micro-panels and run the register-blocked micro-kernel over
-// every MR×NR tile. Every element of C thus accumulates its k products in a
-// fixed order — ascending p within a KC slice into a zeroed register, then
-// slice by slice into C — whatever the number of workers or the schedule.
+// Gemm follows the Goto/BLIS scheme of gemmBlocks: per block, op(B) is
+// packed into NR-column micro-panels, then tasks pack their rows of op(A)
+// (scaled by alpha) into MR-row micro-panels and run the register-blocked
+// micro-kernel over every MR×NR tile. Every element of C thus accumulates
+// its k products in a fixed order — ascending p within a KC slice into a
+// zeroed register, then slice by slice into C — whatever the number of
+// workers or the schedule.
 
 // Blocking sizes, in elements, tuned on the 2-core AMD Zen 5 (family 26)
 // development VM: 48 KB L1d and 1 MB L2 per core. KC = 512 halves the passes
@@ -156,14 +155,13 @@ func gemmWith[T float32 | float64](kern *gemmKernel[T], workers int, transA, tra
 
 	g := gemmCallPool[T]().Get().(*gemmCall[T])
 	g.transA, g.transB = transA, transB
-	g.m, g.n, g.k = m, n, k
 	g.alpha, g.beta = alpha, beta
 	g.a, g.lda, g.b, g.ldb, g.c, g.ldc = a, lda, b, ldb, c, ldc
 	g.kern = kern
 	if 2*float64(m)*float64(n)*float64(k) < gemmSerialFlops {
 		workers = 1
 	}
-	g.run(max(workers, 1))
+	g.run(m, n, k, workers)
 	g.a, g.b, g.c, g.kern = nil, nil, nil, nil
 	gemmCallPool[T]().Put(g)
 }
@@ -200,22 +198,14 @@ func gemmScale[T float32 | float64](m, n int, beta T, c []T, ldc int) {
 // together with its packed-B buffer and its bound methods, so that a
 // steady-state call allocates nothing.
 type gemmCall[T float32 | float64] struct {
+	gemmBlocks
 	transA, transB bool
-	m, n, k        int
 	alpha, beta    T
 	a, b, c        []T
 	lda, ldb, ldc  int
 	kern           *gemmKernel[T]
 
-	// Current block: columns [jc, jc+nc), depth [pc, pc+kc).
-	jc, nc, pc, kc int
-	// Task grid: tm×tn tasks over mPanels×nPanels micro-tiles.
-	tm, tn           int
-	mPanels, nPanels int
-
-	bPack  []T
-	packFn func(lo, hi int)
-	taskFn func(lo, hi int)
+	bPack []T
 }
 
 // gemmScratch is per-task scratch: the packed A block and an edge tile.
@@ -232,6 +222,7 @@ var (
 func newGemmCallPool[T float32 | float64]() *sync.Pool {
 	return &sync.Pool{New: func() any {
 		g := new(gemmCall[T])
+		g.onBlock = func() { g.packGrain = max(1, 16384/(g.kc*g.nr)) }
 		g.packFn = func(lo, hi int) {
 			for q := lo; q < hi; q++ {
 				g.packBPanel(q)
@@ -272,38 +263,11 @@ func gemmGrow[T float32 | float64](buf []T, n int) []T {
 	return buf[:n]
 }
 
-func (g *gemmCall[T]) run(workers int) {
+func (g *gemmCall[T]) run(m, n, k, workers int) {
 	mr, nr := g.kern.mr, g.kern.nr
-	// Split k into equal slices of at most gemmKC: depends on k alone, so the
-	// summation order is fixed for a given shape.
-	kSlices := gemmCeilDiv(g.k, gemmKC)
-	kcMax := gemmCeilDiv(g.k, kSlices)
-	ncMax := min(g.n, gemmNC)
-	g.bPack = gemmGrow(g.bPack, kcMax*gemmCeilDiv(ncMax, nr)*nr)
-
-	g.mPanels = gemmCeilDiv(g.m, mr)
-	// Tasks along m: enough to keep each task's A block within MC rows, and a
-	// multiple of the worker count so that the workers finish together.
-	target := gemmCeilDiv(g.m, gemmMC)
-	target = gemmCeilDiv(target, workers) * workers
-	g.tm = min(target, g.mPanels)
-
-	for jc := 0; jc < g.n; jc += ncMax {
-		g.jc, g.nc = jc, min(ncMax, g.n-jc)
-		g.nPanels = gemmCeilDiv(g.nc, nr)
-		// Too few row blocks to occupy every worker (small m): split n too.
-		g.tn = min(g.nPanels, gemmCeilDiv(target, g.tm))
-		for pc := 0; pc < g.k; pc += kcMax {
-			g.pc, g.kc = pc, min(kcMax, g.k-pc)
-			if workers > 1 {
-				ParallelFor(g.nPanels, max(1, 16384/(g.kc*nr)), g.packFn)
-				ParallelFor(g.tm*g.tn, 1, g.taskFn)
-			} else {
-				g.packFn(0, g.nPanels)
-				g.taskFn(0, g.tm*g.tn)
-			}
-		}
-	}
+	g.plan(m, n, k, mr, nr, workers, gemmSizes{kc: gemmKC, mc: gemmMC, nc: gemmNC})
+	g.bPack = gemmGrow(g.bPack, g.kcMax*gemmCeilDiv(g.ncMax, nr)*nr)
+	g.loop()
 }
 
 // packBPanel packs micro-panel q of the current B block:
@@ -399,9 +363,7 @@ func (g *gemmCall[T]) packA(dst []T, i0, rows int) {
 // C rows and columns.
 func (g *gemmCall[T]) task(t int) {
 	mr, nr := g.kern.mr, g.kern.nr
-	ti, tj := t/g.tn, t%g.tn
-	mp0, mp1 := ti*g.mPanels/g.tm, (ti+1)*g.mPanels/g.tm
-	np0, np1 := tj*g.nPanels/g.tn, (tj+1)*g.nPanels/g.tn
+	mp0, mp1, np0, np1 := g.taskPanels(t)
 	i0, i1 := mp0*mr, min(mp1*mr, g.m)
 	j0, j1 := g.jc+np0*nr, min(g.jc+np1*nr, g.n)
 	if i0 >= i1 || j0 >= j1 {

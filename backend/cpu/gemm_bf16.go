@@ -8,7 +8,7 @@ import (
 	"github.com/gamp-ml/gamp/half"
 )
 
-// GemmBF16 follows Gemm's Goto/BLIS scheme with operands packed as bf16
+// GemmBF16 follows Gemm's blocking (gemmBlocks) with operands packed as bf16
 // pairs, the layout VDPBF16PS reads: a packed word holds two consecutive k
 // values of one row of op(A) or one column of op(B), the even k in its low
 // half. A k slice (even length, except the last) thus covers kc2 = ⌈kc/2⌉
@@ -248,14 +248,13 @@ func gemmBF16With(kern *gemmBF16Kernel, workers int, transA, transB bool, m, n, 
 
 	g := gemmBF16Calls.Get().(*gemmBF16Call)
 	g.transA, g.transB = transA, transB
-	g.m, g.n, g.k = m, n, k
 	g.alpha, g.beta = alpha, beta
 	g.a, g.lda, g.b, g.ldb, g.c, g.ldc = a, lda, b, ldb, c, ldc
 	g.kern = kern
 	if 2*float64(m)*float64(n)*float64(k) < gemmSerialFlops {
 		workers = 1
 	}
-	g.run(max(workers, 1))
+	g.run(m, n, k, workers)
 	g.a, g.b, g.c, g.kern = nil, nil, nil, nil
 	gemmBF16Calls.Put(g)
 }
@@ -291,28 +290,20 @@ func gemmBF16Scale(m, n int, beta float32, c []half.BFloat16, ldc int) {
 // gemmBF16Call is the state of one GemmBF16 call, shared by its tasks and
 // pooled with its buffers.
 type gemmBF16Call struct {
+	gemmBlocks
 	transA, transB bool
-	m, n, k        int
 	alpha, beta    float32
 	a, b, c        []half.BFloat16
 	lda, ldb, ldc  int
 	kern           *gemmBF16Kernel
-
-	// Current block: columns [jc, jc+nc), depth [pc, pc+kc), kc2 pair steps.
-	jc, nc, pc, kc, kc2 int
-	// sliced: k has more than one slice; last: [pc, pc+kc) is the last.
-	sliced, last bool
-	// Task grid: tm×tn tasks over mPanels×nPanels micro-tiles.
-	tm, tn           int
-	mPanels, nPanels int
+	// kc2: pair steps of the current k slice, as packed.
+	kc2 int
 
 	bPack []uint32
 	// acc holds the float32 partial sums of the current column block when
 	// sliced: row stride accLd, whole tiles.
-	acc    []float32
-	accLd  int
-	packFn func(lo, hi int)
-	taskFn func(lo, hi int)
+	acc   []float32
+	accLd int
 }
 
 // gemmBF16Scratch is per-task scratch: the packed A block, a float32 tile
@@ -326,6 +317,10 @@ type gemmBF16Scratch struct {
 var (
 	gemmBF16Calls = sync.Pool{New: func() any {
 		g := new(gemmBF16Call)
+		g.onBlock = func() {
+			g.kc2 = g.pairSteps(g.kc)
+			g.packGrain = max(1, 8192/(g.kc2*g.nr))
+		}
 		g.packFn = func(lo, hi int) {
 			for q := lo; q < hi; q++ {
 				g.packBPanel(q)
@@ -349,43 +344,15 @@ func grow[T any](buf []T, n int) []T {
 	return buf[:n]
 }
 
-func (g *gemmBF16Call) run(workers int) {
+func (g *gemmBF16Call) run(m, n, k, workers int) {
 	mr, nr := g.kern.mr, g.kern.nr
-	// Split k into equal slices of at most gemmBF16KC, each of even length
-	// but the last: depends on k alone.
-	kSlices := gemmCeilDiv(g.k, gemmBF16KC)
-	kcMax := gemmCeilDiv(g.k, kSlices)
-	kcMax += kcMax & 1
-	g.sliced = kcMax < g.k
-	ncMax := min(g.n, gemmBF16NC)
-	g.bPack = grow(g.bPack, g.pairSteps(kcMax)*gemmCeilDiv(ncMax, nr)*nr)
-
-	g.mPanels = gemmCeilDiv(g.m, mr)
-	target := gemmCeilDiv(g.m, gemmBF16MC)
-	target = gemmCeilDiv(target, workers) * workers
-	g.tm = min(target, g.mPanels)
+	g.plan(m, n, k, mr, nr, workers, gemmSizes{kc: gemmBF16KC, mc: gemmBF16MC, nc: gemmBF16NC, evenK: true})
+	g.bPack = grow(g.bPack, g.pairSteps(g.kcMax)*gemmCeilDiv(g.ncMax, nr)*nr)
 	if g.sliced {
-		g.accLd = gemmCeilDiv(ncMax, nr) * nr
+		g.accLd = gemmCeilDiv(g.ncMax, nr) * nr
 		g.acc = grow(g.acc, g.mPanels*mr*g.accLd)
 	}
-
-	for jc := 0; jc < g.n; jc += ncMax {
-		g.jc, g.nc = jc, min(ncMax, g.n-jc)
-		g.nPanels = gemmCeilDiv(g.nc, nr)
-		g.tn = min(g.nPanels, gemmCeilDiv(target, g.tm))
-		for pc := 0; pc < g.k; pc += kcMax {
-			g.pc, g.kc = pc, min(kcMax, g.k-pc)
-			g.kc2 = g.pairSteps(g.kc)
-			g.last = pc+g.kc == g.k
-			if workers > 1 {
-				ParallelFor(g.nPanels, max(1, 8192/(g.kc2*nr)), g.packFn)
-				ParallelFor(g.tm*g.tn, 1, g.taskFn)
-			} else {
-				g.packFn(0, g.nPanels)
-				g.taskFn(0, g.tm*g.tn)
-			}
-		}
-	}
+	g.loop()
 }
 
 // pairSteps is the number of pair steps the packed panels hold for kc
@@ -547,9 +514,7 @@ func packPairs(dst []uint32, src []half.BFloat16, ld, kc, lanes, width int, side
 // C rows and columns.
 func (g *gemmBF16Call) task(t int) {
 	mr, nr := g.kern.mr, g.kern.nr
-	ti, tj := t/g.tn, t%g.tn
-	mp0, mp1 := ti*g.mPanels/g.tm, (ti+1)*g.mPanels/g.tm
-	np0, np1 := tj*g.nPanels/g.tn, (tj+1)*g.nPanels/g.tn
+	mp0, mp1, np0, np1 := g.taskPanels(t)
 	if mp0 >= mp1 || np0 >= np1 {
 		return
 	}
