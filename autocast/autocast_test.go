@@ -127,6 +127,9 @@ func init() {
 		"batch_norm": func(ac *tensor.Context, dt tensor.DType) *tensor.Tensor {
 			return tensor.BatchNorm(in(ac, dt, 4, 3), nil, nil, nil, nil, true, 0.1, 1e-5)
 		},
+		"batch_norm_relu": func(ac *tensor.Context, dt tensor.DType) *tensor.Tensor {
+			return tensor.BatchNormReLU(in(ac, dt, 4, 3), nil, nil, nil, nil, true, 0.1, 1e-5)
+		},
 		"layer_norm": func(ac *tensor.Context, dt tensor.DType) *tensor.Tensor {
 			return tensor.LayerNorm(in(ac, dt, 4, 3), tensor.Shape{3}, nil, nil, 1e-5)
 		},

@@ -37,6 +37,7 @@
 //	| argmin                           | passthrough     |
 //	| avg_pool2d                       | passthrough     |
 //	| batch_norm                       | passthrough     |
+//	| batch_norm_relu                  | passthrough     |
 //	| binary_cross_entropy_with_logits | fp32            |
 //	| bind                             | passthrough     |
 //	| cast                             | passthrough     |

@@ -9,7 +9,9 @@ var (
 	// FP32 and casts at its boundary, and an all-half (O3) model must be able to run it
 	// in half.
 	opBatchNorm = defOp("batch_norm", Passthrough)
-	opLayerNorm = defOp("layer_norm", FP32)
+	// batch_norm_relu is BatchNorm then Relu as one op (Passthrough like both).
+	opBatchNormReLU = defOp("batch_norm_relu", Passthrough)
+	opLayerNorm     = defOp("layer_norm", FP32)
 )
 
 // storageOf returns t's storage, or a nil Storage for a nil tensor (optional kernel
@@ -60,12 +62,32 @@ func (c *Context) paramGrad(g32, p *Tensor) *Tensor {
 // Gradients flow to x, weight and bias, each in its own dtype.
 func BatchNorm(x, weight, bias, runningMean, runningVar *Tensor, training bool, momentum, eps float64) *Tensor {
 	return resolve(opBatchNorm, x, weight, bias, runningMean, runningVar).
-		batchNorm(x, weight, bias, runningMean, runningVar, training, momentum, eps)
+		batchNorm(x, weight, bias, runningMean, runningVar, training, momentum, eps, nil)
 }
 
-func (c *Context) batchNorm(x, weight, bias, rm, rv *Tensor, training bool, momentum, eps float64) *Tensor {
-	const name = "batch_norm"
-	in := c.prep(opBatchNorm, x, weight, bias)
+// BatchNormReLU is BatchNorm(…).Relu() with the same results, bit for bit, and the
+// same gradients. Where the backend fuses them (backend.BatchNormReLUer) it is one op
+// that applies the ReLU while it writes the output and masks the gradient inside
+// batch norm's backward passes, which saves the ReLU's passes over memory (and the
+// memory of the pre-activation); otherwise it is the two ops.
+func BatchNormReLU(x, weight, bias, runningMean, runningVar *Tensor, training bool, momentum, eps float64) *Tensor {
+	c := resolve(opBatchNormReLU, x, weight, bias, runningMean, runningVar)
+	if x != nil && x.ref != nil {
+		if f, ok := x.ref.b.(backend.BatchNormReLUer); ok {
+			return c.batchNorm(x, weight, bias, runningMean, runningVar, training, momentum, eps, f)
+		}
+	}
+	return BatchNorm(x, weight, bias, runningMean, runningVar, training, momentum, eps).Relu()
+}
+
+// batchNorm runs batch_norm, or batch_norm_relu on fused when it is not nil.
+func (c *Context) batchNorm(x, weight, bias, rm, rv *Tensor, training bool, momentum, eps float64, fused backend.BatchNormReLUer) *Tensor {
+	op := opBatchNorm
+	if fused != nil {
+		op = opBatchNormReLU
+	}
+	name := op.Name
+	in := c.prep(op, x, weight, bias)
 	x, weight, bias = in[0], in[1], in[2]
 	// The running statistics are updated in place, so they never go through autocast.
 	all := []*Tensor{x, weight, bias, rm, rv}
@@ -123,7 +145,11 @@ func (c *Context) batchNorm(x, weight, bias, rm, rv *Tensor, training bool, mome
 		save = []*Tensor{rm32, rv32}
 	}
 	a.RunningMean, a.RunningVar = storageOf(rm32), storageOf(rv32)
-	x.ref.b.BatchNorm(a)
+	if fused != nil {
+		fused.BatchNormReLU(a)
+	} else {
+		x.ref.b.BatchNorm(a)
+	}
 	if training {
 		// Write the updated statistics back, rounded to the caller's dtype.
 		for _, p := range [][2]*Tensor{{rm, rm32}, {rv, rv32}} {
@@ -135,7 +161,7 @@ func (c *Context) batchNorm(x, weight, bias, rm, rv *Tensor, training bool, mome
 	}
 	releaseTemp(b32, bias)
 
-	out := c.record(opBatchNorm, y, in, func(bc *Context, g *Tensor) []*Tensor {
+	out := c.record(op, y, in, func(bc *Context, g *Tensor) []*Tensor {
 		gd, gx, gw32, gb32 := bc.normGradBuffers(g, x, weight, bias)
 		ba := backend.NormArgs{
 			X: xd.ref.s, GY: gd.ref.s, GX: gx.ref.s, Weight: storageOf(w32),
@@ -147,7 +173,12 @@ func (c *Context) batchNorm(x, weight, bias, rm, rv *Tensor, training bool, mome
 		} else {
 			ba.RunningMean, ba.RunningVar = save[0].ref.s, save[1].ref.s
 		}
-		g.ref.b.BatchNormBackward(ba)
+		if fused != nil {
+			ba.Y = y.ref.s // the ReLU's output: its gradient mask
+			fused.BatchNormReLUBackward(ba)
+		} else {
+			g.ref.b.BatchNormBackward(ba)
+		}
 		return []*Tensor{gx, bc.paramGrad(gw32, weight), bc.paramGrad(gb32, bias)}
 	})
 	if out.node == nil {

@@ -46,6 +46,11 @@ func normGradCases() []gradCase {
 			return BatchNorm(xs[0], nil, nil, rm, rv, training, 0.1, 1e-5)
 		}
 	}
+	bnReLU := func(training bool) func(xs []*Tensor) *Tensor {
+		return func(xs []*Tensor) *Tensor {
+			return BatchNormReLU(xs[0], xs[1], xs[2], xs[3], xs[4], training, 0.1, 1e-5)
+		}
+	}
 	ln := func(ns Shape, affine bool) func(xs []*Tensor) *Tensor {
 		return func(xs []*Tensor) *Tensor {
 			if !affine {
@@ -68,6 +73,13 @@ func normGradCases() []gradCase {
 			constF64(0.25, -0.5, 1), constF64(0.5, 2, 1.5)}, f: bn(false), opts: normOpts},
 		{op: "batch_norm", name: "eval no affine", in: []gradInput{gN(4, 2), constF64(0.25, -0.5), constF64(0.5, 2)},
 			f: bnNoAffine(false), opts: normOpts},
+
+		{op: "batch_norm_relu", name: "training 4-d", in: []gradInput{gN(3, 2, 3, 2), gDyadic(0.5, 1.5, 2), gDyadic(-1, 1, 2),
+			constF64(0.5, -0.5), constF64(2, 0.5)}, f: bnReLU(true), opts: normOpts},
+		{op: "batch_norm_relu", name: "eval, away from the kink", in: []gradInput{gAway(0.25, 2, 3, 2, 2),
+			constF64(0, 0, 0), constF64(1, 1, 1)}, f: func(xs []*Tensor) *Tensor {
+			return BatchNormReLU(xs[0], nil, nil, xs[1], xs[2], false, 0.1, 1e-5)
+		}, opts: normOpts},
 
 		{op: "layer_norm", name: "last dim", in: []gradInput{gN(4, 5), gDyadic(0.5, 1.5, 5), gDyadic(-1, 1, 5)},
 			f: ln(Shape{5}, true), opts: normOpts},
