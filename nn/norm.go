@@ -132,7 +132,22 @@ func (b *BatchNorm) ComputeDType() tensor.DType {
 }
 
 // Forward normalises x [N, Features, ...].
-func (b *BatchNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
+func (b *BatchNorm) Forward(x *tensor.Tensor) *tensor.Tensor { return b.forward(x, false) }
+
+// forwardReLU is Forward followed by a ReLU, as one tensor.BatchNormReLU op. It
+// declines (false, nothing done) when the result would be cast to float16 after the
+// ReLU: a positive output that rounds to zero there would keep its gradient, where the
+// composed ops (cast, then ReLU) drop it. Float16 rounds values below 2⁻²⁵ to zero;
+// bfloat16, with float32's exponent range, only float32 denormals, so it fuses.
+func (b *BatchNorm) forwardReLU(x *tensor.Tensor) (*tensor.Tensor, bool) {
+	if x.DType() == tensor.Float16 && b.ComputeDType() != tensor.Float16 {
+		return nil, false
+	}
+	return b.forward(x, true), true
+}
+
+// forward is Forward, with the ReLU fused when relu is set.
+func (b *BatchNorm) forward(x *tensor.Tensor, relu bool) *tensor.Tensor {
 	layer := b.layer
 	if layer == "" {
 		layer = "nn.BatchNorm"
@@ -148,7 +163,11 @@ func (b *BatchNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
 		in = x.Cast(dt)
 	}
 	training := b.Training() || b.RunningMean == nil
-	y := tensor.BatchNorm(in, optional(b.Weight), optional(b.Bias), optional(b.RunningMean), optional(b.RunningVar), training, b.Momentum, b.Eps)
+	norm := tensor.BatchNorm
+	if relu {
+		norm = tensor.BatchNormReLU
+	}
+	y := norm(in, optional(b.Weight), optional(b.Bias), optional(b.RunningMean), optional(b.RunningVar), training, b.Momentum, b.Eps)
 	if training && b.NumBatchesTracked != nil {
 		t := b.NumBatchesTracked.T
 		one := tensor.Ones(tensor.Shape{}, tensor.WithDType(t.DType()), tensor.WithDevice(t.Device()))
@@ -169,12 +188,26 @@ func (b *BatchNorm1d) Forward(x *tensor.Tensor) *tensor.Tensor {
 	return b.BatchNorm.Forward(x)
 }
 
+func (b *BatchNorm1d) forwardReLU(x *tensor.Tensor) (*tensor.Tensor, bool) {
+	if x.Dim() != 2 && x.Dim() != 3 {
+		misuse(b.layer, x, "want input [N, %d] or [N, %d, L]", b.Features, b.Features)
+	}
+	return b.BatchNorm.forwardReLU(x)
+}
+
 // Forward normalises x [N, C, H, W].
 func (b *BatchNorm2d) Forward(x *tensor.Tensor) *tensor.Tensor {
 	if x.Dim() != 4 {
 		misuse(b.layer, x, "want input [N, %d, H, W]", b.Features)
 	}
 	return b.BatchNorm.Forward(x)
+}
+
+func (b *BatchNorm2d) forwardReLU(x *tensor.Tensor) (*tensor.Tensor, bool) {
+	if x.Dim() != 4 {
+		misuse(b.layer, x, "want input [N, %d, H, W]", b.Features)
+	}
+	return b.BatchNorm.forwardReLU(x)
 }
 
 // LayerNorm normalises over the trailing dimensions Shape of its input, with a

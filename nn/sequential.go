@@ -37,10 +37,36 @@ func (s *Sequential) Len() int { return len(s.layers) }
 func (s *Sequential) At(i int) Module { return s.layers[i] }
 
 // Forward feeds x through every layer in order (through Call, so the layers' hooks
-// run).
+// run). A BatchNorm directly followed by a ReLU, neither with hooks, runs as one
+// tensor.BatchNormReLU op, whose results are those of the two layers.
 func (s *Sequential) Forward(x *tensor.Tensor) *tensor.Tensor {
-	for _, m := range s.layers {
-		x = Call(m, x)
+	for i := 0; i < len(s.layers); i++ {
+		if i+1 < len(s.layers) {
+			if y, ok := forwardFusedReLU(s.layers[i], s.layers[i+1], x); ok {
+				x = y
+				i++
+				continue
+			}
+		}
+		x = Call(s.layers[i], x)
 	}
 	return x
+}
+
+// reluFuser is a layer that can apply the ReLU layer that follows it in its own op.
+type reluFuser interface {
+	forwardReLU(x *tensor.Tensor) (*tensor.Tensor, bool)
+}
+
+// forwardFusedReLU runs m then next as one op when m is a reluFuser, next a ReLU, and
+// neither has hooks; ok is false, and nothing ran, otherwise.
+func forwardFusedReLU(m, next Module, x *tensor.Tensor) (y *tensor.Tensor, ok bool) {
+	f, fuses := m.(reluFuser)
+	if _, relu := next.(*ReLU); !fuses || !relu {
+		return nil, false
+	}
+	if m.base().hooks.set.Load() != nil || next.base().hooks.set.Load() != nil {
+		return nil, false
+	}
+	return f.forwardReLU(x)
 }
