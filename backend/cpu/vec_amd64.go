@@ -223,77 +223,6 @@ var vecImpls = func() []*vecImpl {
 // The run functions call vec's loops directly (see vec); they are called only when vec
 // is not nil.
 
-func vecOpRun(op vecOp, dst, a, b *float32, n int) {
-	if vec == vecAVX512 {
-		vecOpAVX512(op, dst, a, b, n)
-	} else {
-		vecOpAVX2(op, dst, a, b, n)
-	}
-}
-
-func vecScaleFiniteRun(x *float32, k float32, n int) bool {
-	if vec == vecAVX512 {
-		return vecScaleFiniteAVX512(x, k, n)
-	}
-	return vecScaleFiniteAVX2(x, k, n)
-}
-
-func vecSumF64Run(s *[16]float64, x *float32, n int) {
-	if vec == vecAVX512 {
-		vecSumF64AVX512(s, x, n)
-	} else {
-		vecSumF64AVX2(s, x, n)
-	}
-}
-
-func vecAccF64Run(acc *float64, x *float32, n int) {
-	if vec == vecAVX512 {
-		vecAccF64AVX512(acc, x, n)
-	} else {
-		vecAccF64AVX2(acc, x, n)
-	}
-}
-
-func vecDotF64Run(s *[16]float64, x, y *float32, n int) {
-	if vec == vecAVX512 {
-		vecDotF64AVX512(s, x, y, n)
-	} else {
-		vecDotF64AVX2(s, x, y, n)
-	}
-}
-
-func vecMaxF32Run(s *[16]float32, x *float32, n int) {
-	if vec == vecAVX512 {
-		vecMaxF32AVX512(s, x, n)
-	} else {
-		vecMaxF32AVX2(s, x, n)
-	}
-}
-
-func vecExpF64Run(s *[16]float64, e *float64, x *float32, shift float64, n int) {
-	if vec == vecAVX512 {
-		vecExpF64AVX512(s, e, x, shift, n)
-	} else {
-		vecExpF64AVX2(s, e, x, shift, n)
-	}
-}
-
-func vecNarrowRun(op narrowOp, dst *float32, e *float64, x, y *float32, c0, c1 float64, n int) {
-	if vec == vecAVX512 {
-		vecNarrowAVX512(op, dst, e, x, y, c0, c1, n)
-	} else {
-		vecNarrowAVX2(op, dst, e, x, y, c0, c1, n)
-	}
-}
-
-func vecAccDevF64Run(op accDevOp, acc *float64, g, x *float32, m *float64, n int) {
-	if vec == vecAVX512 {
-		vecAccDevF64AVX512(op, acc, g, x, m, n)
-	} else {
-		vecAccDevF64AVX2(op, acc, g, x, m, n)
-	}
-}
-
 // vecGeluAVX512 equals geluGo(dst[:n], x[:n], gy[:n]) (gy nil: forward) for n a
 // multiple of 16, bit for bit, NaN payloads aside; forward
 //
@@ -308,12 +237,6 @@ func vecAccDevF64Run(op accDevOp, acc *float64, g, x *float32, m *float64, n int
 //
 //go:noescape
 func vecGeluAVX512(dst, x, gy *float32, n int)
-
-// vecAVX512OK reports whether the loops that exist for AVX-512 only (vecGeluRun,
-// vecMaxPool2x2Run) can run.
-func vecAVX512OK() bool { return vec == vecAVX512 }
-
-func vecGeluRun(dst, x, gy *float32, n int) { vecGeluAVX512(dst, x, gy, n) }
 
 // vecMaxPool2x2AVX512 equals maxRow2x2(out[:n], idx[:n], r0[:2n], r1[:2n], base, w)
 // for n a multiple of 16, bit for bit:
@@ -332,23 +255,3 @@ func vecGeluRun(dst, x, gy *float32, n int) { vecGeluAVX512(dst, x, gy, n) }
 //
 //go:noescape
 func vecMaxPool2x2AVX512(out *float32, idx *int64, r0, r1 *float32, n, base, w int)
-
-func vecMaxPool2x2Run(out *float32, idx *int64, r0, r1 *float32, n, base, w int) {
-	vecMaxPool2x2AVX512(out, idx, r0, r1, n, base, w)
-}
-
-func vecDevSqF64Run(s *[16]float64, x *float32, mean float64, n int) {
-	if vec == vecAVX512 {
-		vecDevSqF64AVX512(s, x, mean, n)
-	} else {
-		vecDevSqF64AVX2(s, x, mean, n)
-	}
-}
-
-func vecLnRowRun(s *[32]float64, gw, gb *float64, g, gy, x *float32, mean, invstd float64, n int) {
-	if vec == vecAVX512 {
-		vecLnRowAVX512(s, gw, gb, g, gy, x, mean, invstd, n)
-	} else {
-		vecLnRowAVX2(s, gw, gb, g, gy, x, mean, invstd, n)
-	}
-}

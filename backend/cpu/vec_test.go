@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -257,7 +258,8 @@ func TestVecSums(t *testing.T) {
 	}
 }
 
-// TestVecAsmGenerated checks that vec_amd64.s is what internal/vecgen writes.
+// TestVecAsmGenerated checks that vec_amd64.s and the dispatch files are what
+// internal/vecgen writes.
 func TestVecAsmGenerated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go run")
@@ -267,16 +269,19 @@ func TestVecAsmGenerated(t *testing.T) {
 	if b, err := exec.Command(gotool, "run", "./internal/vecgen", "-o", out).CombinedOutput(); err != nil {
 		t.Fatalf("vecgen: %v\n%s", err, b)
 	}
-	got, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := os.ReadFile("vec_amd64.s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(got, want) {
-		t.Fatal("vec_amd64.s is not what vecgen writes: run go generate ./backend/cpu/")
+	// The assembly and, beside it, the generated dispatch functions.
+	for _, name := range []string{"vec_amd64.s", "vec_dispatch_amd64.go", "vec_dispatch_generic.go"} {
+		got, err := os.ReadFile(filepath.Join(filepath.Dir(out), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s is not what vecgen writes: run go generate ./backend/cpu/", name)
+		}
 	}
 }
 

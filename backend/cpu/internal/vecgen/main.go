@@ -9,7 +9,10 @@
 //
 //	go generate ./backend/cpu/   (or: go run ./internal/vecgen -o vec_amd64.s)
 //
-// TestVecAsmGenerated checks that the committed file is its output. The Go
+// Beside it, it writes vec_dispatch_amd64.go and vec_dispatch_generic.go: the
+// run-time dispatch functions (dispatch.go), AVX-512 or AVX2 routine as the
+// CPU allows. TestVecAsmGenerated checks that the committed files are its
+// output. The Go
 // declarations in vec_amd64.go give the loop each routine equals; vec.go holds
 // the pure-Go twins.
 package main
@@ -21,6 +24,7 @@ import (
 	"log"
 	"math"
 	"os"
+	"path/filepath"
 )
 
 // isa is one instruction set's register file: vector register prefix, lanes
@@ -103,6 +107,9 @@ func main() {
 	g.poolConsts()
 	g.maxPool2x2(isas[0])
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if err := writeDispatch(filepath.Dir(*out)); err != nil {
 		log.Fatal(err)
 	}
 }
