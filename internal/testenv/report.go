@@ -108,15 +108,27 @@ func Report(w io.Writer, entries []Entry) {
 			tag = " [expected without a GPU]"
 		}
 		fmt.Fprintf(w, "\n  missing %s%s — %s\n", n, tag, e.Install)
-		ks := groups[n]
-		sort.Slice(ks, func(i, j int) bool {
-			if ks[i].pkg != ks[j].pkg {
-				return ks[i].pkg < ks[j].pkg
+		// Tests of one package skipped for one reason share a line.
+		type line struct{ pkg, what, reason string }
+		var lines []line
+		tests := map[line][]string{}
+		for _, k := range groups[n] {
+			l := line{k.pkg, k.what, k.reason}
+			if tests[l] == nil {
+				lines = append(lines, l)
 			}
-			return ks[i].test < ks[j].test
+			tests[l] = append(tests[l], k.test)
+		}
+		sort.Slice(lines, func(i, j int) bool {
+			if lines[i].pkg != lines[j].pkg {
+				return lines[i].pkg < lines[j].pkg
+			}
+			return lines[i].reason < lines[j].reason
 		})
-		for _, k := range ks {
-			fmt.Fprintf(w, "    %s %s %s: %s\n", k.pkg, k.test, k.what, k.reason)
+		for _, l := range lines {
+			ts := tests[l]
+			sort.Strings(ts)
+			fmt.Fprintf(w, "    %s %s %s: %s\n", l.pkg, strings.Join(ts, ", "), l.what, l.reason)
 		}
 	}
 }

@@ -135,14 +135,15 @@ func TestReport(t *testing.T) {
 		{Package: "./nn", Test: "TestSafetensorsPython", Need: "Python safetensors", Install: "pip install safetensors", What: "skipped", Reason: "no python3 imports safetensors"},
 		{Package: "./dist", Test: "TestMPI", Need: "Open MPI", Install: "apt-get install openmpi-bin", What: "skipped", Reason: "mpirun not found"},
 		{Package: "./dist", Test: "TestMPI", Need: "Open MPI", Install: "apt-get install openmpi-bin", What: "skipped", Reason: "mpirun not found"},
+		{Package: "./cuda", Test: "TestConformance", Need: "a GPU", Install: "a GPU machine", What: "skipped", Reason: "no driver", Expected: true},
 	}
 	b.Reset()
 	Report(&b, entries)
 	out := b.String()
-	require.Contains(t, out, "3 checks skipped or ran without what they need (1 of them expected on a machine without a GPU)")
+	require.Contains(t, out, "4 checks skipped or ran without what they need (2 of them expected on a machine without a GPU)")
 	require.Equal(t, 1, strings.Count(out, "TestMPI"), "duplicates listed once")
 	require.Contains(t, out, "missing a GPU [expected without a GPU] — a GPU machine")
-	require.Contains(t, out, "./cuda TestGPUConformance skipped: no driver\n", "one line per skip")
+	require.Contains(t, out, "    ./cuda TestConformance, TestGPUConformance skipped: no driver\n", "one line per package and reason, the reason's first line")
 	require.Less(t, strings.Index(out, "Open MPI"), strings.Index(out, "Python safetensors"), "needs sorted by name")
 	require.Less(t, strings.Index(out, "Python safetensors"), strings.Index(out, "missing a GPU"), "expected skips last")
 
