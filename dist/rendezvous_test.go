@@ -205,6 +205,21 @@ func TestRendezvousBindsMasterAddrOnly(t *testing.T) {
 	_, err := Rendezvous(rdvEnv(port, 1, 2), nil, 20*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, (<-root).err)
+
+	// IPv6 loopback, where the machine has it.
+	l6, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Logf("no IPv6 loopback here (%v)", err)
+		return
+	}
+	port = l6.Addr().(*net.TCPAddr).Port
+	l6.Close()
+	env := func(rank int) Env { e := rdvEnv(port, rank, 2); e.MasterAddr = "::1"; return e }
+	root = goRendezvous(env(0), []byte("v6"), 20*time.Second)
+	got, err := Rendezvous(env(1), nil, 20*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, []byte("v6"), got)
+	require.NoError(t, (<-root).err)
 }
 
 // TestRendezvousDuplicateRank: two processes of the job claiming one rank — the first
