@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/half"
@@ -136,6 +137,8 @@ type convOps[E float32 | half.BFloat16, P float32 | uint32] struct {
 	pairRun func(dst []P, src []E, ld, steps int)
 	// store rounds a float32 row to E.
 	store func(dst []E, src []float32)
+	// finite reports whether no element is Inf or NaN.
+	finite func(x []E) bool
 	// pack packs element v and u (the next k, or zero) into a P.
 	pack func(v, u E) P
 }
@@ -182,8 +185,9 @@ var (
 			}
 			copy(dst, src[:len(dst)])
 		},
-		store: func(dst, src []float32) { copy(dst, src) },
-		pack:  func(v, _ float32) float32 { return v },
+		store:  func(dst, src []float32) { copy(dst, src) },
+		finite: half.AllFinite32,
+		pack:   func(v, _ float32) float32 { return v },
 	}
 	// convBF16 is nil where the CPU lacks VDPBF16PS.
 	convBF16 = newConvBF16(convBF16Kernel)
@@ -217,8 +221,9 @@ func newConvBF16(kern *gemmBF16Kernel) *convOps[half.BFloat16, uint32] {
 			w := len(dst) / steps
 			gemmBF16PackPairRows(dst, src, ld, steps, w, w)
 		},
-		store: half.Float32ToBFloat16,
-		pack:  pair,
+		store:  half.Float32ToBFloat16,
+		finite: allFiniteBF16,
+		pack:   pair,
 	}
 }
 
@@ -518,8 +523,11 @@ func flipWeights[E any](w []E, a backend.Conv2dArgs) []E {
 	return out
 }
 
-// convWeightGrad computes gw = Σ_n gy[n] ⋆ x[n] (see the top of the file).
-func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], gw, x, gy []E, a backend.Conv2dArgs) {
+// convWeightGrad computes gw = Σ_n gy[n] ⋆ x[n] (see the top of the file). It
+// reports false, leaving gw untouched, when an image holds Inf or NaN: the wide grid
+// would multiply it by the zeros of the discarded columns, making NaN where the exact
+// sum has none. Each task checks its own images, so the check is no serial pass.
+func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], gw, x, gy []E, a backend.Conv2dArgs) bool {
 	s := newConvShape(a, false)
 	rp := gemmCeilDiv(s.og, o.mr)
 	npT := gemmCeilDiv(s.k, o.nr)
@@ -533,6 +541,7 @@ func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E,
 	chunks := min(s.N, convWGradChunks)
 	parts := make([]float32, chunks*partLen)
 	pool := convScratchPool[E, P]()
+	var nonFinite atomic.Bool
 	ParallelFor(chunks, 1, func(lo, hi int) {
 		sc := pool.Get().(*convScratch[E, P])
 		defer pool.Put(sc)
@@ -547,7 +556,12 @@ func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E,
 		for ch := lo; ch < hi; ch++ {
 			part := parts[ch*partLen:][:partLen]
 			for n := ch * s.N / chunks; n < (ch+1)*s.N/chunks; n++ {
-				padImage(&s, sc.xp, x[n*s.C*s.H*s.W:])
+				img := x[n*s.C*s.H*s.W:][:s.C*s.H*s.W]
+				if nonFinite.Load() || !o.finite(img) {
+					nonFinite.Store(true)
+					return
+				}
+				padImage(&s, sc.xp, img)
 				for g := range s.Groups {
 					// gy of the group on the wide grid; the discarded columns stay zero.
 					for oc := range s.og {
@@ -588,6 +602,9 @@ func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E,
 			}
 		}
 	})
+	if nonFinite.Load() {
+		return false
+	}
 	// Sum the chunks in order and round once.
 	row := make([]float32, s.k)
 	for g := range s.Groups {
@@ -602,6 +619,7 @@ func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E,
 			o.store(gw[(g*s.og+oc)*s.k:][:s.k], row)
 		}
 	}
+	return true
 }
 
 // Conv2d implements backend.Convolver for unit-stride float32 and (where the CPU has
@@ -656,27 +674,17 @@ func (b *Backend) Conv2dInputGrad(gx, gy, w backend.Storage, a backend.Conv2dArg
 }
 
 // Conv2dWeightGrad implements backend.Convolver. An image holding Inf or NaN takes
-// the Im2Col path: the wide grid would multiply it by the zeros of the discarded
-// columns, making NaN where the exact sum has none.
+// the Im2Col path (see convWeightGrad).
 func (b *Backend) Conv2dWeightGrad(gw, x, gy backend.Storage, a backend.Conv2dArgs) bool {
 	GW, X, GY := st(gw), st(x), st(gy)
 	if !convSupported(a, X.dt) {
 		return false
 	}
 	convCheck("Conv2dWeightGrad", a, X, GW, GY, a.N*a.C*a.H*a.W, a.N*a.O*a.OH*a.OW)
-	n := a.N * a.C * a.H * a.W
 	if X.dt == backend.Float32 {
-		if !half.AllFinite32(X.f32()[:n]) {
-			return false
-		}
-		convWeightGrad(convF32, GW.f32(), X.f32(), GY.f32(), a)
-		return true
+		return convWeightGrad(convF32, GW.f32(), X.f32(), GY.f32(), a)
 	}
-	if !allFiniteBF16(X.bf16()[:n]) {
-		return false
-	}
-	convWeightGrad(convBF16, GW.bf16(), X.bf16(), GY.bf16(), a)
-	return true
+	return convWeightGrad(convBF16, GW.bf16(), X.bf16(), GY.bf16(), a)
 }
 
 // convCheck panics unless the image, weight and output storages share a dtype and

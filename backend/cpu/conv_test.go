@@ -128,7 +128,9 @@ func TestConvDirectF32(t *testing.T) {
 			convForward(convF32, gotX, f(gy), flipWeights(f(w), a), nil, d)
 			convCheckClose(t, "gx", gotX, gx, gxMag, 1.0/(1<<20), 0)
 			gotW := make([]float32, len(gw))
-			convWeightGrad(convF32, gotW, f(x), f(gy), a)
+			if !convWeightGrad(convF32, gotW, f(x), f(gy), a) {
+				t.Fatal("weight gradient declined finite data")
+			}
 			convCheckClose(t, "gw", gotW, gw, gwMag, 1.0/(1<<20), 0)
 		})
 	}
@@ -293,9 +295,14 @@ func TestConvMatchesIm2Col(t *testing.T) {
 		}
 	}
 	gw, _ := b.Alloc(backend.Float32, a.O*k)
-	b.Upload(x, 5, []float32{float32(math.NaN())})
+	b.Upload(gw, 0, []float32{7})
+	b.Upload(x, a.C*a.H*a.W+5, []float32{float32(math.NaN())}) // in the second image
 	if b.Conv2dWeightGrad(gw, x, y, a) {
 		t.Fatal("weight gradient of an image with a NaN did not fall back")
+	}
+	v := make([]float32, 1)
+	if b.Download(v, gw, 0); v[0] != 7 {
+		t.Fatalf("declined weight gradient wrote %v", v[0])
 	}
 	strided := a
 	strided.StrideH, strided.OH = 2, convOut(a.H, a.KH, 2, a.PadH, 1)
