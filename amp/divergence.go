@@ -109,7 +109,17 @@ type divergence struct {
 	ref    float64 // |first finite loss|, once refSet
 	refSet bool
 	bad    int
+	reduce func(bad bool) bool // combines the verdict over processes; nil: local
 }
+
+// SetDivergenceReducer makes the divergence check decide over several processes: f
+// gets whether this process's step was bad and returns whether any process's was
+// (dist.SyncDivergence all-reduces it). Data-parallel ranks see different local losses,
+// so without it one rank could stop while the others wait for it in a collective; with
+// it every rank stops at the same step. f runs once per Step on every process while
+// the check is on, so every process must call Step alike. nil restores the local
+// verdict.
+func (t *Trainer) SetDivergenceReducer(f func(bad bool) bool) { t.div.reduce = f }
 
 // observe judges one finished step. minScale is the scaler's MinScale; enabled says
 // whether it scales at all (a disabled scaler never skips).
@@ -131,6 +141,9 @@ func (d *divergence) observe(c DivergenceConfig, r Result, minScale float64) err
 	}
 	if !d.refSet && !math.IsNaN(r.Loss) && !math.IsInf(r.Loss, 0) {
 		d.ref, d.refSet = math.Abs(r.Loss), true
+	}
+	if d.reduce != nil && d.reduce(reason != "") && reason == "" {
+		reason = "another process's step was bad"
 	}
 	if reason == "" {
 		d.bad = 0

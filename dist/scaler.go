@@ -19,16 +19,20 @@ func SyncScaler(s *scaler.GradScaler, pg ProcessGroup) {
 		s.SetFoundInfReducer(nil)
 		return
 	}
-	s.SetFoundInfReducer(func(found bool) bool {
-		v := 0.0
-		if found {
-			v = 1
-		}
-		t := tensor.Scalar(v, tensor.WithDType(tensor.Float32))
-		defer t.Release()
-		if err := pg.AllReduce(t, Max); err != nil {
-			panic(fmt.Errorf("dist: all-reducing the scaler's found-inf flag: %w", err))
-		}
-		return t.Item() > 0
-	})
+	s.SetFoundInfReducer(func(found bool) bool { return anyRank(pg, found, "the scaler's found-inf flag") })
+}
+
+// anyRank all-reduces flag with Max: whether it is set on any process. A failed
+// all-reduce panics, naming what, since the processes can no longer agree.
+func anyRank(pg ProcessGroup, flag bool, what string) bool {
+	v := 0.0
+	if flag {
+		v = 1
+	}
+	t := tensor.Scalar(v, tensor.WithDType(tensor.Float32))
+	defer t.Release()
+	if err := pg.AllReduce(t, Max); err != nil {
+		panic(fmt.Errorf("dist: all-reducing %s: %w", what, err))
+	}
+	return t.Item() > 0
 }

@@ -457,6 +457,7 @@ func train(o options, log io.Writer) (summary, error) {
 		return summary{}, err
 	}
 	dist.SyncScaler(tr.Scaler, pg)
+	dist.SyncDivergence(tr, pg) // every rank stops at the same step
 	tr.Gen.Seed(o.seed)
 	if o.schedule != "constant" {
 		sched, err := optim.NewScheduler(opt, optim.CosineAnnealing{TMax: stepsPerEpoch * int64(o.epochs)})
