@@ -207,3 +207,17 @@ func TestEnsureDataScript(t *testing.T) {
 	out, err = exec.Command(bash, script, fashionData(t, 64)).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 }
+
+// failingWriter refuses every write, as a closed pipe does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// An error writing the -json line is reported and fails the run, never dropped.
+func TestJSONWriteErrorIsReported(t *testing.T) {
+	dir := fashionData(t, 64)
+	var errb bytes.Buffer
+	code := runMain([]string{"-model", "mlp", "-precision", "fp32", "-epochs", "1", "-batch", "32", "-data", dir, "-json", "-quiet"}, failingWriter{}, &errb, false)
+	require.Equal(t, 1, code)
+	require.Contains(t, errb.String(), "fashion: writing the JSON summary: broken pipe")
+}
