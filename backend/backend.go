@@ -398,7 +398,43 @@ type SGDArgs struct {
 	N                                    int
 	LR, Momentum, Dampening, WeightDecay float64
 	Nesterov, Maximize, First            bool
+	HalfWeights
 }
+
+// HalfWeights selects an update of half weights that have no FP32 master (see
+// HalfRounding): W is then nil, Half (bfloat16; float16 with RoundNearest) is read as
+// the weight and receives the updated one, and G and the state are float32. The zero
+// value is the usual update of FP32 masters.
+type HalfWeights struct {
+	Rounding HalfRounding
+	// Lo holds, with RoundSplit, the low 16 bits of each FP32 master (a BFloat16
+	// storage used as a 16-bit container, never read as numbers); Half holds the high
+	// bits, so the pair is the master exactly.
+	Lo Storage
+	// RNG gives RoundStochastic its random bits: element i uses the top 16 bits of the
+	// counter-based generator's hash of (RNG.Seed, RNG.Offset+i).
+	RNG RNG
+}
+
+// HalfRounding is how an update without an FP32 master writes the new weight w
+// (computed in float32) into the half weight.
+type HalfRounding uint8
+
+// The roundings of HalfWeights.
+const (
+	// RoundMaster is the usual update: W holds FP32 masters.
+	RoundMaster HalfRounding = iota
+	// RoundNearest rounds w to nearest even (what O2's write-back does, without a master:
+	// updates smaller than half an ulp of the weight are lost).
+	RoundNearest
+	// RoundStochastic rounds a bfloat16 w up with probability equal to the fraction of an
+	// ulp it lies above the lower neighbour, so the rounding is unbiased in expectation.
+	RoundStochastic
+	// RoundSplit keeps the FP32 master as two 16-bit halves ("16+16"): Half holds w rounded
+	// to nearest (at an exact tie, toward the neighbour that keeps the pair exact) and Lo
+	// the difference, so decoding the pair gives w bit for bit.
+	RoundSplit
+)
 
 // AdamArgs is one fused Adam/AdamW update of N elements; Step is the step number
 // after this update (1 for the first). VMax is used with AMSGrad only.
@@ -408,6 +444,7 @@ type AdamArgs struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float64
 	Step                               int64
 	Decoupled, AMSGrad, Maximize       bool
+	HalfWeights
 }
 
 // FusedOptimizer is implemented by backends with one-pass optimizer updates. The result

@@ -44,6 +44,19 @@ func halfOut(op string, h backend.Storage, n int) *storage {
 
 // SGDStep implements backend.FusedOptimizer.
 func (b *Backend) SGDStep(a backend.SGDArgs) {
+	if a.Rounding != backend.RoundMaster {
+		hw := b.halfWeightsCheck("SGDStep", a.N, a.W, a.G, a.Half, a.HalfWeights, a.Buf)
+		if a.Momentum != 0 && a.Buf == nil {
+			panic("cpu: SGDStep: momentum without a buffer")
+		}
+		var bb []float32
+		if a.Buf != nil {
+			bb = st(a.Buf).f32()
+		}
+		g := st(a.G).f32()
+		hw.run(func(w []float32, lo, hi int) { sgdSpan(a, w, g[lo:hi], sub(bb, lo, hi)) })
+		return
+	}
 	ws, gs := b.optimCheck("SGDStep", a.N, a.W, a.G, a.Buf)
 	if a.Momentum != 0 && a.Buf == nil {
 		panic("cpu: SGDStep: momentum without a buffer")
@@ -70,48 +83,61 @@ func (b *Backend) SGDStep(a backend.SGDArgs) {
 
 func sgdRange[C float32 | float64](a backend.SGDArgs, w, g, buf []C, hs *storage) {
 	ParallelFor(a.N, grainElems, func(lo, hi int) {
-		wd, mom, damp, lr := C(a.WeightDecay), C(a.Momentum), C(1-a.Dampening), C(a.LR)
-		i0 := lo
-		if w32, ok := any(w).([]float32); ok && !a.Maximize {
-			sgdVec(a, w32, any(g).([]float32), any(buf).([]float32), lo, hi)
-			i0 = hi
-		}
-		for i := i0; i < hi; i++ {
-			d := g[i]
-			if a.Maximize {
-				d = -d
-			}
-			wv := w[i]
-			if a.WeightDecay != 0 {
-				d = C(wv*wd) + d
-			}
-			if a.Momentum != 0 {
-				var bv C
-				if a.First {
-					bv = d
-				} else {
-					bv = C(buf[i] * mom)
-					if a.Dampening == 0 {
-						bv = bv + d
-					} else {
-						bv = bv + C(d*damp)
-					}
-				}
-				buf[i] = bv
-				if a.Nesterov {
-					d = C(bv*mom) + d
-				} else {
-					d = bv
-				}
-			}
-			w[i] = wv - C(d*lr)
-		}
+		sgdSpan(a, w[lo:hi], g[lo:hi], sub(buf, lo, hi))
 		if hs != nil {
 			if w32, ok := any(w).([]float32); ok {
 				hs.storeF32(lo, w32[lo:hi])
 			}
 		}
 	})
+}
+
+// sub returns s[lo:hi], or nil for a nil s (an absent buffer).
+func sub[C any](s []C, lo, hi int) []C {
+	if s == nil {
+		return nil
+	}
+	return s[lo:hi]
+}
+
+// sgdSpan updates w from g (and buf) elementwise, all of one length.
+func sgdSpan[C float32 | float64](a backend.SGDArgs, w, g, buf []C) {
+	wd, mom, damp, lr := C(a.WeightDecay), C(a.Momentum), C(1-a.Dampening), C(a.LR)
+	i0, hi := 0, len(w)
+	if w32, ok := any(w).([]float32); ok && !a.Maximize {
+		sgdVec(a, w32, any(g).([]float32), any(buf).([]float32), 0, hi)
+		i0 = hi
+	}
+	for i := i0; i < hi; i++ {
+		d := g[i]
+		if a.Maximize {
+			d = -d
+		}
+		wv := w[i]
+		if a.WeightDecay != 0 {
+			d = C(wv*wd) + d
+		}
+		if a.Momentum != 0 {
+			var bv C
+			if a.First {
+				bv = d
+			} else {
+				bv = C(buf[i] * mom)
+				if a.Dampening == 0 {
+					bv = bv + d
+				} else {
+					bv = bv + C(d*damp)
+				}
+			}
+			buf[i] = bv
+			if a.Nesterov {
+				d = C(bv*mom) + d
+			} else {
+				d = bv
+			}
+		}
+		w[i] = wv - C(d*lr)
+	}
 }
 
 // sgdVec is sgdRange's float32 loop over [lo, hi) on the vector layer, a chunk at a
@@ -157,6 +183,22 @@ func sgdVec(a backend.SGDArgs, w, g, buf []float32, lo, hi int) {
 
 // AdamStep implements backend.FusedOptimizer.
 func (b *Backend) AdamStep(a backend.AdamArgs) {
+	if a.Rounding != backend.RoundMaster {
+		hw := b.halfWeightsCheck("AdamStep", a.N, a.W, a.G, a.Half, a.HalfWeights, a.M, a.V, a.VMax)
+		if a.M == nil || a.V == nil || (a.AMSGrad && a.VMax == nil) {
+			panic("cpu: AdamStep: missing moment storage")
+		}
+		var vm []float32
+		if a.VMax != nil {
+			vm = st(a.VMax).f32()
+		}
+		g, m, v := st(a.G).f32(), st(a.M).f32(), st(a.V).f32()
+		c := newAdamConsts[float32](a)
+		hw.run(func(w []float32, lo, hi int) {
+			adamSpan(a, c, w, g[lo:hi], m[lo:hi], v[lo:hi], sub(vm, lo, hi))
+		})
+		return
+	}
 	ws, gs := b.optimCheck("AdamStep", a.N, a.W, a.G, a.M, a.V, a.VMax)
 	if a.M == nil || a.V == nil || (a.AMSGrad && a.VMax == nil) {
 		panic("cpu: AdamStep: missing moment storage")
@@ -178,67 +220,82 @@ func (b *Backend) AdamStep(a backend.AdamArgs) {
 	adamRange(a, ws.f32(), gs.f32(), m.f32(), v.f32(), vm, hs)
 }
 
-func adamRange[C float32 | float64](a backend.AdamArgs, w, g, m, v, vmax []C, hs *storage) {
+// adamConsts are the per-step constants of an Adam update.
+type adamConsts[C float32 | float64] struct {
+	stepSize, bc2Sqrt C
+	small             bool
+}
+
+func newAdamConsts[C float32 | float64](a backend.AdamArgs) adamConsts[C] {
 	t := float64(a.Step)
 	bc1 := 1 - math.Pow(a.Beta1, t)
 	bc2 := 1 - math.Pow(a.Beta2, t)
-	stepSize, bc2Sqrt := C(a.LR/bc1), C(math.Sqrt(bc2))
-	wt := 1 - a.Beta1
-	small := math.Abs(wt) < 0.5
+	return adamConsts[C]{stepSize: C(a.LR / bc1), bc2Sqrt: C(math.Sqrt(bc2)), small: math.Abs(1-a.Beta1) < 0.5}
+}
+
+func adamRange[C float32 | float64](a backend.AdamArgs, w, g, m, v, vmax []C, hs *storage) {
+	c := newAdamConsts[C](a)
 	ParallelFor(a.N, grainElems, func(lo, hi int) {
-		decay, wdC := C(1-a.LR*a.WeightDecay), C(a.WeightDecay)
-		wtC, wt1C := C(wt), C(1-wt)
-		b2, omb2, eps := C(a.Beta2), C(1-a.Beta2), C(a.Eps)
-		i0 := lo
-		if w32, ok := any(w).([]float32); ok && !a.Maximize && !a.AMSGrad {
-			adamVec(a, w32, any(g).([]float32), any(m).([]float32), any(v).([]float32), lo, hi,
-				float32(stepSize), float32(bc2Sqrt), small)
-			i0 = hi
-		}
-		for i := i0; i < hi; i++ {
-			gv := g[i]
-			if a.Maximize {
-				gv = -gv
-			}
-			wv := w[i]
-			if a.WeightDecay != 0 {
-				if a.Decoupled {
-					wv = C(wv * decay)
-				} else {
-					gv = C(wv*wdC) + gv
-				}
-			}
-			mv := m[i]
-			if small {
-				mv = mv + C(C(gv-mv)*wtC)
-			} else {
-				mv = gv - C(C(gv-mv)*wt1C)
-			}
-			vv := C(v[i] * b2)
-			vv = vv + C(C(gv*omb2)*gv)
-			m[i], v[i] = mv, vv
-			vd := vv
-			if a.AMSGrad {
-				mx := vmax[i]
-				if !(mx != mx || mx > vv) {
-					mx = vv
-				}
-				vmax[i] = mx
-				vd = mx
-			}
-			denom := C(math.Sqrt(float64(vd)))
-			denom = C(denom / bc2Sqrt)
-			denom = denom + eps
-			upd := C(mv / denom)
-			upd = C(upd * stepSize)
-			w[i] = wv - upd
-		}
+		adamSpan(a, c, w[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], sub(vmax, lo, hi))
 		if hs != nil {
 			if w32, ok := any(w).([]float32); ok {
 				hs.storeF32(lo, w32[lo:hi])
 			}
 		}
 	})
+}
+
+// adamSpan updates w, m, v (and vmax) from g elementwise, all of one length.
+func adamSpan[C float32 | float64](a backend.AdamArgs, c adamConsts[C], w, g, m, v, vmax []C) {
+	stepSize, bc2Sqrt, small := c.stepSize, c.bc2Sqrt, c.small
+	wt := 1 - a.Beta1
+	decay, wdC := C(1-a.LR*a.WeightDecay), C(a.WeightDecay)
+	wtC, wt1C := C(wt), C(1-wt)
+	b2, omb2, eps := C(a.Beta2), C(1-a.Beta2), C(a.Eps)
+	i0, hi := 0, len(w)
+	if w32, ok := any(w).([]float32); ok && !a.Maximize && !a.AMSGrad {
+		adamVec(a, w32, any(g).([]float32), any(m).([]float32), any(v).([]float32), 0, hi,
+			float32(stepSize), float32(bc2Sqrt), small)
+		i0 = hi
+	}
+	for i := i0; i < hi; i++ {
+		gv := g[i]
+		if a.Maximize {
+			gv = -gv
+		}
+		wv := w[i]
+		if a.WeightDecay != 0 {
+			if a.Decoupled {
+				wv = C(wv * decay)
+			} else {
+				gv = C(wv*wdC) + gv
+			}
+		}
+		mv := m[i]
+		if small {
+			mv = mv + C(C(gv-mv)*wtC)
+		} else {
+			mv = gv - C(C(gv-mv)*wt1C)
+		}
+		vv := C(v[i] * b2)
+		vv = vv + C(C(gv*omb2)*gv)
+		m[i], v[i] = mv, vv
+		vd := vv
+		if a.AMSGrad {
+			mx := vmax[i]
+			if !(mx != mx || mx > vv) {
+				mx = vv
+			}
+			vmax[i] = mx
+			vd = mx
+		}
+		denom := C(math.Sqrt(float64(vd)))
+		denom = C(denom / bc2Sqrt)
+		denom = denom + eps
+		upd := C(mv / denom)
+		upd = C(upd * stepSize)
+		w[i] = wv - upd
+	}
 }
 
 // adamVec is adamRange's float32 loop over [lo, hi) on the vector layer, a chunk at a
