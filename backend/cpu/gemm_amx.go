@@ -183,6 +183,14 @@ func gemmAMXStoreGo(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, b
 // src[j*ld+k]) and a tile row is a copy; otherwise rows are adjacent and k
 // steps by ld (x(j, k) = src[k*ld+j]).
 func packAMXA(dst []uint32, src []half.BFloat16, ld, kc, kc2, lanes int, sideBySide bool) {
+	if !sideBySide && packAMXATrans(dst, src, ld, kc, kc2, lanes) {
+		return
+	}
+	packAMXAGo(dst, src, ld, kc, kc2, lanes, sideBySide)
+}
+
+// packAMXAGo is packAMXA in pure Go: the twin of packAMXATrans.
+func packAMXAGo(dst []uint32, src []half.BFloat16, ld, kc, kc2, lanes int, sideBySide bool) {
 	const tile = amxMR * amxTileK
 	dst = dst[:amxMR*kc2]
 	kt := kc2 / amxTileK

@@ -108,3 +108,38 @@ func amxPanels(kc2 int, a, b []uint32) (ap, bp *uint32) {
 // gemmAMXKernel is the AMX-BF16 micro-kernel, twin gemmAMXKernelGo32x32.
 var gemmAMXKernel = &gemmBF16Kernel{name: "amx-32x32", mr: amxMR, nr: amxNR, tileK: amxTileK, rowsA: true,
 	fn: gemmAMXKernel32x32Fn, store: gemmAMXKernel32x32Store, direct: gemmAMXKernel32x32Direct}
+
+// gemmAMXPackTrans packs steps pair steps of a transposed op(A) into an AMX
+// A panel whose tiles it does not clear first: for p < steps and lanes j
+// enabled by the masks (load0 for j < 16, load1 for j−16 ≥ 0, as in
+// gemmBF16PackPairs)
+//
+//	dst[p/16*512 + j*16 + p%16] = pair(src[2p*ld+j], src[(2p+1)*ld+j])
+//
+// with zero-extending masked loads and VPSCATTERDD.
+//
+//go:noescape
+func gemmAMXPackTrans(dst *uint32, src *half.BFloat16, ld, steps int, load0, load1 uint16)
+
+// packAMXATrans is packAMXAGo for a transposed op(A) (sideBySide false)
+// with AVX-512, reporting false where the CPU lacks it.
+func packAMXATrans(dst []uint32, src []half.BFloat16, ld, kc, kc2, lanes int) bool {
+	if !cpu.X86.HasAVX512F || lanes <= 0 || lanes > amxMR || kc > 2*kc2 {
+		return false
+	}
+	dst = dst[:amxMR*kc2]
+	clear(dst)
+	if steps := kc / 2; steps > 0 {
+		_ = src[(2*steps-1)*ld+lanes-1]
+		mask := func(n int) uint16 { return uint16(1<<min(max(n, 0), 16) - 1) }
+		gemmAMXPackTrans(&dst[0], unsafe.SliceData(src), ld, steps, mask(lanes), mask(lanes-16))
+	}
+	if kc%2 == 1 {
+		p := kc / 2
+		d := dst[p/amxTileK*amxMR*amxTileK+p%amxTileK:]
+		for j, v := range src[(kc-1)*ld:][:lanes] {
+			d[j*amxTileK] = uint32(v)
+		}
+	}
+	return true
+}

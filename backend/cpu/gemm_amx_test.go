@@ -164,3 +164,34 @@ func TestAMXDirect(t *testing.T) {
 		}
 	}
 }
+
+// TestAMXPackTrans checks packAMXA for a transposed op(A) (AVX-512 scatter
+// where the CPU has it) against packAMXAGo over widths, depths and strides,
+// into panels holding garbage.
+func TestAMXPackTrans(t *testing.T) {
+	rng := rand.New(rand.NewPCG(33, 34))
+	for _, lanes := range []int{1, 5, 16, 17, 31, 32} {
+		for _, kc := range []int{1, 2, 31, 32, 33, 64, 101} {
+			for _, pad := range []int{0, 3} {
+				ld := lanes + pad
+				kc2 := gemmCeilDiv(gemmCeilDiv(kc, 2), amxTileK) * amxTileK
+				src := make([]half.BFloat16, (kc-1)*ld+lanes)
+				for i := range src {
+					src[i] = half.BFloat16(rng.Uint32())
+				}
+				got := make([]uint32, amxMR*kc2)
+				want := make([]uint32, amxMR*kc2)
+				for i := range got {
+					got[i], want[i] = rng.Uint32(), rng.Uint32()
+				}
+				packAMXA(got, src, ld, kc, kc2, lanes, false)
+				packAMXAGo(want, src, ld, kc, kc2, lanes, false)
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("lanes=%d kc=%d ld=%d: word %d is %#x, want %#x", lanes, kc, ld, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

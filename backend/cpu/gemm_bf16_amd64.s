@@ -1190,3 +1190,86 @@ TEXT ·amxXCR0(SB), NOSPLIT, $0-8
 	ORQ DX, AX
 	MOVQ AX, ret+0(FP)
 	RET
+
+// func gemmAMXPackTrans(dst *uint32, src *half.BFloat16, ld, steps int, load0, load1 uint16)
+TEXT ·gemmAMXPackTrans(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	SHLQ $1, R8 // bytes from one stored row to the next
+	MOVQ steps+24(FP), CX
+	MOVWLZX load0+32(FP), AX
+	KMOVW AX, K1
+	MOVWLZX load1+34(FP), BX
+	KMOVW BX, K2
+	// Z4, Z5: dword offsets j·16 of panel rows 0–15 and 16–31.
+	LEAQ ·amxScatterIdx(SB), R9
+	VMOVDQU32 (R9), Z4
+	VMOVDQU32 64(R9), Z5
+	XORQ R10, R10 // pair step within the k tile
+	TESTQ CX, CX
+	JZ gemmAMXPackTrans_done
+
+gemmAMXPackTrans_loop:
+	VPMOVZXWD.Z (SI), K1, Z0
+	VPMOVZXWD.Z (SI)(R8*1), K1, Z1
+	VPMOVZXWD.Z 32(SI), K2, Z2
+	VPMOVZXWD.Z 32(SI)(R8*1), K2, Z3
+	VPSLLD $16, Z1, Z1
+	VPSLLD $16, Z3, Z3
+	VPORD Z1, Z0, Z0
+	VPORD Z3, Z2, Z2
+	KMOVW AX, K3
+	VPSCATTERDD Z0, K3, (DI)(Z4*4)
+	KMOVW BX, K4
+	VPSCATTERDD Z2, K4, (DI)(Z5*4)
+	LEAQ (SI)(R8*2), SI
+	ADDQ $4, DI
+	INCQ R10
+	CMPQ R10, $16
+	JNE gemmAMXPackTrans_next
+	XORQ R10, R10
+	ADDQ $1984, DI // to the next k tile
+
+gemmAMXPackTrans_next:
+	DECQ CX
+	JNZ gemmAMXPackTrans_loop
+
+gemmAMXPackTrans_done:
+	VZEROUPPER
+	RET
+
+// amxScatterIdx holds the dword offsets of gemmAMXPackTrans's scatters.
+DATA ·amxScatterIdx+0(SB)/4, $0
+DATA ·amxScatterIdx+4(SB)/4, $16
+DATA ·amxScatterIdx+8(SB)/4, $32
+DATA ·amxScatterIdx+12(SB)/4, $48
+DATA ·amxScatterIdx+16(SB)/4, $64
+DATA ·amxScatterIdx+20(SB)/4, $80
+DATA ·amxScatterIdx+24(SB)/4, $96
+DATA ·amxScatterIdx+28(SB)/4, $112
+DATA ·amxScatterIdx+32(SB)/4, $128
+DATA ·amxScatterIdx+36(SB)/4, $144
+DATA ·amxScatterIdx+40(SB)/4, $160
+DATA ·amxScatterIdx+44(SB)/4, $176
+DATA ·amxScatterIdx+48(SB)/4, $192
+DATA ·amxScatterIdx+52(SB)/4, $208
+DATA ·amxScatterIdx+56(SB)/4, $224
+DATA ·amxScatterIdx+60(SB)/4, $240
+DATA ·amxScatterIdx+64(SB)/4, $256
+DATA ·amxScatterIdx+68(SB)/4, $272
+DATA ·amxScatterIdx+72(SB)/4, $288
+DATA ·amxScatterIdx+76(SB)/4, $304
+DATA ·amxScatterIdx+80(SB)/4, $320
+DATA ·amxScatterIdx+84(SB)/4, $336
+DATA ·amxScatterIdx+88(SB)/4, $352
+DATA ·amxScatterIdx+92(SB)/4, $368
+DATA ·amxScatterIdx+96(SB)/4, $384
+DATA ·amxScatterIdx+100(SB)/4, $400
+DATA ·amxScatterIdx+104(SB)/4, $416
+DATA ·amxScatterIdx+108(SB)/4, $432
+DATA ·amxScatterIdx+112(SB)/4, $448
+DATA ·amxScatterIdx+116(SB)/4, $464
+DATA ·amxScatterIdx+120(SB)/4, $480
+DATA ·amxScatterIdx+124(SB)/4, $496
+GLOBL ·amxScatterIdx(SB), RODATA|NOPTR, $128

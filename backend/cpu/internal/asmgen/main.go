@@ -43,6 +43,7 @@ func main() {
 	g.pack()
 	g.gather()
 	g.amx()
+	g.amxPackTrans()
 	src, err := g.resolve()
 	if err != nil {
 		log.Fatal(err)
@@ -481,6 +482,70 @@ func (g *gen) amxLoop(name string) {
 	g.p("\tJNZ %s_loop", name)
 	g.p("")
 	g.p("%s_done:", name)
+}
+
+// amxPackTrans emits gemmAMXPackTrans, which packs a transposed op(A) into
+// an AMX A panel: for each pair step p it loads the p-th pair of stored rows
+// (up to 32 lanes, zero-extending masked loads), joins them into pairs as
+// gemmBF16PackPairs does, and scatters lane j to the panel's row j of k
+// tile p/16 (VPSCATTERDD, dword offset j·16 + p%16 in the tile).
+func (g *gen) amxPackTrans() {
+	const name = "gemmAMXPackTrans"
+	g.p("")
+	g.p("// func %s(dst *uint32, src *half.BFloat16, ld, steps int, load0, load1 uint16)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-36", name)
+	g.p("\tMOVQ dst+0(FP), DI")
+	g.p("\tMOVQ src+8(FP), SI")
+	g.p("\tMOVQ ld+16(FP), R8")
+	g.p("\tSHLQ $1, R8 // bytes from one stored row to the next")
+	g.p("\tMOVQ steps+24(FP), CX")
+	g.p("\tMOVWLZX load0+32(FP), AX")
+	g.p("\tKMOVW AX, K1")
+	g.p("\tMOVWLZX load1+34(FP), BX")
+	g.p("\tKMOVW BX, K2")
+	g.p("\t// Z4, Z5: dword offsets j·16 of panel rows 0–15 and 16–31.")
+	g.p("\tLEAQ ·amxScatterIdx(SB), R9")
+	g.p("\tVMOVDQU32 (R9), Z4")
+	g.p("\tVMOVDQU32 64(R9), Z5")
+	g.p("\tXORQ R10, R10 // pair step within the k tile")
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.p("")
+	g.p("%s_loop:", name)
+	g.p("\tVPMOVZXWD.Z (SI), K1, Z0")
+	g.p("\tVPMOVZXWD.Z (SI)(R8*1), K1, Z1")
+	g.p("\tVPMOVZXWD.Z 32(SI), K2, Z2")
+	g.p("\tVPMOVZXWD.Z 32(SI)(R8*1), K2, Z3")
+	g.p("\tVPSLLD $16, Z1, Z1")
+	g.p("\tVPSLLD $16, Z3, Z3")
+	g.p("\tVPORD Z1, Z0, Z0")
+	g.p("\tVPORD Z3, Z2, Z2")
+	g.p("\tKMOVW AX, K3")
+	g.p("\tVPSCATTERDD Z0, K3, (DI)(Z4*4)")
+	g.p("\tKMOVW BX, K4")
+	g.p("\tVPSCATTERDD Z2, K4, (DI)(Z5*4)")
+	g.p("\tLEAQ (SI)(R8*2), SI")
+	g.p("\tADDQ $4, DI")
+	g.p("\tINCQ R10")
+	g.p("\tCMPQ R10, $16")
+	g.p("\tJNE %s_next", name)
+	g.p("\tXORQ R10, R10")
+	g.p("\tADDQ $%d, DI // to the next k tile", 2048-64)
+	g.p("")
+	g.p("%s_next:", name)
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+	g.p("// amxScatterIdx holds the dword offsets of gemmAMXPackTrans's scatters.")
+	for j := range 32 {
+		off := 16 * j
+		g.p("DATA ·amxScatterIdx+%d(SB)/4, $%d", 4*j, off)
+	}
+	g.p("GLOBL ·amxScatterIdx(SB), RODATA|NOPTR, $128")
 }
 
 // resolve assembles the recorded AT&T instructions and replaces each

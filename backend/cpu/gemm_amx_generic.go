@@ -1,0 +1,8 @@
+//go:build !amd64 || purego
+
+package cpu
+
+import "github.com/gamp-ml/gamp/half"
+
+// packAMXATrans reports false: packAMXAGo packs everything here.
+func packAMXATrans(dst []uint32, src []half.BFloat16, ld, kc, kc2, lanes int) bool { return false }
