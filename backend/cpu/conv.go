@@ -122,6 +122,9 @@ type convOps[E float32 | half.BFloat16, P float32 | uint32] struct {
 	// kern adds to the mr×nr float32 tile at c (row stride ldc) the product of
 	// an A panel a[p*mr+i] and a B panel b[p*nr+j], p < steps.
 	kern func(steps int, a, b []P, c []float32, ldc int)
+	// direct, when not nil, is kern reading B row p in place at b[offs[p]/4:]
+	// (offs in bytes), so the forward packs no B panel (convKernelGo's loop).
+	direct func(steps int, a []P, b []E, offs []int, c []float32, ldc int)
 	// gather packs the weight-gradient B panel: row p of dst holds step p of w
 	// runs of src starting at offs[i] (convGatherF32Go, convGatherPairsGo).
 	gather func(dst []P, src []E, offs []int, steps, w, stride int)
@@ -177,7 +180,7 @@ func (o *convOps[E, P]) slices(steps int) (n, per int) {
 
 var (
 	convF32 = &convOps[float32, float32]{mr: gemmKernel32.mr, nr: gemmKernel32.nr, maxSteps: convMaxF32Steps, tileK: 1,
-		kern: gemmKernel32.fn, rows: convPackRowsTF32, gather: convGatherF32,
+		kern: gemmKernel32.fn, direct: convDirectF32, rows: convPackRowsTF32, gather: convGatherF32,
 		tapRow: func(dst, src []float32, _ int) {
 			if len(dst) == 32 {
 				*(*[32]float32)(dst) = *(*[32]float32)(src) // inline moves, no memmove call
@@ -224,6 +227,33 @@ func newConvBF16(kern *gemmBF16Kernel) *convOps[half.BFloat16, uint32] {
 		store:  half.Float32ToBFloat16,
 		finite: allFiniteBF16,
 		pack:   pair,
+	}
+}
+
+// convKernelGo is the pure-Go twin of convKernel12x32AVX512 for any mr×nr tile (nr
+// a multiple of 4): for every i < mr and j < nr, c[i*ldc+j] += Σ_p a[p*mr+i] ·
+// b[offs[p]/4+j], accumulated from zero in ascending p (fused where the compiler
+// fuses x·y+z).
+func convKernelGo(mr, nr, steps int, a, b []float32, offs []int, c []float32, ldc int) {
+	a = a[:steps*mr]
+	offs = offs[:steps]
+	for i := range mr {
+		crow := c[i*ldc:][:nr]
+		for j := 0; j < nr; j += 4 {
+			var s0, s1, s2, s3 float32
+			for p, o := range offs {
+				x := a[p*mr+i]
+				bp := b[o/4+j:][:4]
+				s0 += x * bp[0]
+				s1 += x * bp[1]
+				s2 += x * bp[2]
+				s3 += x * bp[3]
+			}
+			crow[j] += s0
+			crow[j+1] += s1
+			crow[j+2] += s2
+			crow[j+3] += s3
+		}
 	}
 }
 
@@ -401,6 +431,13 @@ func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 	rp, steps, nSl, per := pl.rp, pl.steps, pl.nSl, pl.per
 	npan := gemmCeilDiv(s.nq, o.nr)
 	ldc := npan * o.nr
+	var offB []int // byte offsets of the taps, for o.direct
+	if o.direct != nil {
+		offB = make([]int, len(s.offs))
+		for i, v := range s.offs {
+			offB[i] = 4 * v
+		}
+	}
 	init := make([]float32, s.O) // each row's start: the bias, or a zero that keeps acc's bits
 	for i := range init {
 		switch {
@@ -436,6 +473,13 @@ func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 					q0 := q * o.nr
 					for sl := range nSl {
 						p0, p1 := sl*per, min((sl+1)*per, steps)
+						if o.direct != nil {
+							for r := range rp {
+								ap := pl.a[((g*rp+r)*nSl+sl)*pl.blk:][:(p1-p0)*o.mr]
+								o.direct(p1-p0, ap, xg[q0:], offB[p0:p1], sc.c[r*o.mr*ldc+q0:], ldc)
+							}
+							continue
+						}
 						kcs := o.pad(p1 - p0)
 						bp := sc.b[:kcs*o.nr]
 						clear(bp[(p1-p0)*o.nr:])

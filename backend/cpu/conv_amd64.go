@@ -10,6 +10,48 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
+//go:generate go run ./internal/convgen -o conv_amd64.s
+
+// convKernel12x32AVX512 is gemmKernel12x32AVX512 reading the B row of k step p in
+// place at b + offs[p] bytes (a tap's run of the padded image) instead of from a
+// packed panel. It equals this Go loop with every multiply-add fused (VFMADD231PS),
+// which convKernelGo(12, 32, ...) is where the compiler fuses x·y+z:
+//
+//	for i := 0; i < 12; i++ {
+//		for j := 0; j < 32; j++ {
+//			var acc float32
+//			for p := 0; p < kc; p++ {
+//				acc = fma(a[p*12+i], b[offs[p]/4+j], acc)
+//			}
+//			c[i*ldc+j] += acc
+//		}
+//	}
+//
+//go:noescape
+func convKernel12x32AVX512(kc int, a []float32, b *float32, offs []int, c []float32, ldc int)
+
+// convDirectF32 is the float32 direct kernel (see convOps.direct): the in-place
+// AVX-512 kernel where Gemm runs the 12×32 AVX-512 one, else none.
+var convDirectF32 = func() func(steps int, a, b []float32, offs []int, c []float32, ldc int) {
+	if gemmKernel32 != gemmKernelAVX512 {
+		return nil
+	}
+	return func(steps int, a, b []float32, offs []int, c []float32, ldc int) {
+		if steps == 0 {
+			return
+		}
+		_ = a[steps*12-1]
+		_ = c[11*ldc+31]
+		offs = offs[:steps]
+		for _, o := range offs {
+			if o < 0 || o%4 != 0 || o/4+32 > len(b) {
+				panic("cpu: convKernel12x32AVX512: B row out of range")
+			}
+		}
+		convKernel12x32AVX512(steps, a, &b[0], offs, c, ldc)
+	}
+}()
+
 // convBF16Kernel is the bf16 micro-kernel of the direct convolution: AMX where
 // this process may use it, else VDPBF16PS where the CPU has it, else none.
 var convBF16Kernel = func() *gemmBF16Kernel {

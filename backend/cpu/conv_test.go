@@ -4,11 +4,15 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
 	"testing"
 	"unsafe"
 
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/half"
+	"github.com/gamp-ml/gamp/internal/testenv"
 )
 
 // convTestGeoms are the direct kernels' geometries under test: the Fashion CNN's two
@@ -308,6 +312,29 @@ func TestConvMatchesIm2Col(t *testing.T) {
 	strided.StrideH, strided.OH = 2, convOut(a.H, a.KH, 2, a.PadH, 1)
 	if b.Conv2d(y, x, w, nil, strided) {
 		t.Fatal("Conv2d took a strided geometry")
+	}
+}
+
+// TestConvAsmGenerated checks that conv_amd64.s is what internal/convgen writes.
+func TestConvAsmGenerated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go run")
+	}
+	gotool := testenv.Programs(t, testenv.GoTool, "go")[0]
+	out := t.TempDir() + "/conv_amd64.s"
+	if b, err := exec.Command(gotool, "run", "./internal/convgen", "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("convgen: %v\n%s", err, b)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("conv_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatal("conv_amd64.s is not what convgen writes: run go generate ./backend/cpu/")
 	}
 }
 
