@@ -3,6 +3,7 @@ package dist
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -94,6 +95,17 @@ type Env struct {
 	JobToken string
 	// MPI is set when an MPI launcher (mpirun) started the process.
 	MPI bool
+}
+
+// String describes the world without the job token (only whether one is set), so that
+// logging an Env leaks no secret.
+func (e Env) String() string {
+	tok := "unset"
+	if e.JobToken != "" {
+		tok = "set"
+	}
+	return fmt.Sprintf("rank %d of %d (local rank %d), master %s, mpi %v, job token %s",
+		e.Rank, e.Size, e.LocalRank, net.JoinHostPort(e.MasterAddr, strconv.Itoa(e.MasterPort)), e.MPI, tok)
 }
 
 // ReadEnv reads the launcher's variables. With none set it describes a world of one

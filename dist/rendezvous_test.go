@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -131,6 +132,10 @@ func TestRendezvousNeedsToken(t *testing.T) {
 	e, err := ReadEnv()
 	require.NoError(t, err)
 	require.Equal(t, testJobToken, e.JobToken)
+	for _, s := range []string{e.String(), fmt.Sprintf("%v %+v", e, e)} {
+		require.NotContains(t, s, testJobToken, "printing an Env leaks no token")
+		require.Contains(t, s, "job token set")
+	}
 }
 
 // TestRendezvousHostileClients: a client that connects and says nothing, one that
