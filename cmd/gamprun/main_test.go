@@ -5,15 +5,18 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gamp-ml/gamp/dist"
 	"github.com/gamp-ml/gamp/internal/testenv"
 )
 
@@ -31,6 +34,24 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "token":
 		fmt.Printf("token=%s\n", os.Getenv(jobTokenEnv))
+		os.Exit(0)
+	case "rendezvous":
+		// The TCP rendezvous NCCL uses, with what gamprun put in the environment.
+		env, err := dist.ReadEnv()
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		var blob []byte
+		if env.Rank == 0 {
+			blob = []byte("id from rank 0")
+		}
+		got, err := dist.Rendezvous(env, blob, 30*time.Second)
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Printf("rank %d got %q\n", env.Rank, got)
 		os.Exit(0)
 	case "fail":
 		if os.Getenv("RANK") == "1" {
@@ -103,6 +124,26 @@ func TestJobToken(t *testing.T) {
 			require.NotEqual(t, a[0], b[0], "a fresh token per job")
 			t.Setenv(jobTokenEnv, "set-by-hand-0123456789")
 			require.Equal(t, "set-by-hand-0123456789", tokens()[0], "the caller's token is kept")
+		})
+	}
+}
+
+// TestRendezvousThroughGamprun: the ranks gamprun starts meet over TCP with the token it
+// handed them, under both launchers.
+func TestRendezvousThroughGamprun(t *testing.T) {
+	t.Setenv("GAMPRUN_TEST_HELPER", "rendezvous")
+	t.Setenv(jobTokenEnv, "")
+	for _, l := range launchers(t) {
+		t.Run(l, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			port := ln.Addr().(*net.TCPAddr).Port
+			ln.Close()
+			out, errOut, status := gamprun(t, "-n", "3", "--launcher", l, "--master-addr", "127.0.0.1", "--master-port", strconv.Itoa(port), "--", os.Args[0])
+			require.Equal(t, 0, status, "stdout:\n%s\nstderr:\n%s", out, errOut)
+			for r := range 3 {
+				require.Contains(t, out, fmt.Sprintf("rank %d got \"id from rank 0\"", r))
+			}
 		})
 	}
 }
