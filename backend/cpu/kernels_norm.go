@@ -314,12 +314,9 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx, y *storage, p 
 			if y == nil {
 				return g
 			}
-			if &g[0] != &gb[0] {
-				copy(gb[:m], g) // never write through to the caller's gy
-				g = gb[:m]
-			}
-			reluMask(g, yr.read(yb[:m], off))
-			return g
+			// Into gb: g may be the caller's gy itself.
+			reluMask(gb[:m], g, yr.read(yb[:m], off))
+			return gb[:m]
 		}
 		// sg = Σ gy and sgx = Σ gy·(x − mean), per channel.
 		sg, sgx := make([]float64, k), make([]float64, k)
@@ -392,15 +389,18 @@ func reluInPlace[C numeric](o []C) {
 	}
 }
 
-// reluMask sets g[j] = 0 where y[j] is not > 0, as UnaryBackward's Relu does.
-func reluMask[C numeric](g, y []C) {
-	if gf, ok := any(g).([]float32); ok {
-		vecBinary(vecMask, gf, gf, any(y).([]float32))
+// reluMask sets o[j] = g[j] where y[j] > 0 and 0 elsewhere, as UnaryBackward's Relu
+// does; o may be g.
+func reluMask[C numeric](o, g, y []C) {
+	if of, ok := any(o).([]float32); ok {
+		vecBinary(vecMask, of, any(g).([]float32), any(y).([]float32))
 		return
 	}
 	for j, v := range y {
-		if !(v > 0) {
-			g[j] = 0
+		if v > 0 {
+			o[j] = g[j]
+		} else {
+			o[j] = 0
 		}
 	}
 }
