@@ -23,6 +23,11 @@ type AdamConfig struct {
 	WeightDecay  float64 // Adam: L2 penalty added to the gradient; AdamW: decoupled decay (≥ 0)
 	AMSGrad      bool    // use the running maximum of the second moment
 	Maximize     bool    // maximize the objective instead of minimizing
+	// Masters says what is kept beside float16/bfloat16 parameters: FP32 masters (the
+	// default), none, stochastic rounding or the 16+16 split (see Masters).
+	Masters Masters
+	// RoundingSeed seeds the random bits of StochasticRounding.
+	RoundingSeed uint64
 }
 
 // AdamWConfig is AdamConfig, named for NewAdamW call sites.
@@ -126,7 +131,7 @@ func newAdam(kind string, params []*nn.Param, cfg AdamConfig, decoupled bool) (*
 	if err := cfg.validate(kind); err != nil {
 		return nil, err
 	}
-	c, err := newCore(kind, params, cfg.LR)
+	c, err := newCore(kind, params, cfg.LR, cfg.Masters, cfg.RoundingSeed)
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +177,17 @@ func (o *Adam) Step() {
 		st := &o.st[i]
 		st.step++
 		t := float64(st.step)
+		if s := o.slots[i]; s.mode != FP32Masters {
+			if !tensor.FusedAdamHalfStep(w, s.lo, g, st.m, st.v, st.vmx, backend.AdamArgs{
+				LR: lr, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps, WeightDecay: cfg.WeightDecay,
+				Step: st.step, Decoupled: o.decoupled, AMSGrad: cfg.AMSGrad, Maximize: cfg.Maximize,
+				HalfWeights: o.halfWeights(s),
+			}) {
+				halfStepFailed(o.kind, s)
+			}
+			fusedSteps.Add(1)
+			return true
+		}
 		if fused {
 			half := o.slots[i].half()
 			if tensor.FusedAdamStep(w, g, st.m, st.v, st.vmx, half, backend.AdamArgs{
@@ -300,6 +316,7 @@ func (o *Adam) checkAdam(s StateSpec) (AdamConfig, error) {
 		WeightDecay: s.Scalars["weight_decay"],
 		AMSGrad:     s.Scalars["amsgrad"] != 0,
 		Maximize:    s.Scalars["maximize"] != 0,
+		Masters:     o.cfg.Masters, RoundingSeed: o.cfg.RoundingSeed,
 	}
 	if err := cfg.validate(o.kind); err != nil {
 		return AdamConfig{}, err

@@ -70,10 +70,12 @@ var ErrStateMismatch = errors.New("optim: state does not match the optimizer")
 // core is what every optimizer shares: the parameters with their masters and master
 // gradients, the learning rate and the step count.
 type core struct {
-	kind  string
-	slots []*slot
-	lr    float64
-	steps int64
+	kind    string
+	slots   []*slot
+	lr      float64
+	steps   int64
+	masters Masters
+	gen     *tensor.Generator // stochastic rounding's random bits (nil otherwise)
 }
 
 // slot is one parameter and what the optimizer keeps for it besides its algorithm state.
@@ -84,10 +86,12 @@ type slot struct {
 	mgrad  *tensor.Tensor // float32 master gradient of a half parameter
 	mfrom  *tensor.Tensor // the half gradient mgrad was copied from
 	stale  atomic.Bool    // a backward reached the parameter since mgrad was made
+	mode   Masters        // how a half parameter is kept (FP32Masters for the others)
+	lo     *tensor.Tensor // SplitMasters: the low 16 bits of the master, in a bfloat16 container
 }
 
-func newCore(kind string, params []*nn.Param, lr float64) (core, error) {
-	c := core{kind: kind}
+func newCore(kind string, params []*nn.Param, lr float64, masters Masters, seed uint64) (core, error) {
+	c := core{kind: kind, masters: masters}
 	if err := checkLR(kind, lr); err != nil {
 		return c, err
 	}
@@ -113,11 +117,23 @@ func newCore(kind string, params []*nn.Param, lr float64) (core, error) {
 			return c, fmt.Errorf("%w: %s: parameter %q was released", ErrConfig, kind, p.Name)
 		}
 	}
+	if err := checkMasters(kind, masters, params); err != nil {
+		return c, err
+	}
 	c.lr = lr
+	if masters == StochasticRounding {
+		c.gen = tensor.NewGenerator(seed)
+	}
 	for _, p := range params {
 		s := &slot{p: p, t: p.T}
 		if p.T.DType().IsHalf() {
-			s.master = newState(p.T, tensor.Float32).CopyFrom(p.T)
+			switch s.mode = masters; masters {
+			case FP32Masters:
+				s.master = newState(p.T, tensor.Float32).CopyFrom(p.T)
+			case SplitMasters:
+				// The master is the bfloat16 weight widened: its low bits are 0.
+				s.lo = newState(p.T, tensor.BFloat16)
+			}
 			// A backward that reaches the parameter makes the cached master gradient
 			// stale, including one that accumulates into the existing half gradient.
 			p.T.RegisterHook(func(g *tensor.Tensor) *tensor.Tensor {
@@ -207,6 +223,7 @@ func (c *core) release() {
 	for _, s := range c.slots {
 		s.dropMasterGrad()
 		s.master.Release()
+		s.lo.Release()
 	}
 }
 
@@ -228,7 +245,7 @@ func (s *slot) weight() *tensor.Tensor {
 func (s *slot) masterGrad() *tensor.Tensor {
 	s.checkLive()
 	g := s.p.T.Grad()
-	if s.master == nil || g == nil {
+	if !s.t.DType().IsHalf() || g == nil {
 		if g == nil {
 			s.dropMasterGrad()
 		}
@@ -296,7 +313,7 @@ func (c *core) eachUpdate(alloc func(i int, w *tensor.Tensor) (undo func()), upd
 			continue
 		}
 		w := s.weight()
-		if g.DType() != w.DType() || !g.Shape().Equal(w.Shape()) {
+		if g.DType() != stateDType(w) || !g.Shape().Equal(w.Shape()) {
 			panic(fmt.Errorf("optim: %s: gradient of %q is %v %s but the parameter is %v %s", c.kind, s.p.Name, g.Shape(), g.DType(), w.Shape(), w.DType()))
 		}
 	}

@@ -18,6 +18,11 @@ type SGDConfig struct {
 	WeightDecay float64 // L2 penalty, added to the gradient (≥ 0)
 	Nesterov    bool    // Nesterov momentum (needs Momentum > 0 and Dampening 0)
 	Maximize    bool    // maximize the objective instead of minimizing
+	// Masters says what is kept beside float16/bfloat16 parameters: FP32 masters (the
+	// default), none, stochastic rounding or the 16+16 split (see Masters).
+	Masters Masters
+	// RoundingSeed seeds the random bits of StochasticRounding.
+	RoundingSeed uint64
 }
 
 func (c SGDConfig) validate() error {
@@ -56,7 +61,7 @@ func NewSGD(params []*nn.Param, cfg SGDConfig) (*SGD, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c, err := newCore("SGD", params, cfg.LR)
+	c, err := newCore("SGD", params, cfg.LR, cfg.Masters, cfg.RoundingSeed)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +87,7 @@ func (o *SGD) Step() {
 			if o.buf[i] != nil {
 				return nil
 			}
-			o.buf[i], first[i] = newState(w, w.DType()), true
+			o.buf[i], first[i] = newState(w, stateDType(w)), true
 			return func() {
 				o.buf[i].Release()
 				o.buf[i], first[i] = nil, false
@@ -90,6 +95,16 @@ func (o *SGD) Step() {
 		}
 	}
 	o.eachUpdate(alloc, func(ctx *tensor.Context, i int, w, g *tensor.Tensor) bool {
+		if s := o.slots[i]; s.mode != FP32Masters {
+			if !tensor.FusedSGDHalfStep(w, s.lo, g, o.buf[i], backend.SGDArgs{
+				LR: o.lr, Momentum: cfg.Momentum, Dampening: cfg.Dampening, WeightDecay: cfg.WeightDecay,
+				Nesterov: cfg.Nesterov, Maximize: cfg.Maximize, First: first[i], HalfWeights: o.halfWeights(s),
+			}) {
+				halfStepFailed(o.kind, s)
+			}
+			fusedSteps.Add(1)
+			return true
+		}
 		if fused {
 			half := o.slots[i].half()
 			if tensor.FusedSGDStep(w, g, o.buf[i], half, backend.SGDArgs{
@@ -186,6 +201,7 @@ func (o *SGD) checkSGD(s StateSpec) (SGDConfig, error) {
 		WeightDecay: s.Scalars["weight_decay"],
 		Nesterov:    s.Scalars["nesterov"] != 0,
 		Maximize:    s.Scalars["maximize"] != 0,
+		Masters:     o.cfg.Masters, RoundingSeed: o.cfg.RoundingSeed,
 	}
 	if err := cfg.validate(); err != nil {
 		return SGDConfig{}, err
@@ -204,7 +220,7 @@ func (o *SGD) LoadStateFrom(s StateSpec, read func(key string, dst *tensor.Tenso
 		for i, sl := range o.slots {
 			if _, ok := s.Tensors[stateKey(i, "momentum_buffer")]; ok && o.buf[i] == nil {
 				w := sl.weight()
-				fresh[i] = keep(newState(w, w.DType()))
+				fresh[i] = keep(newState(w, stateDType(w)))
 			}
 		}
 	})

@@ -73,6 +73,7 @@ func (c *core) baseState() State {
 			s.Tensors[stateKey(i, "master")] = snapshot(sl.master)
 		}
 	}
+	c.halfState(s)
 	return s
 }
 
@@ -156,7 +157,7 @@ func (c *core) checkState(s StateSpec, spec stateSpec) error {
 		return err
 	}
 	for k, v := range s.Scalars {
-		if k == "lr" || k == "step" || k == "num_params" || slices.Contains(spec.hyper, k) {
+		if k == "lr" || k == "step" || k == "num_params" || slices.Contains(spec.hyper, k) || isHalfKey(k) {
 			continue
 		}
 		i, name, ok := parseStateKey(k)
@@ -169,7 +170,7 @@ func (c *core) checkState(s StateSpec, spec stateSpec) error {
 	}
 	for k, t := range s.Tensors {
 		i, name, ok := parseStateKey(k)
-		if !ok || i >= len(c.slots) || (name != "master" && !slices.Contains(spec.tensors, name)) {
+		if !ok || i >= len(c.slots) || (name != "master" && name != keyMasterLow && !slices.Contains(spec.tensors, name)) {
 			return bad("unknown tensor %q", k)
 		}
 		sl := c.slots[i]
@@ -179,10 +180,10 @@ func (c *core) checkState(s StateSpec, spec stateSpec) error {
 		case !t.Shape.Equal(sl.p.T.Shape()):
 			return bad("tensor %q has shape %v, parameter %d (%q) has shape %v", k, t.Shape, i, sl.p.Name, sl.p.T.Shape())
 		case name == "master" && sl.master == nil:
-			return bad("%q is an FP32 master, but parameter %d (%q) is %s (the state was saved from a half-precision model)", k, i, sl.p.Name, sl.p.T.DType())
+			return bad("%q is an FP32 master, but parameter %d (%q) is %s (the state was saved from a half-precision model, or with FP32 masters into an optimizer without them)", k, i, sl.p.Name, sl.p.T.DType())
 		}
 	}
-	return nil
+	return c.checkHalfState(s)
 }
 
 func checkCount(name string, v float64) error {
@@ -225,5 +226,5 @@ func (c *core) loadBase(s StateSpec, read func(key string, dst *tensor.Tensor) e
 			sl.writeBack()
 		}
 	}
-	return nil
+	return c.loadHalfState(s, read)
 }

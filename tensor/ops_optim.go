@@ -58,3 +58,39 @@ func FusedAdamStep(w, g, m, v, vmax, half *Tensor, a backend.AdamArgs) bool {
 	f.AdamStep(a)
 	return true
 }
+
+// FusedSGDHalfStep is FusedSGDStep for half weights without an FP32 master
+// (backend.HalfWeights, selected by a.Rounding): w is the half parameter, read and
+// written in place, lo the low halves of a 16+16 split (nil for the other roundings),
+// and g and buf float32.
+func FusedSGDHalfStep(w, lo, g, buf *Tensor, a backend.SGDArgs) bool {
+	f, ok := fusable(w.device, w, lo, g, buf)
+	if !ok || !sameNumel(w, lo, g, buf) {
+		return false
+	}
+	a.W, a.G, a.Buf, a.Half, a.Lo, a.N = nil, g.ref.s, storageOf(buf), w.ref.s, storageOf(lo), w.Numel()
+	f.SGDStep(a)
+	return true
+}
+
+// FusedAdamHalfStep is FusedAdamStep for half weights without an FP32 master, as
+// FusedSGDHalfStep.
+func FusedAdamHalfStep(w, lo, g, m, v, vmax *Tensor, a backend.AdamArgs) bool {
+	f, ok := fusable(w.device, w, lo, g, m, v, vmax)
+	if !ok || !sameNumel(w, lo, g, m, v, vmax) {
+		return false
+	}
+	a.W, a.G, a.M, a.V, a.VMax, a.Half, a.Lo, a.N = nil, g.ref.s, m.ref.s, v.ref.s, storageOf(vmax), w.ref.s, storageOf(lo), w.Numel()
+	f.AdamStep(a)
+	return true
+}
+
+// sameNumel reports whether every non-nil tensor of ts has w's element count.
+func sameNumel(w *Tensor, ts ...*Tensor) bool {
+	for _, t := range ts {
+		if t != nil && t.Numel() != w.Numel() {
+			return false
+		}
+	}
+	return true
+}
