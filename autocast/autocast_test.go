@@ -130,6 +130,9 @@ func init() {
 		"batch_norm_relu": func(ac *tensor.Context, dt tensor.DType) *tensor.Tensor {
 			return tensor.BatchNormReLU(in(ac, dt, 4, 3), nil, nil, nil, nil, true, 0.1, 1e-5)
 		},
+		"scaled_dot_product_attention": func(ac *tensor.Context, dt tensor.DType) *tensor.Tensor {
+			return tensor.ScaledDotProductAttention(in(ac, dt, 1, 2, 4, 3), in(ac, dt, 1, 2, 4, 3), in(ac, dt, 1, 2, 4, 3), tensor.AttentionOptions{Causal: true})
+		},
 		"layer_norm": func(ac *tensor.Context, dt tensor.DType) *tensor.Tensor {
 			return tensor.LayerNorm(in(ac, dt, 4, 3), tensor.Shape{3}, nil, nil, 1e-5)
 		},

@@ -79,6 +79,7 @@
 //	| reshape                          | passthrough     |
 //	| rsqrt                            | fp32            |
 //	| rsub_scalar                      | passthrough     |
+//	| scaled_dot_product_attention     | lower_precision |
 //	| sigmoid                          | passthrough     |
 //	| slice                            | passthrough     |
 //	| softmax                          | fp32            |
@@ -96,6 +97,8 @@
 // batch_norm is passthrough here because nn.BatchNorm keeps itself in FP32 (FP32
 // parameters and statistics, input cast to FP32 at its boundary, output cast back):
 // PyTorch runs it in the input dtype, and users report NaN running statistics under
-// FP16 (pytorch#115500). Attention is built from matmul and softmax, so it runs its
-// products in low precision and its softmax in FP32.
+// FP16 (pytorch#115500). Composed attention is built from matmul and softmax, so it runs
+// its products in low precision and its softmax in FP32; the fused
+// scaled_dot_product_attention runs in the low dtype as PyTorch's does, with its
+// softmax statistics kept in FP32 inside the kernel.
 package autocast
