@@ -58,11 +58,22 @@ type reluFuser interface {
 	forwardReLU(x *tensor.Tensor) (*tensor.Tensor, bool)
 }
 
-// forwardFusedReLU runs m then next as one op when m is a reluFuser, next a ReLU, and
-// neither has hooks; ok is false, and nothing ran, otherwise.
+// forwardFusedReLU runs m then next as one op when m is one of this package's
+// BatchNorm layers, next a ReLU, and neither has hooks; ok is false, and nothing ran,
+// otherwise. The concrete types are listed rather than any reluFuser: a type of
+// another package that embeds a BatchNorm (dist.SyncBatchNorm) has forwardReLU
+// promoted but a Forward of its own, which fusing would skip.
 func forwardFusedReLU(m, next Module, x *tensor.Tensor) (y *tensor.Tensor, ok bool) {
-	f, fuses := m.(reluFuser)
-	if _, relu := next.(*ReLU); !fuses || !relu {
+	var f reluFuser
+	switch l := m.(type) {
+	case *BatchNorm:
+		f = l
+	case *BatchNorm1d:
+		f = l
+	case *BatchNorm2d:
+		f = l
+	}
+	if _, relu := next.(*ReLU); f == nil || !relu {
 		return nil, false
 	}
 	if m.base().hooks.set.Load() != nil || next.base().hooks.set.Load() != nil {
