@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Re-runs every code generator — each `//go:generate go run PKG -o FILE` directive in
-# the module — into a scratch directory and fails when its output differs from the
-# file in the tree: what `go generate ./... && git diff --exit-code` checks on a clean
+# the module — into a scratch directory of its own and fails when any file it writes
+# there (FILE, and whatever it writes beside FILE) differs from that file in the tree: what `go generate ./... && git diff --exit-code` checks on a clean
 # checkout, without rewriting files (in a working tree with uncommitted edits, that
 # would overwrite them, and a fresh but uncommitted file would fail git diff).
 set -euo pipefail
@@ -31,19 +31,23 @@ while IFS= read -r hit; do
     fi
     continue
   fi
-  got=$tmp/$n-$(basename "$out")
-  if ! (cd "$dir" && go run "$pkg" -o "$got"); then
+  gdir=$tmp/$n
+  mkdir -p "$gdir/$(dirname "$out")"
+  if ! (cd "$dir" && go run "$pkg" -o "$gdir/$out"); then
     echo "check-generated: $dir: go run $pkg failed" >&2
     fail=1
     continue
   fi
-  if ! cmp -s "$got" "$dir/$out"; then
-    echo "check-generated: $dir/$out is not what $pkg writes: run go generate ./$dir/ and commit the result" >&2
-    diff -u "$dir/$out" "$got" | head -40 >&2 || true
-    fail=1
-  else
-    echo "check-generated: $dir/$out is up to date"
-  fi
+  while IFS= read -r got; do
+    rel=${got#"$gdir"/}
+    if ! cmp -s "$got" "$dir/$rel"; then
+      echo "check-generated: $dir/$rel is not what $pkg writes: run go generate ./$dir/ and commit the result" >&2
+      diff -u "$dir/$rel" "$got" 2>&1 | head -40 >&2 || true
+      fail=1
+    else
+      echo "check-generated: $dir/$rel is up to date"
+    fi
+  done < <(find "$gdir" -type f | sort)
 done < <(grep -rn --include='*.go' --exclude-dir=.git --exclude-dir=.gpu '^//go:generate ' . | sed 's/^\.\///' | sed 's/:[0-9]*:/:/')
 if [ "$n" -eq 0 ] && [ "$fail" -eq 0 ]; then
   echo "check-generated: no go:generate directive found" >&2
