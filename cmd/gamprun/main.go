@@ -7,9 +7,10 @@
 // Every process gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT and GAMP_JOB_TOKEN — a random secret per job (unless GAMP_JOB_TOKEN is
 // already set), with which the ranks prove to rank 0's TCP rendezvous (NCCL) that they
-// belong to the job — and, unless it is set, GAMP_CPU_THREADS: the machine's cores divided
-// among its ranks (as torchrun sets OMP_NUM_THREADS). gamp's MPI backend (package dist) needs an MPI launcher to connect the
-// processes, so when mpirun is on PATH gamprun runs the job through it
+// belong to the job — and, unless it is set, GAMP_CPU_THREADS: the machine's cores
+// divided among its ranks (as torchrun sets OMP_NUM_THREADS). gamp's MPI backend
+// (package dist) needs an MPI launcher to connect the processes, so when mpirun is on
+// PATH gamprun runs the job through it
 // (mpirun --allow-run-as-root --oversubscribe -n N …) and the processes also see Open
 // MPI's OMPI_COMM_WORLD_* variables; without mpirun it starts the processes itself
 // (--launcher local), which suits programs that need no MPI.
