@@ -42,6 +42,9 @@ const (
 	// convWGradPixels bounds the pixels (the inner dimension) of one weight-gradient
 	// micro-kernel call.
 	convWGradPixels = 512
+	// convWGradPartials bounds the float32 partial sums of the weight gradient
+	// (64 MiB).
+	convWGradPartials = 16 << 20
 )
 
 // convShape is a validated unit-stride convolution geometry and its padded layout.
@@ -582,7 +585,9 @@ func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E,
 	nSl := gemmCeilDiv(ldq, convWGradPixels)
 	per := gemmCeilDiv(ldq, nSl)
 	per += per % 2
-	chunks := min(s.N, convWGradChunks)
+	// Fewer chunks for large weights, so that the partial sums stay within
+	// convWGradPartials floats (a count that depends on the shapes alone).
+	chunks := max(1, min(s.N, convWGradChunks, convWGradPartials/partLen))
 	parts := make([]float32, chunks*partLen)
 	pool := convScratchPool[E, P]()
 	var nonFinite atomic.Bool
