@@ -112,6 +112,9 @@ func TestRendezvous(t *testing.T) {
 	require.ErrorContains(t, err, "cannot reach rank 0")
 	_, err = Rendezvous(rdvEnv(port, 2, 2), nil, time.Second)
 	require.ErrorContains(t, err, "outside a world of size 2")
+	// Rank 0 waiting for a rank that never comes: the error names it.
+	_, err = Rendezvous(rdvEnv(freePort(t), 0, 3), id, 300*time.Millisecond)
+	require.ErrorContains(t, err, "1 of 3 ranks joined before the deadline (missing ranks [1 2]")
 	// A world of one needs no token and no network.
 	b, err := Rendezvous(Env{Size: 1}, id, time.Second)
 	require.NoError(t, err)
