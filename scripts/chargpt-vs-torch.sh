@@ -73,17 +73,18 @@ PY
   ;;
 compare)
   csteps=${CSTEPS:-50}
+  lr=${LR:-6e-3}
   bsteps=${BSTEPS:-300}
   for p in fp32 bf16; do
     n=$csteps; every=1; eb=2
     if [ $p = bf16 ]; then n=$bsteps; every=$((bsteps / 6)); eb=10; fi
-    common=(-steps "$n" -eval-every "$every" -eval-batches "$eb" -warmup $((n / 10)))
+    common=(-steps "$n" -eval-every "$every" -eval-batches "$eb" -warmup $((n / 10)) -lr "$lr")
     echo "$p: gamp, $n steps" >&2
     GAMP_CPU_THREADS=$threads "$tmp/chargpt" -device cpu -precision $p "${common[@]}" -sample 0 -quiet -json \
       -export-init "$tmp/init.safetensors" >"$tmp/gamp-$p.json"
     echo "$p: PyTorch, $n steps" >&2
     torchenv "$python" scripts/torch_chargpt.py --init "$tmp/init.safetensors" --precision $p --threads "$threads" \
-      --steps "$n" --eval-every "$every" --eval-batches "$eb" --warmup $((n / 10)) >"$tmp/torch-$p.json"
+      --steps "$n" --eval-every "$every" --eval-batches "$eb" --warmup $((n / 10)) --lr "$lr" >"$tmp/torch-$p.json"
   done
   echo
   echo "CPU: $cpu ($flags), $threads threads; PyTorch $("$python" -c 'import torch; print(torch.__version__)')"

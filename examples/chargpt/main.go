@@ -119,7 +119,7 @@ func defineFlags(flag *flag.FlagSet, o *options) {
 	flag.IntVar(&o.heads, "heads", 4, "attention heads")
 	flag.Float64Var(&o.dropout, "dropout", 0, "dropout probability")
 	flag.BoolVar(&o.tie, "tie", false, "tie the output head to the token embedding")
-	flag.Float64Var(&o.lr, "lr", 2e-3, "AdamW peak learning rate")
+	flag.Float64Var(&o.lr, "lr", 6e-3, "AdamW peak learning rate")
 	flag.Float64Var(&o.weightDecay, "weight-decay", 0.1, "AdamW decoupled weight decay")
 	flag.IntVar(&o.warmup, "warmup", 50, "linear warm-up steps")
 	flag.StringVar(&o.schedule, "schedule", "cosine", "after warm-up: cosine (to lr/10 at -steps) or constant")
