@@ -16,10 +16,12 @@ import (
 // (plus a zero tail). The output is computed on the "wide" grid of OH rows of the
 // padded width wp: wide position q = oh·wp + ow. There, kernel tap t = (c, kh, kw)
 // reads xp[off_t + q] with off_t = c·hp·wp + kh·DilationH·wp + kw·DilationW, so the
-// im2col row of a tap over any run of positions is a contiguous run of xp. A GEMM B
-// micro-panel (nr positions × every tap) is therefore packed straight from the image
-// with one contiguous copy per tap, in cache, and fed to the GEMM micro-kernels
-// (gemmKernel32, or the VDPBF16PS kernel for bf16); the weights are the A panels.
+// im2col row of a tap over any run of positions is a contiguous run of xp. The
+// float32 kernel on AVX-512 (convKernel12x32AVX512) reads those runs in place; the
+// others get a GEMM B micro-panel (nr positions × every tap) packed straight from the
+// image with one contiguous copy per tap (bf16: one pair interleave per tap for all
+// channel pairs), in cache, and run the GEMM micro-kernels (gemmKernel32, VDPBF16PS
+// or AMX for bf16); the weights are the A panels.
 // The wp − OW wide columns past each output row are computed and discarded (12–22 %
 // more arithmetic for 5×5 kernels on 28- and 14-wide images), which is what buys the
 // contiguous runs.
