@@ -33,10 +33,15 @@ const (
 // j < nr, the product of an A micro-panel a[p*mr+i] and a B micro-panel
 // b[p*nr+j] (p < kc), each product sum accumulated in ascending p from zero
 // and added to C once. a and b are read only; c must cover the whole tile.
+//
+// direct, where set, is fn reading the mr rows of a row-major A in place
+// (a[i*lda+p]) instead of a packed panel, with the same arithmetic: Gemm
+// uses it when op(A) is not transposed and alpha is 1, and packs no A then.
 type gemmKernel[T float32 | float64] struct {
 	name   string
 	mr, nr int
 	fn     func(kc int, a, b, c []T, ldc int)
+	direct func(kc int, a []T, lda int, b, c []T, ldc int)
 }
 
 // gemmKernelGo32 and gemmKernelGo64 are the portable micro-kernels.
@@ -379,7 +384,14 @@ func (g *gemmCall[T]) task(t int) {
 	kc := g.kc
 	s.aPack = gemmGrow(s.aPack, (mp1-mp0)*mr*kc)
 	s.edge = gemmGrow(s.edge, mr*nr)
-	g.packA(s.aPack, i0, i1-i0)
+	// The kernel reads whole row panels of A in place where it can (no
+	// transpose, no scaling): only a last, partial panel is packed then.
+	direct := g.kern.direct != nil && !g.transA && g.alpha == 1
+	if !direct {
+		g.packA(s.aPack, i0, i1-i0)
+	} else if last := (mp1 - 1) * mr; i1-last < mr {
+		g.packA(s.aPack[(mp1-1-mp0)*kc*mr:], last, i1-last)
+	}
 
 	kern := g.kern.fn
 	negZero := T(math.Copysign(0, -1))
@@ -391,6 +403,25 @@ func (g *gemmCall[T]) task(t int) {
 			ap := s.aPack[(r-mp0)*kc*mr:][:kc*mr]
 			i := r * mr
 			rows := min(mr, g.m-i)
+			if direct && rows == mr {
+				ar := g.a[i*g.lda+g.pc:]
+				if cols == nr {
+					g.kern.direct(kc, ar, g.lda, bp, c[i*ldc+j:], ldc)
+					continue
+				}
+				e := s.edge
+				for x := range e {
+					e[x] = negZero
+				}
+				g.kern.direct(kc, ar, g.lda, bp, e, nr)
+				for ii := range rows {
+					dst := c[(i+ii)*ldc+j:][:cols]
+					for jj, v := range e[ii*nr:][:cols] {
+						dst[jj] += v
+					}
+				}
+				continue
+			}
 			if rows == mr && cols == nr {
 				kern(kc, ap, bp, c[i*ldc+j:], ldc)
 				continue

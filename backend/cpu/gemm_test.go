@@ -227,7 +227,8 @@ func gemmFMA32(x, y, z float32) float32 {
 
 // TestGemmMicroKernel checks each micro-kernel against the Go loop its doc
 // comment gives: assembly kernels bit for bit against an exactly fused
-// multiply-add, and the pure-Go twin on the same panels within a tight bound.
+// multiply-add, and the pure-Go twin on the same panels within a tight bound;
+// a kernel's in-place variant bit for bit against the packed one.
 func TestGemmMicroKernel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, kern := range gemmKernels32() {
@@ -251,6 +252,24 @@ func TestGemmMicroKernel(t *testing.T) {
 				kern.fn(kc, a, b, got, ldc)
 				twin := append([]float32(nil), c0...)
 				gemmKernelGo(mr, nr, kc, a, b, twin, ldc)
+				if kern.direct != nil {
+					// The same rows of A in place (row stride lda): the same
+					// bits as the packed panel.
+					lda := kc + 3
+					ar := make([]float32, (mr-1)*lda+kc)
+					for i := range mr {
+						for p := range kc {
+							ar[i*lda+p] = a[p*mr+i]
+						}
+					}
+					d := append([]float32(nil), c0...)
+					kern.direct(kc, ar, lda, b, d, ldc)
+					for x := range d {
+						if math.Float32bits(d[x]) != math.Float32bits(got[x]) {
+							t.Fatalf("(%d,%d): in-place kernel %v, packed kernel %v", x/ldc, x%ldc, d[x], got[x])
+						}
+					}
+				}
 
 				identical := true
 				for i := range mr {

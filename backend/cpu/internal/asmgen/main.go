@@ -1,5 +1,6 @@
 // Command asmgen writes backend/cpu/gemm_bf16_amd64.s: the BF16 GEMM
-// micro-kernels (VDPBF16PS, and AMX TDPBF16PS) and their packing routines.
+// micro-kernels (VDPBF16PS, and AMX TDPBF16PS) and their packing routines,
+// and the float32 micro-kernel that reads A in place.
 // The Go assembler (Go 1.26) rejects VDPBF16PS and every AMX instruction, so asmgen assembles each such instruction
 // with GNU as, reads its encoding back with objdump and emits it as BYTE
 // directives, the mnemonic in a comment beside them. Run it from
@@ -44,6 +45,7 @@ func main() {
 	g.gather()
 	g.amx()
 	g.amxPackTrans()
+	g.f32Direct()
 	src, err := g.resolve()
 	if err != nil {
 		log.Fatal(err)
@@ -546,6 +548,63 @@ func (g *gen) amxPackTrans() {
 		g.p("DATA ·amxScatterIdx+%d(SB)/4, $%d", 4*j, off)
 	}
 	g.p("GLOBL ·amxScatterIdx(SB), RODATA|NOPTR, $128")
+}
+
+// f32Direct emits gemmKernel12x32DirectAVX512, the float32 12×32 FMA
+// micro-kernel of gemm_amd64.s reading its 12 rows of A in place (row
+// stride lda bytes) instead of from a packed panel: rows 0–3 from SI, 4–7
+// from R11, 8–11 from R12, each base stepping one element per k. Its
+// arithmetic is the packed kernel's, FMA for FMA.
+func (g *gen) f32Direct() {
+	const name = "gemmKernel12x32DirectAVX512"
+	g.p("")
+	g.p("// func %s(kc int, a *float32, lda int, b, c *float32, ldc int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	g.p("\tMOVQ kc+0(FP), CX")
+	g.p("\tMOVQ a+8(FP), SI")
+	g.p("\tMOVQ lda+16(FP), R9")
+	g.p("\tMOVQ b+24(FP), DI")
+	g.p("\tMOVQ c+32(FP), DX")
+	g.p("\tMOVQ ldc+40(FP), R8")
+	g.p("\tLEAQ (R9)(R9*2), R10 // 3·lda")
+	g.p("\tLEAQ (SI)(R9*4), R11 // row 4")
+	g.p("\tLEAQ (R11)(R9*4), R12 // row 8")
+	for z := range 24 {
+		g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
+	}
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_store", name)
+	g.p("")
+	g.p("%s_loop:", name)
+	g.p("\tVMOVUPS 0(DI), Z24")
+	g.p("\tVMOVUPS 64(DI), Z25")
+	bases := []string{"SI", "R11", "R12"}
+	offs := []string{"", "(R9*1)", "(R9*2)", "(R10*1)"}
+	for i := range 12 {
+		r := 26 + i%6
+		g.p("\tVBROADCASTSS (%s)%s, Z%d", bases[i/4], offs[i%4], r)
+		g.p("\tVFMADD231PS Z24, Z%d, Z%d", r, 2*i)
+		g.p("\tVFMADD231PS Z25, Z%d, Z%d", r, 2*i+1)
+	}
+	g.p("\tADDQ $4, SI")
+	g.p("\tADDQ $4, R11")
+	g.p("\tADDQ $4, R12")
+	g.p("\tADDQ $128, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("")
+	g.p("%s_store:", name)
+	for i := range 12 {
+		if i > 0 {
+			g.p("\tADDQ R8, DX")
+		}
+		for v := range 2 {
+			g.p("\tVADDPS %d(DX), Z%d, Z%d", 64*v, 2*i+v, 2*i+v)
+			g.p("\tVMOVUPS Z%d, %d(DX)", 2*i+v, 64*v)
+		}
+	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
 }
 
 // resolve assembles the recorded AT&T instructions and replaces each
