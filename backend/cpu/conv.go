@@ -656,20 +656,19 @@ func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E,
 	if nonFinite.Load() {
 		return false
 	}
-	// Sum the chunks in order and round once.
-	row := make([]float32, s.k)
-	for g := range s.Groups {
-		for oc := range s.og {
-			clear(row)
-			for ch := range chunks {
-				src := parts[ch*partLen+(g*rp*o.mr+oc)*ldw:][:s.k]
-				for t, v := range src {
-					row[t] += v
-				}
+	// Sum the chunks in order and round once, rows in parallel.
+	ParallelFor(s.O, max(1, 4096/max(chunks*s.k, 1)), func(lo, hi int) {
+		row := make([]float32, s.k)
+		for r := lo; r < hi; r++ {
+			g, oc := r/s.og, r%s.og
+			src := parts[(g*rp*o.mr+oc)*ldw:][:s.k]
+			copy(row, src)
+			for ch := 1; ch < chunks; ch++ {
+				vecBinary(vecAdd, row, row, parts[ch*partLen+(g*rp*o.mr+oc)*ldw:][:s.k])
 			}
-			o.store(gw[(g*s.og+oc)*s.k:][:s.k], row)
+			o.store(gw[r*s.k:][:s.k], row)
 		}
-	}
+	})
 	return true
 }
 
