@@ -469,10 +469,7 @@ func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 					if i < s.og {
 						v = init[g*s.og+i]
 					}
-					row := sc.c[i*ldc:][:ldc]
-					for j := range row {
-						row[j] = v
-					}
+					fillF32(sc.c[i*ldc:][:ldc], v)
 				}
 				for q := range npan {
 					q0 := q * o.nr
@@ -525,6 +522,18 @@ func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 			}
 		}
 	})
+}
+
+// fillF32 sets every element of x to v, by doubling copies (memmove's vector
+// moves) rather than one store per element.
+func fillF32(x []float32, v float32) {
+	if len(x) == 0 {
+		return
+	}
+	x[0] = v
+	for n := 1; n < len(x); n *= 2 {
+		copy(x[n:], x[:n])
+	}
 }
 
 // toF32 widens a float32 or bf16 value.
