@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gamp-ml/gamp/half"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 )
@@ -111,4 +112,55 @@ func BenchmarkGemmMicroKernelParallel(b *testing.B) {
 		}
 	})
 	b.ReportMetric(2*float64(kern.mr*kern.nr*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkGemmLinear times the three GEMMs of a linear layer on the
+// transformer's and the MLP's shapes, float32 next to bf16 in the same run:
+// forward Y = X·Wᵀ (fwd), input gradient dX = dY·W (dx) and weight gradient
+// dW = dYᵀ·X (dw), for X [rows, in] and W [out, in]. GFLOP/s counts
+// 2·rows·in·out operations.
+func BenchmarkGemmLinear(b *testing.B) {
+	for _, sh := range []struct{ rows, in, out int }{
+		{2048, 128, 384}, {2048, 128, 512}, {2048, 512, 128}, {256, 784, 1024}, {256, 1024, 1024},
+	} {
+		rng := rand.New(rand.NewPCG(uint64(sh.rows), uint64(sh.out)))
+		x, w, dy := make([]float32, sh.rows*sh.in), make([]float32, sh.out*sh.in), make([]float32, sh.rows*sh.out)
+		for _, s := range [][]float32{x, w, dy} {
+			for i := range s {
+				s[i] = rng.Float32() - 0.5
+			}
+		}
+		xb, wb, dyb := make([]half.BFloat16, len(x)), make([]half.BFloat16, len(w)), make([]half.BFloat16, len(dy))
+		half.Float32ToBFloat16(xb, x)
+		half.Float32ToBFloat16(wb, w)
+		half.Float32ToBFloat16(dyb, dy)
+		y, dx, dw := make([]float32, len(dy)), make([]float32, len(x)), make([]float32, len(w))
+		yb, dxb, dwb := make([]half.BFloat16, len(dy)), make([]half.BFloat16, len(x)), make([]half.BFloat16, len(w))
+		r, in, out := sh.rows, sh.in, sh.out
+		cases := []struct {
+			name string
+			f32  func()
+			bf16 func()
+		}{
+			{"fwd", func() { Gemm(false, true, r, out, in, 1, x, in, w, in, 0, y, out) },
+				func() { GemmBF16(false, true, r, out, in, 1, xb, in, wb, in, 0, yb, out) }},
+			{"dx", func() { Gemm(false, false, r, in, out, 1, dy, out, w, in, 0, dx, in) },
+				func() { GemmBF16(false, false, r, in, out, 1, dyb, out, wb, in, 0, dxb, in) }},
+			{"dw", func() { Gemm(true, false, out, in, r, 1, dy, out, x, in, 0, dw, in) },
+				func() { GemmBF16(true, false, out, in, r, 1, dyb, out, xb, in, 0, dwb, in) }},
+		}
+		for _, c := range cases {
+			for _, p := range []struct {
+				name string
+				run  func()
+			}{{"f32", c.f32}, {"bf16", c.bf16}} {
+				b.Run(fmt.Sprintf("%dx%dx%d/%s/%s", r, in, out, c.name, p.name), func(b *testing.B) {
+					for b.Loop() {
+						p.run()
+					}
+					b.ReportMetric(2*float64(r*in*out)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
 }
