@@ -36,6 +36,7 @@ func TestEmulatedMatchesCPU(t *testing.T) {
 	t.Run("Index", p.testIndex)
 	t.Run("Conv", p.testConv)
 	t.Run("Optim", p.testOptim)
+	t.Run("OptimHalfWeights", p.testOptimHalfWeights)
 	t.Run("Scaler", p.testScaler)
 	t.Run("Stats", func(t *testing.T) {
 		// Every temporary the ops above allocated has been freed.

@@ -53,6 +53,27 @@ GAMP_FN void count_nonfinite_impl(const typename D::T* src, long long n, unsigne
 // (flags & OPT_FIRST) else buf·momentum + d·(1−dampening) (d alone when dampening is 0),
 // d = buf·momentum + d (Nesterov) or buf; w −= d·lr. p, when not null, receives w
 // rounded to half. Nothing changes when found_inf is not null and *found_inf != 0.
+// sgd_elem is one element of the SGD step: the new weight from weight wv and gradient
+// d, with buf[i] updated when momentum ≠ 0.
+template <class C, class T>
+GAMP_FN C sgd_elem(C wv, C d, T* buf, long long i, double lr, double momentum, double dampening,
+                   double weight_decay, int flags) {
+  if (flags & OPT_MAXIMIZE) d = -d;
+  if (weight_decay != 0) d = wv * (C)weight_decay + d;
+  if (momentum != 0) {
+    C b;
+    if (flags & OPT_FIRST) {
+      b = d;
+    } else {
+      b = (C)buf[i] * (C)momentum;
+      b = dampening == 0 ? b + d : b + d * (C)(1 - dampening);
+    }
+    buf[i] = b;
+    d = (flags & OPT_NESTEROV) ? b * (C)momentum + d : b;
+  }
+  return wv - d * (C)lr;
+}
+
 template <class M, class P>
 GAMP_FN void sgd_impl(typename M::T* w, const typename M::T* g, typename M::T* buf, typename P::T* p, long long n,
                       double lr, double momentum, double dampening, double weight_decay, int flags,
@@ -60,22 +81,7 @@ GAMP_FN void sgd_impl(typename M::T* w, const typename M::T* g, typename M::T* b
   typedef typename M::C C;
   if (found_inf && *found_inf) return;
   GRID_LOOP(i, n) {
-    C d = (C)g[i];
-    if (flags & OPT_MAXIMIZE) d = -d;
-    C wv = (C)w[i];
-    if (weight_decay != 0) d = wv * (C)weight_decay + d;
-    if (momentum != 0) {
-      C b;
-      if (flags & OPT_FIRST) {
-        b = d;
-      } else {
-        b = (C)buf[i] * (C)momentum;
-        b = dampening == 0 ? b + d : b + d * (C)(1 - dampening);
-      }
-      buf[i] = b;
-      d = (flags & OPT_NESTEROV) ? b * (C)momentum + d : b;
-    }
-    wv = wv - d * (C)lr;
+    C wv = sgd_elem<C>((C)w[i], (C)g[i], buf, i, lr, momentum, dampening, weight_decay, flags);
     w[i] = wv;
     if (p) p[i] = store<P>(wv);
   }
@@ -88,6 +94,43 @@ GAMP_FN void sgd_impl(typename M::T* w, const typename M::T* g, typename M::T* b
 //   w = w − (m / (√v / bc2_sqrt + eps))·step_size
 // with step_size = lr/(1−β1^t) and bc2_sqrt = √(1−β2^t) from the host
 // (kernels.AdamScalars). p, found_inf: as for SGD.
+// adam_elem is one element of the Adam step: the new weight from weight wv and gradient
+// gv, with m[i], v[i] (and vmax[i]) updated.
+template <class C, class T>
+GAMP_FN C adam_elem(C wv, C gv, T* m, T* v, T* vmax, long long i, double lr, double beta1, double beta2,
+                    double eps, double weight_decay, double step_size, double bc2_sqrt, int flags) {
+  const double wt = 1 - beta1;
+  if (flags & OPT_MAXIMIZE) gv = -gv;
+  if (weight_decay != 0) {
+    if (flags & OPT_DECOUPLED) wv = wv * (C)(1 - lr * weight_decay);
+    else gv = wv * (C)weight_decay + gv;
+  }
+  C mv = (C)m[i];
+  if ((wt < 0 ? -wt : wt) < 0.5) {
+    mv = mv + (gv - mv) * (C)wt;
+  } else {
+    C diff = (gv - mv) * (C)(1 - wt);
+    mv = gv - diff;
+  }
+  C vv = (C)v[i] * (C)beta2;
+  vv = vv + (gv * (C)(1 - beta2)) * gv;
+  m[i] = mv;
+  v[i] = vv;
+  C vd = vv;
+  if (flags & OPT_AMSGRAD) {
+    C mx = (C)vmax[i];
+    mx = (mx != mx || mx > vv) ? mx : vv;
+    vmax[i] = mx;
+    vd = mx;
+  }
+  C denom = (C)sqrt((double)vd);
+  denom = denom / (C)bc2_sqrt;
+  denom = denom + (C)eps;
+  C upd = mv / denom;
+  upd = upd * (C)step_size;
+  return wv - upd;
+}
+
 template <class M, class P>
 GAMP_FN void adam_impl(typename M::T* w, const typename M::T* g, typename M::T* m, typename M::T* v,
                        typename M::T* vmax, typename P::T* p, long long n, double lr, double beta1, double beta2,
@@ -95,41 +138,77 @@ GAMP_FN void adam_impl(typename M::T* w, const typename M::T* g, typename M::T* 
                        const int* found_inf) {
   typedef typename M::C C;
   if (found_inf && *found_inf) return;
-  const double wt = 1 - beta1;
   GRID_LOOP(i, n) {
-    C gv = (C)g[i];
-    if (flags & OPT_MAXIMIZE) gv = -gv;
-    C wv = (C)w[i];
-    if (weight_decay != 0) {
-      if (flags & OPT_DECOUPLED) wv = wv * (C)(1 - lr * weight_decay);
-      else gv = wv * (C)weight_decay + gv;
-    }
-    C mv = (C)m[i];
-    if ((wt < 0 ? -wt : wt) < 0.5) {
-      mv = mv + (gv - mv) * (C)wt;
-    } else {
-      C diff = (gv - mv) * (C)(1 - wt);
-      mv = gv - diff;
-    }
-    C vv = (C)v[i] * (C)beta2;
-    vv = vv + (gv * (C)(1 - beta2)) * gv;
-    m[i] = mv;
-    v[i] = vv;
-    C vd = vv;
-    if (flags & OPT_AMSGRAD) {
-      C mx = (C)vmax[i];
-      mx = (mx != mx || mx > vv) ? mx : vv;
-      vmax[i] = mx;
-      vd = mx;
-    }
-    C denom = (C)sqrt((double)vd);
-    denom = denom / (C)bc2_sqrt;
-    denom = denom + (C)eps;
-    C upd = mv / denom;
-    upd = upd * (C)step_size;
-    wv = wv - upd;
+    C wv = adam_elem<C>((C)w[i], (C)g[i], m, v, vmax, i, lr, beta1, beta2, eps, weight_decay, step_size,
+                        bc2_sqrt, flags);
     w[i] = wv;
     if (p) p[i] = store<P>(wv);
+  }
+}
+
+// Half weights without an FP32 master (backend.HalfWeights; rounding is its
+// HalfRounding: 1 nearest, 2 stochastic, 3 the 16+16 split), as backend/cpu's
+// optim_half.go: the weight is widened to float32 (split: decoded from p and lo), updated
+// by sgd_elem/adam_elem, and written back rounded to nearest, stochastically with the top
+// 16 bits of the counter generator's draw (seed, offset+i), or split into the nearest
+// bfloat16 (the lower neighbour in magnitude at a tie) and the difference of the bits.
+enum { HW_NEAREST = 1, HW_STOCHASTIC = 2, HW_SPLIT = 3 };
+
+template <class P>
+GAMP_FN float hw_load(const unsigned short* p, const unsigned short* lo, long long i, int rounding) {
+  if (rounding == HW_SPLIT) {
+    unsigned int d = lo[i];
+    if (d > 0x8000u) d -= 0x10000u;
+    return bits_f32(((unsigned int)p[i] << 16) + d);
+  }
+  return P::tof(p[i]);
+}
+
+template <class P>
+GAMP_FN void hw_store(unsigned short* p, unsigned short* lo, long long i, float w, int rounding,
+                      unsigned long long seed, unsigned long long offset) {
+  if (rounding == HW_NEAREST) {
+    p[i] = P::fromf(w);
+    return;
+  }
+  unsigned int b = f32_bits(w);
+  if (w != w) {
+    p[i] = (unsigned short)((b >> 16) | 0x40u);
+    if (rounding == HW_SPLIT) lo[i] = (unsigned short)b;
+    return;
+  }
+  if (rounding == HW_SPLIT) {
+    unsigned int h = (b + 0x7fffu) >> 16;
+    p[i] = (unsigned short)h;
+    lo[i] = (unsigned short)(b - (h << 16));
+    return;
+  }
+  unsigned long long z = mix64((seed * 0x9e3779b97f4a7c15ull) ^ mix64(offset + (unsigned long long)i));
+  p[i] = (unsigned short)((b + (unsigned int)(z >> 48)) >> 16);
+}
+
+template <class P>
+GAMP_FN void sgd_hw_impl(unsigned short* p, unsigned short* lo, const float* g, float* buf, long long n, double lr,
+                         double momentum, double dampening, double weight_decay, int flags, int rounding,
+                         unsigned long long seed, unsigned long long offset, const int* found_inf) {
+  if (found_inf && *found_inf) return;
+  GRID_LOOP(i, n) {
+    float wv = sgd_elem<float>(hw_load<P>(p, lo, i, rounding), g[i], buf, i, lr, momentum, dampening,
+                               weight_decay, flags);
+    hw_store<P>(p, lo, i, wv, rounding, seed, offset);
+  }
+}
+
+template <class P>
+GAMP_FN void adam_hw_impl(unsigned short* p, unsigned short* lo, const float* g, float* m, float* v, float* vmax,
+                          long long n, double lr, double beta1, double beta2, double eps, double weight_decay,
+                          double step_size, double bc2_sqrt, int flags, int rounding, unsigned long long seed,
+                          unsigned long long offset, const int* found_inf) {
+  if (found_inf && *found_inf) return;
+  GRID_LOOP(i, n) {
+    float wv = adam_elem<float>(hw_load<P>(p, lo, i, rounding), g[i], m, v, vmax, i, lr, beta1, beta2, eps,
+                                weight_decay, step_size, bc2_sqrt, flags);
+    hw_store<P>(p, lo, i, wv, rounding, seed, offset);
   }
 }
 
@@ -180,3 +259,27 @@ OPTIM(f32, F32, float)
 OPTIM(f64, F64, double)
 OPTIM_HALF(f16, F16)
 OPTIM_HALF(bf16, BF16)
+
+// sgd_hw_bf16/adam_hw_bf16 (every rounding) and sgd_hw_f16/adam_hw_f16 (nearest only)
+// update half weights p in place from float32 gradients and state; lo is the 16+16
+// split's low halves (null otherwise).
+#define OPTIM_HW(N, P)                                                                              \
+  extern "C" __global__ void sgd_hw_##N(unsigned short* p, unsigned short* lo, const float* g,       \
+                                        float* buf, long long n, double lr, double momentum,        \
+                                        double dampening, double weight_decay, int flags,           \
+                                        int rounding, unsigned long long seed,                      \
+                                        unsigned long long offset, const int* found_inf) {          \
+    sgd_hw_impl<P>(p, lo, g, buf, n, lr, momentum, dampening, weight_decay, flags, rounding, seed,  \
+                   offset, found_inf);                                                              \
+  }                                                                                                 \
+  extern "C" __global__ void adam_hw_##N(unsigned short* p, unsigned short* lo, const float* g,      \
+                                         float* m, float* v, float* vmax, long long n, double lr,    \
+                                         double beta1, double beta2, double eps,                    \
+                                         double weight_decay, double step_size, double bc2_sqrt,    \
+                                         int flags, int rounding, unsigned long long seed,          \
+                                         unsigned long long offset, const int* found_inf) {         \
+    adam_hw_impl<P>(p, lo, g, m, v, vmax, n, lr, beta1, beta2, eps, weight_decay, step_size,        \
+                    bc2_sqrt, flags, rounding, seed, offset, found_inf);                            \
+  }
+OPTIM_HW(f16, F16)
+OPTIM_HW(bf16, BF16)

@@ -194,6 +194,16 @@ func buildTable() []Kernel {
 		adam = append(append(adam, half...), i64("n"), f64("lr"), f64("beta1"), f64("beta2"), f64("eps"),
 			f64("weight_decay"), f64("step_size"), f64("bc2_sqrt"), i32("flags"), pc("found_inf", "const int*"))
 		add("adam", op, GridStride, "n", one(d), adam...)
+		if d.IsHalf() {
+			// Half weights without an FP32 master (backend.HalfWeights).
+			hw := []Param{ptr("p", d), pc("lo", "unsigned short*"), cptr("g", m)}
+			tail := []Param{i32("flags"), i32("rounding"), u64("seed"), u64("offset"), pc("found_inf", "const int*")}
+			add("sgd_hw", op, GridStride, "n", one(d), append(append(hw, ptr("buf", m), i64("n"), f64("lr"),
+				f64("momentum"), f64("dampening"), f64("weight_decay")), tail...)...)
+			add("adam_hw", op, GridStride, "n", one(d), append(append(hw, ptr("m", m), ptr("v", m), ptr("vmax", m),
+				i64("n"), f64("lr"), f64("beta1"), f64("beta2"), f64("eps"), f64("weight_decay"), f64("step_size"),
+				f64("bc2_sqrt")), tail...)...)
+		}
 	}
 	return sortTable(t)
 }
