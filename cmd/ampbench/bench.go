@@ -34,13 +34,42 @@ type variant struct {
 	precision string       // fp32, fp16 or bf16
 	level     amp.OptLevel // O0 for fp32
 	low       tensor.DType // the half dtype; 0 for fp32
+	masters   optim.Masters
 }
 
 func (v variant) String() string {
 	if v.low == 0 {
 		return v.precision
 	}
-	return v.precision + " " + v.level.String()
+	return v.precision + " " + v.levelName()
+}
+
+// levelName is the opt level with the masters choice: O2, O3+sr, O3+16+16, O3+rn.
+func (v variant) levelName() string {
+	return v.level.String() + mastersSuffix[v.masters]
+}
+
+// mastersSuffix spells the optimizer's Masters choice in -opt-level: "O3+16+16" is O3
+// with 16+16 split masters, "O3+sr" with stochastic rounding, "O3+rn" bfloat16 weights
+// rounded to nearest with no master (the baseline the other two fix).
+var mastersSuffix = map[optim.Masters]string{optim.FP32Masters: "", optim.SplitMasters: "+16+16", optim.StochasticRounding: "+sr", optim.NoMasters: "+rn"}
+
+// parseLevel parses an -opt-level entry: an opt level, optionally with a masters suffix.
+func parseLevel(s string) (amp.OptLevel, optim.Masters, error) {
+	for m, suf := range mastersSuffix {
+		if suf == "" {
+			continue
+		}
+		if base, ok := strings.CutSuffix(strings.ToLower(s), suf); ok {
+			l, err := amp.ParseOptLevel(base)
+			if err == nil && l < amp.O2 {
+				err = fmt.Errorf("%s needs half weights: use it with O2 or O3", suf)
+			}
+			return l, m, err
+		}
+	}
+	l, err := amp.ParseOptLevel(s)
+	return l, optim.FP32Masters, err
 }
 
 // plan is the validated options.
@@ -111,19 +140,23 @@ var transformerSizes = map[string]models.TransformerConfig{
 // parseVariants expands the precision list: fp32 once at O0, each half precision at
 // each opt level.
 func parseVariants(precisions, levels string) ([]variant, error) {
-	var lv []amp.OptLevel
+	type levelMasters struct {
+		l amp.OptLevel
+		m optim.Masters
+	}
+	var lv []levelMasters
 	for _, s := range splitList(levels) {
-		l, err := amp.ParseOptLevel(s)
+		l, m, err := parseLevel(s)
 		if err != nil {
 			return nil, usagef("bad -opt-level: %v", err)
 		}
 		if l == amp.O0 {
 			return nil, usagef("-opt-level O0 is plain FP32; list fp32 in -precision instead and give O1, O2 or O3 for the half precisions")
 		}
-		if slices.Contains(lv, l) {
-			return nil, usagef("-opt-level lists %s twice", l)
+		if slices.Contains(lv, levelMasters{l, m}) {
+			return nil, usagef("-opt-level lists %s twice", s)
 		}
-		lv = append(lv, l)
+		lv = append(lv, levelMasters{l, m})
 	}
 	var out []variant
 	seen := map[string]bool{}
@@ -151,7 +184,10 @@ func parseVariants(precisions, levels string) ([]variant, error) {
 			return nil, usagef("-opt-level is empty; give O1, O2 or O3 for %s", v.precision)
 		}
 		for _, l := range lv {
-			v.level = l
+			v.level, v.masters = l.l, l.m
+			if l.m != optim.FP32Masters && l.m != optim.NoMasters && v.low != tensor.BFloat16 {
+				return nil, usagef("-opt-level %s%s needs bfloat16 weights: give -precision bf16", l.l, mastersSuffix[l.m])
+			}
 			out = append(out, v)
 		}
 	}
@@ -312,7 +348,9 @@ func (b *bench) setup(p plan) (err error) {
 		low = tensor.BFloat16 // unused at O0
 	}
 	amp.Prepare(b.model, b.level, low)
-	opt, err := optim.NewSGD(b.model.Params(), sgdConfig)
+	cfg := sgdConfig
+	cfg.Masters, cfg.RoundingSeed = b.masters, p.seed
+	opt, err := optim.NewSGD(b.model.Params(), cfg)
 	if err != nil {
 		return err
 	}

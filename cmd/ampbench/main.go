@@ -63,7 +63,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("ampbench", flag.ContinueOnError)
 	fs.StringVar(&o.model, "model", o.model, "mlp (784-1024-1024-10), cnn (Fashion-MNIST CNN), transformer (small encoder, random tokens) or transformer-large (width 512, 4 blocks, 128 tokens)")
 	fs.StringVar(&o.precision, "precision", o.precision, "comma-separated precisions to compare: fp32 (always O0), fp16, bf16")
-	fs.StringVar(&o.optLevel, "opt-level", o.optLevel, "opt level(s) for the half precisions, comma-separated: O1, O2, O3")
+	fs.StringVar(&o.optLevel, "opt-level", o.optLevel, "opt level(s) for the half precisions, comma-separated: O1, O2, O3; O3+16+16, O3+sr and O3+rn keep bf16 weights with 16+16 split masters, stochastic rounding or no master")
 	fs.IntVar(&o.steps, "steps", o.steps, "timed steps per configuration")
 	fs.IntVar(&o.warmup, "warmup", o.warmup, "untimed warm-up steps per configuration")
 	fs.IntVar(&o.batch, "batch", 0, "examples per optimizer step (default 256 for mlp, 128 for cnn, 32 for transformer)")

@@ -76,7 +76,7 @@ func newReport(p plan, benches []*bench) *report {
 	for _, b := range benches {
 		med := ms(median(b.times))
 		res := result{
-			Precision: b.precision, OptLevel: b.level.String(), Checkpoint: p.checkpoint, Accum: p.accum,
+			Precision: b.precision, OptLevel: b.levelName(), Checkpoint: p.checkpoint, Accum: p.accum,
 			MedianMS: med, MinMS: ms(slices.Min(b.times)), MaxMS: ms(slices.Max(b.times)),
 			SamplesPerSecond: float64(p.batch) / (med / 1000),
 			PeakMemory:       b.peak, ActivationMemory: b.act, ParamOptimMemory: b.held,
