@@ -62,6 +62,11 @@ type Config struct {
 	// the run diverges (NaN or exploding losses, or steps skipped with the loss scale
 	// at its floor). The zero value turns it on with the defaults; Off turns it off.
 	Divergence DivergenceConfig
+	// OOMFallback makes a step that runs out of memory retry at half the micro-batch and
+	// twice the accumulation — the same examples and effective batch — until it fits or
+	// the micro-batches are single examples; the failed attempts leave no trace (see
+	// Step) and later steps keep the smaller plan. Result.Replanned says so once.
+	OOMFallback bool
 }
 
 // Prepare casts model for the opt level: O2 to Low except KeepFP32 parameters

@@ -45,6 +45,7 @@ type Trainer struct {
 	policy *autocast.Policy
 	steps  int64
 	div    divergence
+	split  int // pieces each micro-batch runs as (0 or 1: whole); see SplitMicroBatches
 }
 
 // Result reports one optimizer step.
@@ -54,6 +55,9 @@ type Result struct {
 	Scale    float64 // the loss scale after the update
 	GradNorm float64 // global 2-norm of the unscaled gradients before clipping (NaN unless ClipNorm > 0 or ReportGradNorm)
 	Step     int64   // optimizer steps taken so far (skipped ones included)
+	// Replanned, set on the one step that changed the plan, says how: the step ran out
+	// of memory and, with Config.OOMFallback, was redone with smaller micro-batches.
+	Replanned string
 }
 
 // NewTrainer checks cfg and builds a Trainer for a model already Prepared for
@@ -140,6 +144,8 @@ func (t *Trainer) input(ctx *tensor.Context, x *tensor.Tensor) (*tensor.Tensor, 
 	return x, region
 }
 
+// step is Step without the out-of-memory fallback.
+//
 // Step runs one optimizer step from len(xs) == Accum micro-batches. The tensors in xs
 // and ys stay the caller's; everything the step creates is released before it
 // returns. An error is returned for bad input and for the scaler's skip alarm (the
@@ -153,7 +159,7 @@ func (t *Trainer) input(ctx *tensor.Context, x *tensor.Tensor) (*tensor.Tensor, 
 // step; so a retry with a smaller batch (memory.FindExecutableBatchSize) starts clean.
 // The optimizer's parameters and state are untouched because gamp's optimizers create
 // their state before updating any parameter (see optim.Optimizer.Step).
-func (t *Trainer) Step(xs, ys []*tensor.Tensor) (res Result, err error) {
+func (t *Trainer) step(xs, ys []*tensor.Tensor) (res Result, err error) {
 	if len(xs) != t.cfg.Accum || len(ys) != len(xs) {
 		return Result{}, fmt.Errorf("amp: Step needs %d micro-batches (Accum) of inputs and targets, got %d and %d", t.cfg.Accum, len(xs), len(ys))
 	}
@@ -179,7 +185,7 @@ func (t *Trainer) Step(xs, ys []*tensor.Tensor) (res Result, err error) {
 	t.Model.SetTraining(true)
 	var total float64
 	for i := range xs {
-		total += t.microStep(xs[i], ys[i])
+		total += t.microSteps(xs[i], ys[i])
 	}
 	t.Scaler.Unscale(t.Opt)
 	norm := math.NaN()
@@ -254,9 +260,16 @@ func clipOrInf(v float64) float64 {
 
 // microStep runs forward and scaled backward for one micro-batch in its own Context,
 // closed before it returns or while an out-of-memory panic unwinds (Step recovers it).
-func (t *Trainer) microStep(x, y *tensor.Tensor) (loss float64) {
+func (t *Trainer) microStep(x, y *tensor.Tensor, p piece) (loss float64) {
 	ctx := tensor.NewContext(tensor.UseGenerator(t.Gen))
 	defer ctx.Close()
+	w := 1 / float64(t.cfg.Accum)
+	if p.of > 0 {
+		// A piece of a split micro-batch weighs its share of the examples, so the pieces'
+		// mean losses add up to the micro-batch's.
+		x, y = ctx.Bind(x).Narrow(0, p.start, p.length), ctx.Bind(y).Narrow(0, p.start, p.length)
+		w = float64(p.length) / float64(p.of*t.cfg.Accum)
+	}
 	var l *tensor.Tensor
 	if t.ForwardLoss != nil {
 		xin, region := t.input(ctx, x)
@@ -267,8 +280,8 @@ func (t *Trainer) microStep(x, y *tensor.Tensor) (loss float64) {
 		defer region.Close()
 		l = t.Loss(out, region.Bind(y))
 	}
-	if t.cfg.Accum > 1 {
-		l = l.MulScalar(1 / float64(t.cfg.Accum))
+	if w != 1 {
+		l = l.MulScalar(w)
 	}
 	t.Scaler.Scale(l).Backward()
 	return l.Item() * float64(t.cfg.Accum)
