@@ -197,9 +197,30 @@ var (
 		finite: half.AllFinite32,
 		pack:   func(v, _ float32) float32 { return v },
 	}
+	// convF32x16 is convF32 on the in-place 16×16 kernel (nil without it).
+	convF32x16 = func() *convOps[float32, float32] {
+		if convDirectF32x16 == nil {
+			return nil
+		}
+		o := *convF32
+		o.mr, o.nr, o.direct = 16, 16, convDirectF32x16
+		return &o
+	}()
 	// convBF16 is nil where the CPU lacks VDPBF16PS.
 	convBF16 = newConvBF16(convBF16Kernel)
 )
+
+// convF32For returns the float32 ops for og output channels per group: the 16×16
+// tile where it leaves fewer rows unused than the 12×32 one (16 channels: 16 rows
+// computed instead of 24). Both add each element's products in the same order, so
+// the choice changes no bit of the result.
+func convF32For(og int) *convOps[float32, float32] {
+	waste := func(mr int) int { return gemmCeilDiv(og, mr)*mr - og }
+	if convF32x16 != nil && waste(16) < waste(convF32.mr) {
+		return convF32x16
+	}
+	return convF32
+}
 
 // newConvBF16 returns the bf16 ops on micro-kernel kern (nil for nil).
 func newConvBF16(kern *gemmBF16Kernel) *convOps[half.BFloat16, uint32] {
@@ -701,7 +722,7 @@ func (b *Backend) Conv2d(y, x, w, bias backend.Storage, a backend.Conv2dArgs) bo
 		if B != nil {
 			bs = B.f32()
 		}
-		convForward(convF32, Y.f32(), X.f32(), W.f32(), bs, a)
+		convForward(convF32For(a.O/a.Groups), Y.f32(), X.f32(), W.f32(), bs, a)
 		return true
 	}
 	var bs []half.BFloat16
@@ -725,7 +746,7 @@ func (b *Backend) Conv2dInputGrad(gx, gy, w backend.Storage, a backend.Conv2dArg
 	}
 	convCheck("Conv2dInputGrad", a, GX, W, GY, a.N*a.C*a.H*a.W, a.N*a.O*a.OH*a.OW)
 	if GY.dt == backend.Float32 {
-		convForward(convF32, GX.f32(), GY.f32(), flipWeights(W.f32(), a), nil, d)
+		convForward(convF32For(a.C/a.Groups), GX.f32(), GY.f32(), flipWeights(W.f32(), a), nil, d)
 		return true
 	}
 	convForward(convBF16, GX.bf16(), GY.bf16(), flipWeights(W.bf16(), a), nil, d)

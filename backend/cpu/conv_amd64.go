@@ -30,9 +30,23 @@ import (
 //go:noescape
 func convKernel12x32AVX512(kc int, a []float32, b *float32, offs []int, c []float32, ldc int)
 
-// convDirectF32 is the float32 direct kernel (see convOps.direct): the in-place
-// AVX-512 kernel where Gemm runs the 12×32 AVX-512 one, else none.
-var convDirectF32 = func() func(steps int, a, b []float32, offs []int, c []float32, ldc int) {
+// convKernel16x16AVX512 is convKernel12x32AVX512 for a 16×16 tile: the same loop
+// with 16 and 16 for 12 and 32 (convKernelGo(16, 16, ...)).
+//
+//go:noescape
+func convKernel16x16AVX512(kc int, a []float32, b *float32, offs []int, c []float32, ldc int)
+
+// convDirectF32 and convDirectF32x16 are the float32 direct kernels (see
+// convOps.direct): the in-place AVX-512 kernels where Gemm runs the 12×32 AVX-512
+// one, else none.
+var (
+	convDirectF32    = convDirect(12, 32, convKernel12x32AVX512)
+	convDirectF32x16 = convDirect(16, 16, convKernel16x16AVX512)
+)
+
+// convDirect wraps an in-place kernel of an mr×nr tile with the bounds checks the
+// assembly does not make.
+func convDirect(mr, nr int, kern func(kc int, a []float32, b *float32, offs []int, c []float32, ldc int)) func(steps int, a, b []float32, offs []int, c []float32, ldc int) {
 	if gemmKernel32 != gemmKernelAVX512 {
 		return nil
 	}
@@ -40,17 +54,17 @@ var convDirectF32 = func() func(steps int, a, b []float32, offs []int, c []float
 		if steps == 0 {
 			return
 		}
-		_ = a[steps*12-1]
-		_ = c[11*ldc+31]
+		_ = a[steps*mr-1]
+		_ = c[(mr-1)*ldc+nr-1]
 		offs = offs[:steps]
 		for _, o := range offs {
-			if o < 0 || o%4 != 0 || o/4+32 > len(b) {
-				panic("cpu: convKernel12x32AVX512: B row out of range")
+			if o < 0 || o%4 != 0 || o/4+nr > len(b) {
+				panic("cpu: convDirect: B row out of range")
 			}
 		}
-		convKernel12x32AVX512(steps, a, &b[0], offs, c, ldc)
+		kern(steps, a, &b[0], offs, c, ldc)
 	}
-}()
+}
 
 // convBF16Kernel is the bf16 micro-kernel of the direct convolution: AMX where
 // this process may use it, else VDPBF16PS where the CPU has it, else none.

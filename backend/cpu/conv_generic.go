@@ -17,6 +17,6 @@ func convGatherF32(dst, src []float32, offs []int, steps, w, stride int) {
 	convGatherF32Go(dst, src, offs, steps, w, stride)
 }
 
-// convDirectF32 is nil: without assembly the forward packs B panels for Gemm's
-// micro-kernel.
-var convDirectF32 func(steps int, a, b []float32, offs []int, c []float32, ldc int)
+// convDirectF32 and convDirectF32x16 are nil: without assembly the forward packs B
+// panels for Gemm's micro-kernel.
+var convDirectF32, convDirectF32x16 func(steps int, a, b []float32, offs []int, c []float32, ldc int)

@@ -121,16 +121,34 @@ func TestConvDirectF32(t *testing.T) {
 				}
 				return out
 			}
-			got := make([]float32, len(y))
-			convForward(convF32, got, f(x), f(w), f(bias), a)
-			convCheckClose(t, "y", got, y, yMag, 1.0/(1<<20), 0)
 			d, ok := inputGradArgs(a)
 			if !ok {
 				t.Fatal("input gradient not covered")
 			}
-			gotX := make([]float32, len(gx))
-			convForward(convF32, gotX, f(gy), flipWeights(f(w), a), nil, d)
-			convCheckClose(t, "gx", gotX, gx, gxMag, 1.0/(1<<20), 0)
+			// Both tiles where the machine has the 16×16 one: same bits.
+			ops := []*convOps[float32, float32]{convF32}
+			if convF32x16 != nil {
+				ops = append(ops, convF32x16)
+			}
+			var first []float32
+			for _, o := range ops {
+				got := make([]float32, len(y))
+				convForward(o, got, f(x), f(w), f(bias), a)
+				convCheckClose(t, "y", got, y, yMag, 1.0/(1<<20), 0)
+				gotX := make([]float32, len(gx))
+				convForward(o, gotX, f(gy), flipWeights(f(w), a), nil, d)
+				convCheckClose(t, "gx", gotX, gx, gxMag, 1.0/(1<<20), 0)
+				both := append(got, gotX...)
+				if first == nil {
+					first = both
+					continue
+				}
+				for i := range both {
+					if math.Float32bits(both[i]) != math.Float32bits(first[i]) {
+						t.Fatalf("16×16 tile: element %d = %v, 12×32 tile %v", i, both[i], first[i])
+					}
+				}
+			}
 			gotW := make([]float32, len(gw))
 			if !convWeightGrad(convF32, gotW, f(x), f(gy), a) {
 				t.Fatal("weight gradient declined finite data")
@@ -359,16 +377,22 @@ func BenchmarkConvCNN(bm *testing.B) {
 		gx32, gxb := make([]float32, len(x32)), make([]half.BFloat16, len(x32))
 		gw32, gwb := make([]float32, len(w32)), make([]half.BFloat16, len(w32))
 		name := fmt.Sprintf("C%d", a.C)
-		bm.Run(name+"/fp32/fwd", func(bm *testing.B) {
-			for bm.Loop() {
-				convForward(convF32, y32, x32, w32, nil, a)
+		for _, o := range []*convOps[float32, float32]{convF32, convF32x16} {
+			if o == nil {
+				continue
 			}
-		})
-		bm.Run(name+"/fp32/dx", func(bm *testing.B) {
-			for bm.Loop() {
-				convForward(convF32, gx32, y32, flipWeights(w32, a), nil, d)
-			}
-		})
+			tile := fmt.Sprintf("%dx%d", o.mr, o.nr)
+			bm.Run(name+"/fp32/fwd"+tile, func(bm *testing.B) {
+				for bm.Loop() {
+					convForward(o, y32, x32, w32, nil, a)
+				}
+			})
+			bm.Run(name+"/fp32/dx"+tile, func(bm *testing.B) {
+				for bm.Loop() {
+					convForward(o, gx32, y32, flipWeights(w32, a), nil, d)
+				}
+			})
+		}
 		bm.Run(name+"/fp32/dw", func(bm *testing.B) {
 			for bm.Loop() {
 				convWeightGrad(convF32, gw32, x32, y32, a)

@@ -1,9 +1,10 @@
-// Command convgen writes backend/cpu/conv_amd64.s: the AVX-512 micro-kernel of
-// the direct float32 convolution. It is gemmKernel12x32AVX512 (gemm_amd64.s)
+// Command convgen writes backend/cpu/conv_amd64.s: the AVX-512 micro-kernels of
+// the direct float32 convolution. Each is gemmKernel12x32AVX512 (gemm_amd64.s)
 // with one change: the B row of k step p is read in place at b + offs[p]
 // (a byte offset into the padded image) instead of from a packed panel, so the
-// forward convolution packs no B panels. The 12-row body is instantiated from
-// one template. Run it from backend/cpu:
+// forward convolution packs no B panels. One template gives the 12×32 tile and a
+// 16×16 one for layers with 16 output channels (per group), which the 12-row
+// tile would compute as 24. Run it from backend/cpu:
 //
 //	go generate ./backend/cpu/   (or: go run ./internal/convgen -o conv_amd64.s)
 //
@@ -19,10 +20,9 @@ import (
 	"os"
 )
 
-const (
-	mr = 12 // rows: broadcast A elements
-	nr = 32 // columns: two zmm registers of B
-)
+// kernels are the tiles written: mr rows (broadcast A elements) × nr columns
+// (nr/16 zmm registers of B per k step).
+var kernels = []struct{ mr, nr int }{{12, 32}, {16, 16}}
 
 func main() {
 	out := flag.String("o", "conv_amd64.s", "output file")
@@ -34,9 +34,25 @@ func main() {
 	p("//go:build amd64 && !purego")
 	p("")
 	p("#include \"textflag.h\"")
-	p("")
-	p("// func convKernel12x32AVX512(kc int, a []float32, b *float32, offs []int, c []float32, ldc int)")
-	p("TEXT ·convKernel12x32AVX512(SB), NOSPLIT, $0-96")
+	for _, k := range kernels {
+		p("")
+		kernel(p, k.mr, k.nr)
+	}
+	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// kernel writes convKernel<mr>x<nr>AVX512: accumulators Z0… (row i, register h
+// at i·vr + h), then the vr B registers, then six broadcast registers in turn.
+func kernel(p func(string, ...any), mr, nr int) {
+	vr := nr / 16
+	acc := mr * vr
+	bReg := acc
+	bc0 := acc + vr
+	name := fmt.Sprintf("convKernel%dx%dAVX512", mr, nr)
+	p("// func %s(kc int, a []float32, b *float32, offs []int, c []float32, ldc int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-96", name)
 	p("\tMOVQ kc+0(FP), CX")
 	p("\tMOVQ a_base+8(FP), SI")
 	p("\tMOVQ b+32(FP), DI")
@@ -44,32 +60,34 @@ func main() {
 	p("\tMOVQ c_base+64(FP), DX")
 	p("\tMOVQ ldc+88(FP), R8")
 	p("\tSHLQ $2, R8")
-	for r := range 2 * mr {
+	for r := range acc {
 		p("\tVPXORD Z%d, Z%d, Z%d", r, r, r)
 	}
 	p("\tTESTQ CX, CX")
-	p("\tJZ convKernel12x32AVX512_store")
+	p("\tJZ %s_store", name)
 	p("")
-	p("convKernel12x32AVX512_loop:")
+	p("%s_loop:", name)
 	p("\tMOVQ 0(BX), R9")
-	p("\tVMOVUPS 0(DI)(R9*1), Z24")
-	p("\tVMOVUPS 64(DI)(R9*1), Z25")
+	for h := range vr {
+		p("\tVMOVUPS %d(DI)(R9*1), Z%d", 64*h, bReg+h)
+	}
 	for i := range mr {
-		bc := 26 + i%6 // six broadcast registers in turn
+		bc := bc0 + i%6
 		p("\tVBROADCASTSS %d(SI), Z%d", 4*i, bc)
-		p("\tVFMADD231PS Z24, Z%d, Z%d", bc, 2*i)
-		p("\tVFMADD231PS Z25, Z%d, Z%d", bc, 2*i+1)
+		for h := range vr {
+			p("\tVFMADD231PS Z%d, Z%d, Z%d", bReg+h, bc, i*vr+h)
+		}
 	}
 	p("\tADDQ $%d, SI", 4*mr)
 	p("\tADDQ $8, BX")
 	p("\tDECQ CX")
-	p("\tJNZ convKernel12x32AVX512_loop")
+	p("\tJNZ %s_loop", name)
 	p("")
-	p("convKernel12x32AVX512_store:")
+	p("%s_store:", name)
 	for i := range mr {
-		for h := range 2 {
-			p("\tVADDPS %d(DX), Z%d, Z%d", 64*h, 2*i+h, 2*i+h)
-			p("\tVMOVUPS Z%d, %d(DX)", 2*i+h, 64*h)
+		for h := range vr {
+			p("\tVADDPS %d(DX), Z%d, Z%d", 64*h, i*vr+h, i*vr+h)
+			p("\tVMOVUPS Z%d, %d(DX)", i*vr+h, 64*h)
 		}
 		if i < mr-1 {
 			p("\tADDQ R8, DX")
@@ -77,7 +95,4 @@ func main() {
 	}
 	p("\tVZEROUPPER")
 	p("\tRET")
-	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {
-		log.Fatal(err)
-	}
 }
