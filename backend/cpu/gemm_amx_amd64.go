@@ -3,7 +3,6 @@
 package cpu
 
 import (
-	"syscall"
 	"unsafe"
 
 	"github.com/gamp-ml/gamp/half"
@@ -56,9 +55,7 @@ var amxUsable = func() bool {
 	if amxXCR0()&xtile != xtile {
 		return false
 	}
-	const archReqXcompPerm, xfeatureXtiledata = 0x1023, 18
-	_, _, errno := syscall.RawSyscall(syscall.SYS_ARCH_PRCTL, archReqXcompPerm, xfeatureXtiledata, 0)
-	return errno == 0
+	return amxRequestPermission()
 }()
 
 // gemmAMXKernel32x32Fn is gemmAMXKernel32x32 as a gemmBF16Kernel fn: kc2
