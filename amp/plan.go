@@ -184,7 +184,7 @@ func measure(x, y *tensor.Tensor, cfg PlanConfig, s int, sizes []int) (pts []Pla
 	if budget == 0 {
 		st := b.MemoryStats()
 		if st.Limit <= 0 {
-			return nil, 0, 0, fmt.Errorf("amp: Plan: %v reports no memory limit or total; set PlanConfig.Budget", dev)
+			return nil, 0, 0, fmt.Errorf("amp: Plan: %v reports no memory limit or total; set PlanConfig.Budget (on the CPU: GAMP_CPU_MEMORY_LIMIT or SetMemoryLimit)", dev)
 		}
 		budget = st.Limit - base
 	}

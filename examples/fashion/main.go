@@ -42,6 +42,7 @@ type options struct {
 	lr                                                                            float64
 	seed                                                                          uint64
 	jsonOut, quiet, ddp                                                           bool
+	plan                                                                          bool // -plan: amp.Plan picks -accum and checkpointing
 	// bar redraws one progress line with \r; set by main only when stderr is a
 	// terminal, so a log file or a pipe gets one plain line per epoch instead.
 	bar bool
@@ -65,6 +66,7 @@ type summary struct {
 	SamplesPerSecond jsonFloat `json:"samples_per_second"`
 	TestAccuracy     jsonFloat `json:"test_accuracy"`
 	PeakMemoryBytes  int64     `json:"peak_memory_bytes"`
+	PlannedPeakBytes int64     `json:"planned_peak_bytes,omitempty"` // -plan's predicted peak
 	FinalLoss        jsonFloat `json:"final_loss"`
 	WorldSize        int       `json:"world_size"`
 	Diverged         bool      `json:"diverged"`
@@ -156,6 +158,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.channels, "channels", "32,64", "CNN channels of the two conv blocks")
 	fs.IntVar(&o.limit, "limit", 0, "use only the first N training examples (0: all)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
+	fs.BoolVar(&o.plan, "plan", false, "measure a few steps and pick the micro-batch (-accum) and activation checkpointing that fit the device's free memory (on the CPU: GAMP_CPU_MEMORY_LIMIT), printing the candidates")
 	fs.BoolVar(&o.ddp, "ddp", false, "data-parallel rank started by gamprun: train on this rank's share of every batch, average gradients over the ranks")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: fashion [flags]\n\n"+
@@ -201,6 +204,9 @@ func validate(o options) error {
 	}
 	if o.batch < 1 {
 		bad("-batch must be ≥ 1, got %d", o.batch)
+	}
+	if o.plan && o.ddp {
+		bad("-plan plans one device; leave it out with -ddp")
 	}
 	if o.accum < 1 {
 		bad("-accum must be ≥ 1, got %d", o.accum)
@@ -420,6 +426,13 @@ func train(o options, log io.Writer) (summary, error) {
 	if o.limit > 0 && o.limit < train.Len() {
 		train = train.Head(o.limit)
 	}
+	segments := 0
+	var planned int64
+	if o.plan {
+		if o.accum, segments, planned, err = planRun(o, level, low, dev, train, log); err != nil {
+			return summary{}, err
+		}
+	}
 	micro := o.batch / o.accum
 	stepsPerEpoch := int64(train.Len() / micro / o.accum)
 	if stepsPerEpoch < 1 {
@@ -431,6 +444,9 @@ func train(o options, log io.Writer) (summary, error) {
 	}
 	model, shape, err := buildModel(o.model, o.channels, o.seed)
 	if err != nil {
+		return summary{}, err
+	}
+	if model, err = checkpointed(model, segments); err != nil {
 		return summary{}, err
 	}
 	nn.To(model, dev)
@@ -492,7 +508,7 @@ func train(o options, log io.Writer) (summary, error) {
 	// TestAccuracy stays NaN (null in JSON) until an epoch is evaluated: a run that
 	// diverges in its first epoch has no accuracy, not an accuracy of 0.
 	res := summary{Model: o.model, Precision: o.precision, OptLevel: level.String(), Device: dev.String(), Epochs: o.epochs,
-		WorldSize: pg.Size(), rank: pg.Rank(), TestAccuracy: jsonFloat(math.NaN())}
+		WorldSize: pg.Size(), rank: pg.Rank(), TestAccuracy: jsonFloat(math.NaN()), PlannedPeakBytes: planned}
 	if !o.quiet {
 		fmt.Fprintf(log, "fashion: %s, %s (%s, %s), %d train / %d test examples, batch %d×%d\n",
 			o.model, dev, o.precision, level, train.Len(), test.Len(), o.accum, micro)
