@@ -443,6 +443,9 @@ func runBench(o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if p.plan {
+		return runPlan(p, stdout)
+	}
 	benches := make([]*bench, len(p.variants))
 	for i, v := range p.variants {
 		dev := p.dev

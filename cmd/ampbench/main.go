@@ -40,6 +40,7 @@ type options struct {
 	seed       uint64
 	jsonOut    bool
 	plot       string // .png or .svg file to draw; "" for none
+	plan       bool   // plan each configuration with amp.Plan instead of benchmarking
 }
 
 // defaultOptions are the flag defaults.
@@ -73,6 +74,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", o.seed, "seed of the initialisation and the synthetic data")
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON document instead of the table")
 	fs.StringVar(&o.plot, "plot", "", "also draw time per step and memory to `FILE` (.png or .svg)")
+	fs.BoolVar(&o.plan, "plan", false, "instead of benchmarking, plan each configuration for -batch within the device's free memory (on the CPU: GAMP_CPU_MEMORY_LIMIT): micro-batch, accumulation and checkpointing, with the candidates weighed")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ampbench [flags]\n\nCompares time per step and memory of FP32 and mixed precision on one model.\n\n")
 		fs.PrintDefaults()
