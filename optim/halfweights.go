@@ -3,6 +3,7 @@ package optim
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/nn"
@@ -176,4 +177,25 @@ func (c *core) loadHalfState(s StateSpec, read func(key string, dst *tensor.Tens
 		}
 	}
 	return nil
+}
+
+// mastersShort are the short names the commands accept (ampbench's -opt-level
+// suffixes, fashion's -masters).
+var mastersShort = map[string]Masters{"fp32": FP32Masters, "16+16": SplitMasters, "sr": StochasticRounding, "rn": NoMasters}
+
+// ParseMasters parses "fp32", "16+16", "sr" or "rn", or a name String returns; ""
+// is the default, FP32Masters.
+func ParseMasters(s string) (Masters, error) {
+	if strings.TrimSpace(s) == "" {
+		return FP32Masters, nil
+	}
+	if m, ok := mastersShort[strings.ToLower(strings.TrimSpace(s))]; ok {
+		return m, nil
+	}
+	for i, n := range mastersNames {
+		if strings.EqualFold(strings.TrimSpace(s), n) {
+			return Masters(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown masters %q (want fp32, 16+16, sr or rn)", ErrConfig, s)
 }

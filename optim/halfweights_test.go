@@ -121,3 +121,13 @@ func TestHalfWeightsStateRoundTrip(t *testing.T) {
 		saved.Release()
 	}
 }
+
+func TestParseMasters(t *testing.T) {
+	for s, want := range map[string]Masters{"fp32": FP32Masters, "16+16": SplitMasters, "SR": StochasticRounding, "rn": NoMasters, "stochastic-rounding": StochasticRounding, "no-masters": NoMasters} {
+		got, err := ParseMasters(s)
+		require.NoError(t, err, s)
+		require.Equal(t, want, got, s)
+	}
+	_, err := ParseMasters("fp8")
+	require.ErrorIs(t, err, ErrConfig)
+}

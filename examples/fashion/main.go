@@ -42,7 +42,8 @@ type options struct {
 	lr                                                                            float64
 	seed                                                                          uint64
 	jsonOut, quiet, ddp                                                           bool
-	plan                                                                          bool // -plan: amp.Plan picks -accum and checkpointing
+	plan                                                                          bool   // -plan: amp.Plan picks -accum and checkpointing
+	masters                                                                       string // -masters: what bf16 weights keep (optim.ParseMasters)
 	// bar redraws one progress line with \r; set by main only when stderr is a
 	// terminal, so a log file or a pipe gets one plain line per epoch instead.
 	bar bool
@@ -158,6 +159,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.channels, "channels", "32,64", "CNN channels of the two conv blocks")
 	fs.IntVar(&o.limit, "limit", 0, "use only the first N training examples (0: all)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
+	fs.StringVar(&o.masters, "masters", "fp32", "what half weights keep at O2/O3: fp32 (FP32 master copies), 16+16 (bf16 weight plus the master's low 16 bits), sr (stochastic rounding, no master) or rn (round to nearest, no master)")
 	fs.BoolVar(&o.plan, "plan", false, "measure a few steps and pick the micro-batch (-accum) and activation checkpointing that fit the device's free memory (on the CPU: GAMP_CPU_MEMORY_LIMIT), printing the candidates")
 	fs.BoolVar(&o.ddp, "ddp", false, "data-parallel rank started by gamprun: train on this rank's share of every batch, average gradients over the ranks")
 	fs.Usage = func() {
@@ -204,6 +206,11 @@ func validate(o options) error {
 	}
 	if o.batch < 1 {
 		bad("-batch must be ≥ 1, got %d", o.batch)
+	}
+	if m, err := optim.ParseMasters(o.masters); err != nil {
+		bad("-masters: %v", err)
+	} else if l, _ := amp.ParseOptLevel(o.optLevel); m != optim.FP32Masters && l != amp.O2 && l != amp.O3 {
+		bad("-masters %s needs half weights: give -opt-level O2 or O3", o.masters)
 	}
 	if o.plan && o.ddp {
 		bad("-plan plans one device; leave it out with -ddp")
@@ -451,7 +458,8 @@ func train(o options, log io.Writer) (summary, error) {
 	}
 	nn.To(model, dev)
 	amp.Prepare(model, level, low)
-	opt, err := optim.NewAdamW(model.Params(), optim.AdamWConfig{LR: o.lr, WeightDecay: 1e-4})
+	masters, _ := optim.ParseMasters(o.masters)
+	opt, err := optim.NewAdamW(model.Params(), optim.AdamWConfig{LR: o.lr, WeightDecay: 1e-4, Masters: masters, RoundingSeed: o.seed})
 	if err != nil {
 		return summary{}, err
 	}

@@ -41,7 +41,8 @@ func planRun(o options, level amp.OptLevel, low tensor.DType, dev tensor.Device,
 		}
 		nn.To(model, dev)
 		amp.Prepare(model, level, low)
-		opt, err := optim.NewAdamW(model.Params(), optim.AdamWConfig{LR: o.lr, WeightDecay: 1e-4})
+		masters, _ := optim.ParseMasters(o.masters)
+		opt, err := optim.NewAdamW(model.Params(), optim.AdamWConfig{LR: o.lr, WeightDecay: 1e-4, Masters: masters, RoundingSeed: o.seed})
 		if err != nil {
 			return nil, err
 		}
