@@ -95,6 +95,7 @@ func (h halfWeights) run(update func(w []float32, lo, hi int)) {
 // splitDecode sets w[i] to the float32 whose bits are hi[i]·2¹⁶ plus lo[i] read as a
 // signed difference in (-2¹⁵, 2¹⁵] (see splitEncode).
 func splitDecode(w []float32, hi, lo []uint16) {
+	hi, lo = hi[:len(w)], lo[:len(w)] // one bounds check for the loop
 	for i := range w {
 		w[i] = splitValue(hi[i], lo[i])
 	}
@@ -115,6 +116,7 @@ func splitValue(hi, lo uint16) float32 {
 // stands for exactly 2¹⁶ float32 values and the pair is w bit for bit; a NaN stays a
 // NaN in hi (quieted) and is not recovered exactly.
 func splitEncode(hi, lo []uint16, w []float32) {
+	hi, lo = hi[:len(w)], lo[:len(w)]
 	for i, x := range w {
 		hi[i], lo[i] = splitBits(x)
 	}
@@ -141,6 +143,7 @@ func randBits16(r backend.RNG, i uint64) uint32 {
 // probability (fraction of an ulp above the lower neighbour), so E[round(x)] = x. Element
 // i draws counter off+i of r. NaN stays NaN.
 func roundStochastic(dst []uint16, w []float32, r backend.RNG, off uint64) {
+	dst = dst[:len(w)]
 	for i, x := range w {
 		b := math.Float32bits(x)
 		if x != x {

@@ -240,3 +240,33 @@ func TestHalfWeightsStochasticReplay(t *testing.T) {
 		t.Fatal("another seed rounds every element the same way")
 	}
 }
+
+// BenchmarkAdamStepHalfWeights times the fused AdamW step over 2²⁰ bfloat16 weights
+// with FP32 masters (writing the half copy) and with each half-weights rounding.
+func BenchmarkAdamStepHalfWeights(b *testing.B) {
+	be, _ := New(0)
+	const n = 1 << 20
+	var ss [4]backend.Storage
+	for k := range ss {
+		ss[k], _ = be.Alloc(backend.Float32, n)
+		be.Fill(backend.Dense(ss[k], 0, n), 0.5)
+	}
+	h, _ := be.Alloc(backend.BFloat16, n)
+	lo, _ := be.Alloc(backend.BFloat16, n)
+	for _, c := range []struct {
+		name string
+		hw   backend.HalfWeights
+	}{{"masters", backend.HalfWeights{}}, {"nearest", backend.HalfWeights{Rounding: backend.RoundNearest}},
+		{"stochastic", backend.HalfWeights{Rounding: backend.RoundStochastic}}, {"split", backend.HalfWeights{Rounding: backend.RoundSplit, Lo: lo}}} {
+		b.Run(c.name, func(b *testing.B) {
+			a := backend.AdamArgs{W: ss[0], G: ss[1], M: ss[2], V: ss[3], Half: h, N: n, LR: 1e-3,
+				Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 3, Decoupled: true, HalfWeights: c.hw}
+			if c.hw.Rounding != backend.RoundMaster {
+				a.W = nil
+			}
+			for b.Loop() {
+				be.AdamStep(a)
+			}
+		})
+	}
+}
