@@ -117,6 +117,26 @@ func TestHalfWeightsMemory(t *testing.T) {
 		tr.Opt.(interface{ Release() }).Release()
 		return got
 	}
+	// Plain SGD keeps no state: 2 bytes (split: 2+2) against 2+4 — the 16+16 split's
+	// 4 bytes instead of 6 per parameter, ≤ 0.7× of FP32 masters.
+	plain := func(masters optim.Masters) int64 {
+		b := backend.MustGet(dev)
+		before := b.MemoryStats().Allocated
+		m := newMLP(7)
+		nn.To(m, dev)
+		Prepare(m, O3, tensor.BFloat16)
+		opt, err := optim.NewSGD(m.Params(), optim.SGDConfig{LR: 0.01, Masters: masters})
+		require.NoError(t, err)
+		got := b.MemoryStats().Allocated - before
+		opt.Release()
+		for _, p := range nn.State(m) {
+			p.T.Release()
+		}
+		return got
+	}
+	o2, split := plain(optim.FP32Masters), plain(optim.SplitMasters)
+	t.Logf("plain SGD: params+optimizer bytes: FP32 masters %d, 16+16 %.3f×", o2, float64(split)/float64(o2))
+	require.LessOrEqual(t, float64(split)/float64(o2), 0.7)
 	for _, sgd := range []bool{false, true} {
 		o2 := held(O3, optim.FP32Masters, sgd)
 		split := held(O3, optim.SplitMasters, sgd)
