@@ -259,8 +259,8 @@ func unaryApply[C numeric](op backend.UnaryOp, y, x []C, p0, p1 float64) {
 // vecUnary computes y = op(x) on the vector layer and reports true when C is float32
 // and op is one of the ops it has: Relu, AddScalar, MulScalar, RSubScalar, Recip
 // (1/x), and Square and PowScalar 2 (x·x), with the results of unaryApply's loops; and
-// Gelu, whose erfF64 gives the float32 results of math.Erf's formula but for rare
-// float64 ties (see vec_gelu.go).
+// Gelu in float32 arithmetic, within the few ulp of the float64 formula that
+// vec_gelu.go states.
 func vecUnary[C numeric](op backend.UnaryOp, y, x []C, p0 float64) bool {
 	yf, ok := any(y).([]float32)
 	if !ok {
@@ -502,7 +502,8 @@ func unaryGrad[C numeric](op backend.UnaryOp, gx, gy, a []C, p0, p1 float64) {
 
 // vecUnaryGrad computes gx = gy·op'(·) on the vector layer and reports true when C is
 // float32 and op is Relu (gy where x > 0), MulScalar (gy·p0), Exp (gy·y), Log (gy/x) or
-// Gelu (vecGelu). The results are those of unaryGrad's loops (Gelu's as vecUnary says).
+// Gelu (vecGelu). The results are those of unaryGrad's loops (Gelu's within the bound
+// vec_gelu.go states).
 func vecUnaryGrad[C numeric](op backend.UnaryOp, gx, gy, a []C, p0 float64) bool {
 	gxf, ok := any(gx).([]float32)
 	if !ok {

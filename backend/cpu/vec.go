@@ -76,6 +76,8 @@ type vecImpl struct {
 	devSq func(s *[16]float64, x *float32, mean float64, n int)
 	// lnRow is LayerNorm backward's row pass (vecLnRowGo).
 	lnRow func(s *[32]float64, gw, gb *float64, g, gy, x *float32, mean, invstd float64, n int)
+	// gelu is the GELU forward (gy nil) or backward of geluGo (vec_gelu.go).
+	gelu func(dst, x, gy *float32, n int)
 }
 
 // vec is the implementation the kernels use (nil: the pure-Go twins), the best in

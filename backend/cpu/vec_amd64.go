@@ -201,10 +201,10 @@ func vecLnRowAVX2(s *[32]float64, gw, gb *float64, gv, gy, x *float32, mean, inv
 var (
 	vecAVX512 = &vecImpl{"avx512", vecOpAVX512, vecScaleFiniteAVX512, vecSumF64AVX512, vecAccF64AVX512,
 		vecDotF64AVX512, vecMaxF32AVX512, vecExpF64AVX512, vecNarrowAVX512, vecAccDevF64AVX512,
-		vecDevSqF64AVX512, vecLnRowAVX512}
+		vecDevSqF64AVX512, vecLnRowAVX512, vecGeluAVX512}
 	vecAVX2 = &vecImpl{"avx2", vecOpAVX2, vecScaleFiniteAVX2, vecSumF64AVX2, vecAccF64AVX2,
 		vecDotF64AVX2, vecMaxF32AVX2, vecExpF64AVX2, vecNarrowAVX2, vecAccDevF64AVX2,
-		vecDevSqF64AVX2, vecLnRowAVX2}
+		vecDevSqF64AVX2, vecLnRowAVX2, vecGeluAVX2}
 )
 
 // vecImpls lists the vector loops this CPU can run, best first. x/sys/cpu reports the
@@ -227,16 +227,22 @@ var vecImpls = func() []*vecImpl {
 // multiple of 16, bit for bit, NaN payloads aside; forward
 //
 //	for i := 0; i < n; i++ {
-//		f := float64(x[i])
-//		dst[i] = float32(0.5 * f * (1 + erfF64(f/math.Sqrt2)))
+//		cdf, _ := geluParts(x[i])
+//		dst[i] = x[i] * cdf
 //	}
 //
-// with every piece of erfF64 computed in the lanes that need it (VFMADD213PD Horner
-// steps, VDIVPD, expF64 as in vecExpF64AVX512) and merged under masks. There is no AVX2
-// version: without AVX-512 the twin runs.
+// with sixteen float32 lanes, every piece of geluParts computed in the lanes that need
+// it (VFMADD213PS Horner steps, one VDIVPS for every piece's quotient, exp32 with
+// VRNDSCALEPS) and merged under masks.
 //
 //go:noescape
 func vecGeluAVX512(dst, x, gy *float32, n int)
+
+// vecGeluAVX2 is vecGeluAVX512 with ymm registers (and FMA): compares make lane masks
+// that VBLENDVPS merges with.
+//
+//go:noescape
+func vecGeluAVX2(dst, x, gy *float32, n int)
 
 // vecMaxPool2x2AVX512 equals maxRow2x2(out[:n], idx[:n], r0[:2n], r1[:2n], base, w)
 // for n a multiple of 16, bit for bit:

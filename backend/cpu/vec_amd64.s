@@ -2586,576 +2586,736 @@ vecLnRowAVX2_done:
 	VZEROUPPER
 	RET
 
-// Constants of the GELU loop (vecGelu), each eight times.
-DATA geluc<>+0(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
-DATA geluc<>+8(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
-DATA geluc<>+16(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
-DATA geluc<>+24(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
-DATA geluc<>+32(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
-DATA geluc<>+40(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
-DATA geluc<>+48(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
-DATA geluc<>+56(SB)/8, $0x3ff6a09e667f3bcd // sqrt2
-DATA geluc<>+64(SB)/8, $0x3ff0000000000000 // one
-DATA geluc<>+72(SB)/8, $0x3ff0000000000000 // one
-DATA geluc<>+80(SB)/8, $0x3ff0000000000000 // one
-DATA geluc<>+88(SB)/8, $0x3ff0000000000000 // one
-DATA geluc<>+96(SB)/8, $0x3ff0000000000000 // one
-DATA geluc<>+104(SB)/8, $0x3ff0000000000000 // one
-DATA geluc<>+112(SB)/8, $0x3ff0000000000000 // one
-DATA geluc<>+120(SB)/8, $0x3ff0000000000000 // one
-DATA geluc<>+128(SB)/8, $0x3fe0000000000000 // half
-DATA geluc<>+136(SB)/8, $0x3fe0000000000000 // half
-DATA geluc<>+144(SB)/8, $0x3fe0000000000000 // half
-DATA geluc<>+152(SB)/8, $0x3fe0000000000000 // half
-DATA geluc<>+160(SB)/8, $0x3fe0000000000000 // half
-DATA geluc<>+168(SB)/8, $0x3fe0000000000000 // half
-DATA geluc<>+176(SB)/8, $0x3fe0000000000000 // half
-DATA geluc<>+184(SB)/8, $0x3fe0000000000000 // half
-DATA geluc<>+192(SB)/8, $0xbfe0000000000000 // neghalf
-DATA geluc<>+200(SB)/8, $0xbfe0000000000000 // neghalf
-DATA geluc<>+208(SB)/8, $0xbfe0000000000000 // neghalf
-DATA geluc<>+216(SB)/8, $0xbfe0000000000000 // neghalf
-DATA geluc<>+224(SB)/8, $0xbfe0000000000000 // neghalf
-DATA geluc<>+232(SB)/8, $0xbfe0000000000000 // neghalf
-DATA geluc<>+240(SB)/8, $0xbfe0000000000000 // neghalf
-DATA geluc<>+248(SB)/8, $0xbfe0000000000000 // neghalf
-DATA geluc<>+256(SB)/8, $0xbfe2000000000000 // m05625
-DATA geluc<>+264(SB)/8, $0xbfe2000000000000 // m05625
-DATA geluc<>+272(SB)/8, $0xbfe2000000000000 // m05625
-DATA geluc<>+280(SB)/8, $0xbfe2000000000000 // m05625
-DATA geluc<>+288(SB)/8, $0xbfe2000000000000 // m05625
-DATA geluc<>+296(SB)/8, $0xbfe2000000000000 // m05625
-DATA geluc<>+304(SB)/8, $0xbfe2000000000000 // m05625
-DATA geluc<>+312(SB)/8, $0xbfe2000000000000 // m05625
-DATA geluc<>+320(SB)/8, $0x3feb0ac160000000 // erx
-DATA geluc<>+328(SB)/8, $0x3feb0ac160000000 // erx
-DATA geluc<>+336(SB)/8, $0x3feb0ac160000000 // erx
-DATA geluc<>+344(SB)/8, $0x3feb0ac160000000 // erx
-DATA geluc<>+352(SB)/8, $0x3feb0ac160000000 // erx
-DATA geluc<>+360(SB)/8, $0x3feb0ac160000000 // erx
-DATA geluc<>+368(SB)/8, $0x3feb0ac160000000 // erx
-DATA geluc<>+376(SB)/8, $0x3feb0ac160000000 // erx
-DATA geluc<>+384(SB)/8, $0x3feb000000000000 // a
-DATA geluc<>+392(SB)/8, $0x3feb000000000000 // a
-DATA geluc<>+400(SB)/8, $0x3feb000000000000 // a
-DATA geluc<>+408(SB)/8, $0x3feb000000000000 // a
-DATA geluc<>+416(SB)/8, $0x3feb000000000000 // a
-DATA geluc<>+424(SB)/8, $0x3feb000000000000 // a
-DATA geluc<>+432(SB)/8, $0x3feb000000000000 // a
-DATA geluc<>+440(SB)/8, $0x3feb000000000000 // a
-DATA geluc<>+448(SB)/8, $0x3ff4000000000000 // b
-DATA geluc<>+456(SB)/8, $0x3ff4000000000000 // b
-DATA geluc<>+464(SB)/8, $0x3ff4000000000000 // b
-DATA geluc<>+472(SB)/8, $0x3ff4000000000000 // b
-DATA geluc<>+480(SB)/8, $0x3ff4000000000000 // b
-DATA geluc<>+488(SB)/8, $0x3ff4000000000000 // b
-DATA geluc<>+496(SB)/8, $0x3ff4000000000000 // b
-DATA geluc<>+504(SB)/8, $0x3ff4000000000000 // b
-DATA geluc<>+512(SB)/8, $0x4006db6db6db6db7 // c
-DATA geluc<>+520(SB)/8, $0x4006db6db6db6db7 // c
-DATA geluc<>+528(SB)/8, $0x4006db6db6db6db7 // c
-DATA geluc<>+536(SB)/8, $0x4006db6db6db6db7 // c
-DATA geluc<>+544(SB)/8, $0x4006db6db6db6db7 // c
-DATA geluc<>+552(SB)/8, $0x4006db6db6db6db7 // c
-DATA geluc<>+560(SB)/8, $0x4006db6db6db6db7 // c
-DATA geluc<>+568(SB)/8, $0x4006db6db6db6db7 // c
-DATA geluc<>+576(SB)/8, $0x4018000000000000 // d
-DATA geluc<>+584(SB)/8, $0x4018000000000000 // d
-DATA geluc<>+592(SB)/8, $0x4018000000000000 // d
-DATA geluc<>+600(SB)/8, $0x4018000000000000 // d
-DATA geluc<>+608(SB)/8, $0x4018000000000000 // d
-DATA geluc<>+616(SB)/8, $0x4018000000000000 // d
-DATA geluc<>+624(SB)/8, $0x4018000000000000 // d
-DATA geluc<>+632(SB)/8, $0x4018000000000000 // d
-DATA geluc<>+640(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
-DATA geluc<>+648(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
-DATA geluc<>+656(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
-DATA geluc<>+664(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
-DATA geluc<>+672(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
-DATA geluc<>+680(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
-DATA geluc<>+688(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
-DATA geluc<>+696(SB)/8, $0x3fd9884533d43651 // invsqrt2pi
-DATA geluc<>+704(SB)/8, $0x7fffffffffffffff // abs
-DATA geluc<>+712(SB)/8, $0x7fffffffffffffff // abs
-DATA geluc<>+720(SB)/8, $0x7fffffffffffffff // abs
-DATA geluc<>+728(SB)/8, $0x7fffffffffffffff // abs
-DATA geluc<>+736(SB)/8, $0x7fffffffffffffff // abs
-DATA geluc<>+744(SB)/8, $0x7fffffffffffffff // abs
-DATA geluc<>+752(SB)/8, $0x7fffffffffffffff // abs
-DATA geluc<>+760(SB)/8, $0x7fffffffffffffff // abs
-DATA geluc<>+768(SB)/8, $0x8000000000000000 // sign
-DATA geluc<>+776(SB)/8, $0x8000000000000000 // sign
-DATA geluc<>+784(SB)/8, $0x8000000000000000 // sign
-DATA geluc<>+792(SB)/8, $0x8000000000000000 // sign
-DATA geluc<>+800(SB)/8, $0x8000000000000000 // sign
-DATA geluc<>+808(SB)/8, $0x8000000000000000 // sign
-DATA geluc<>+816(SB)/8, $0x8000000000000000 // sign
-DATA geluc<>+824(SB)/8, $0x8000000000000000 // sign
-DATA geluc<>+832(SB)/8, $0xffffffff00000000 // hi
-DATA geluc<>+840(SB)/8, $0xffffffff00000000 // hi
-DATA geluc<>+848(SB)/8, $0xffffffff00000000 // hi
-DATA geluc<>+856(SB)/8, $0xffffffff00000000 // hi
-DATA geluc<>+864(SB)/8, $0xffffffff00000000 // hi
-DATA geluc<>+872(SB)/8, $0xffffffff00000000 // hi
-DATA geluc<>+880(SB)/8, $0xffffffff00000000 // hi
-DATA geluc<>+888(SB)/8, $0xffffffff00000000 // hi
-DATA geluc<>+896(SB)/8, $0xbef8ead6120016ac // pp0
-DATA geluc<>+904(SB)/8, $0xbef8ead6120016ac // pp0
-DATA geluc<>+912(SB)/8, $0xbef8ead6120016ac // pp0
-DATA geluc<>+920(SB)/8, $0xbef8ead6120016ac // pp0
-DATA geluc<>+928(SB)/8, $0xbef8ead6120016ac // pp0
-DATA geluc<>+936(SB)/8, $0xbef8ead6120016ac // pp0
-DATA geluc<>+944(SB)/8, $0xbef8ead6120016ac // pp0
-DATA geluc<>+952(SB)/8, $0xbef8ead6120016ac // pp0
-DATA geluc<>+960(SB)/8, $0xbf77a291236668e4 // pp1
-DATA geluc<>+968(SB)/8, $0xbf77a291236668e4 // pp1
-DATA geluc<>+976(SB)/8, $0xbf77a291236668e4 // pp1
-DATA geluc<>+984(SB)/8, $0xbf77a291236668e4 // pp1
-DATA geluc<>+992(SB)/8, $0xbf77a291236668e4 // pp1
-DATA geluc<>+1000(SB)/8, $0xbf77a291236668e4 // pp1
-DATA geluc<>+1008(SB)/8, $0xbf77a291236668e4 // pp1
-DATA geluc<>+1016(SB)/8, $0xbf77a291236668e4 // pp1
-DATA geluc<>+1024(SB)/8, $0xbf9d2a51dbd7194f // pp2
-DATA geluc<>+1032(SB)/8, $0xbf9d2a51dbd7194f // pp2
-DATA geluc<>+1040(SB)/8, $0xbf9d2a51dbd7194f // pp2
-DATA geluc<>+1048(SB)/8, $0xbf9d2a51dbd7194f // pp2
-DATA geluc<>+1056(SB)/8, $0xbf9d2a51dbd7194f // pp2
-DATA geluc<>+1064(SB)/8, $0xbf9d2a51dbd7194f // pp2
-DATA geluc<>+1072(SB)/8, $0xbf9d2a51dbd7194f // pp2
-DATA geluc<>+1080(SB)/8, $0xbf9d2a51dbd7194f // pp2
-DATA geluc<>+1088(SB)/8, $0xbfd4cd7d691cb913 // pp3
-DATA geluc<>+1096(SB)/8, $0xbfd4cd7d691cb913 // pp3
-DATA geluc<>+1104(SB)/8, $0xbfd4cd7d691cb913 // pp3
-DATA geluc<>+1112(SB)/8, $0xbfd4cd7d691cb913 // pp3
-DATA geluc<>+1120(SB)/8, $0xbfd4cd7d691cb913 // pp3
-DATA geluc<>+1128(SB)/8, $0xbfd4cd7d691cb913 // pp3
-DATA geluc<>+1136(SB)/8, $0xbfd4cd7d691cb913 // pp3
-DATA geluc<>+1144(SB)/8, $0xbfd4cd7d691cb913 // pp3
-DATA geluc<>+1152(SB)/8, $0x3fc06eba8214db68 // pp4
-DATA geluc<>+1160(SB)/8, $0x3fc06eba8214db68 // pp4
-DATA geluc<>+1168(SB)/8, $0x3fc06eba8214db68 // pp4
-DATA geluc<>+1176(SB)/8, $0x3fc06eba8214db68 // pp4
-DATA geluc<>+1184(SB)/8, $0x3fc06eba8214db68 // pp4
-DATA geluc<>+1192(SB)/8, $0x3fc06eba8214db68 // pp4
-DATA geluc<>+1200(SB)/8, $0x3fc06eba8214db68 // pp4
-DATA geluc<>+1208(SB)/8, $0x3fc06eba8214db68 // pp4
-DATA geluc<>+1216(SB)/8, $0xbed09c4342a26120 // qq0
-DATA geluc<>+1224(SB)/8, $0xbed09c4342a26120 // qq0
-DATA geluc<>+1232(SB)/8, $0xbed09c4342a26120 // qq0
-DATA geluc<>+1240(SB)/8, $0xbed09c4342a26120 // qq0
-DATA geluc<>+1248(SB)/8, $0xbed09c4342a26120 // qq0
-DATA geluc<>+1256(SB)/8, $0xbed09c4342a26120 // qq0
-DATA geluc<>+1264(SB)/8, $0xbed09c4342a26120 // qq0
-DATA geluc<>+1272(SB)/8, $0xbed09c4342a26120 // qq0
-DATA geluc<>+1280(SB)/8, $0x3f215dc9221c1a10 // qq1
-DATA geluc<>+1288(SB)/8, $0x3f215dc9221c1a10 // qq1
-DATA geluc<>+1296(SB)/8, $0x3f215dc9221c1a10 // qq1
-DATA geluc<>+1304(SB)/8, $0x3f215dc9221c1a10 // qq1
-DATA geluc<>+1312(SB)/8, $0x3f215dc9221c1a10 // qq1
-DATA geluc<>+1320(SB)/8, $0x3f215dc9221c1a10 // qq1
-DATA geluc<>+1328(SB)/8, $0x3f215dc9221c1a10 // qq1
-DATA geluc<>+1336(SB)/8, $0x3f215dc9221c1a10 // qq1
-DATA geluc<>+1344(SB)/8, $0x3f74d022c4d36b0f // qq2
-DATA geluc<>+1352(SB)/8, $0x3f74d022c4d36b0f // qq2
-DATA geluc<>+1360(SB)/8, $0x3f74d022c4d36b0f // qq2
-DATA geluc<>+1368(SB)/8, $0x3f74d022c4d36b0f // qq2
-DATA geluc<>+1376(SB)/8, $0x3f74d022c4d36b0f // qq2
-DATA geluc<>+1384(SB)/8, $0x3f74d022c4d36b0f // qq2
-DATA geluc<>+1392(SB)/8, $0x3f74d022c4d36b0f // qq2
-DATA geluc<>+1400(SB)/8, $0x3f74d022c4d36b0f // qq2
-DATA geluc<>+1408(SB)/8, $0x3fb0a54c5536ceba // qq3
-DATA geluc<>+1416(SB)/8, $0x3fb0a54c5536ceba // qq3
-DATA geluc<>+1424(SB)/8, $0x3fb0a54c5536ceba // qq3
-DATA geluc<>+1432(SB)/8, $0x3fb0a54c5536ceba // qq3
-DATA geluc<>+1440(SB)/8, $0x3fb0a54c5536ceba // qq3
-DATA geluc<>+1448(SB)/8, $0x3fb0a54c5536ceba // qq3
-DATA geluc<>+1456(SB)/8, $0x3fb0a54c5536ceba // qq3
-DATA geluc<>+1464(SB)/8, $0x3fb0a54c5536ceba // qq3
-DATA geluc<>+1472(SB)/8, $0x3fd97779cddadc09 // qq4
-DATA geluc<>+1480(SB)/8, $0x3fd97779cddadc09 // qq4
-DATA geluc<>+1488(SB)/8, $0x3fd97779cddadc09 // qq4
-DATA geluc<>+1496(SB)/8, $0x3fd97779cddadc09 // qq4
-DATA geluc<>+1504(SB)/8, $0x3fd97779cddadc09 // qq4
-DATA geluc<>+1512(SB)/8, $0x3fd97779cddadc09 // qq4
-DATA geluc<>+1520(SB)/8, $0x3fd97779cddadc09 // qq4
-DATA geluc<>+1528(SB)/8, $0x3fd97779cddadc09 // qq4
-DATA geluc<>+1536(SB)/8, $0x3ff0000000000000 // qq5
-DATA geluc<>+1544(SB)/8, $0x3ff0000000000000 // qq5
-DATA geluc<>+1552(SB)/8, $0x3ff0000000000000 // qq5
-DATA geluc<>+1560(SB)/8, $0x3ff0000000000000 // qq5
-DATA geluc<>+1568(SB)/8, $0x3ff0000000000000 // qq5
-DATA geluc<>+1576(SB)/8, $0x3ff0000000000000 // qq5
-DATA geluc<>+1584(SB)/8, $0x3ff0000000000000 // qq5
-DATA geluc<>+1592(SB)/8, $0x3ff0000000000000 // qq5
-DATA geluc<>+1600(SB)/8, $0xbf61bf380a96073f // pa0
-DATA geluc<>+1608(SB)/8, $0xbf61bf380a96073f // pa0
-DATA geluc<>+1616(SB)/8, $0xbf61bf380a96073f // pa0
-DATA geluc<>+1624(SB)/8, $0xbf61bf380a96073f // pa0
-DATA geluc<>+1632(SB)/8, $0xbf61bf380a96073f // pa0
-DATA geluc<>+1640(SB)/8, $0xbf61bf380a96073f // pa0
-DATA geluc<>+1648(SB)/8, $0xbf61bf380a96073f // pa0
-DATA geluc<>+1656(SB)/8, $0xbf61bf380a96073f // pa0
-DATA geluc<>+1664(SB)/8, $0x3fa22a36599795eb // pa1
-DATA geluc<>+1672(SB)/8, $0x3fa22a36599795eb // pa1
-DATA geluc<>+1680(SB)/8, $0x3fa22a36599795eb // pa1
-DATA geluc<>+1688(SB)/8, $0x3fa22a36599795eb // pa1
-DATA geluc<>+1696(SB)/8, $0x3fa22a36599795eb // pa1
-DATA geluc<>+1704(SB)/8, $0x3fa22a36599795eb // pa1
-DATA geluc<>+1712(SB)/8, $0x3fa22a36599795eb // pa1
-DATA geluc<>+1720(SB)/8, $0x3fa22a36599795eb // pa1
-DATA geluc<>+1728(SB)/8, $0xbfbc63983d3e28ec // pa2
-DATA geluc<>+1736(SB)/8, $0xbfbc63983d3e28ec // pa2
-DATA geluc<>+1744(SB)/8, $0xbfbc63983d3e28ec // pa2
-DATA geluc<>+1752(SB)/8, $0xbfbc63983d3e28ec // pa2
-DATA geluc<>+1760(SB)/8, $0xbfbc63983d3e28ec // pa2
-DATA geluc<>+1768(SB)/8, $0xbfbc63983d3e28ec // pa2
-DATA geluc<>+1776(SB)/8, $0xbfbc63983d3e28ec // pa2
-DATA geluc<>+1784(SB)/8, $0xbfbc63983d3e28ec // pa2
-DATA geluc<>+1792(SB)/8, $0x3fd45fca805120e4 // pa3
-DATA geluc<>+1800(SB)/8, $0x3fd45fca805120e4 // pa3
-DATA geluc<>+1808(SB)/8, $0x3fd45fca805120e4 // pa3
-DATA geluc<>+1816(SB)/8, $0x3fd45fca805120e4 // pa3
-DATA geluc<>+1824(SB)/8, $0x3fd45fca805120e4 // pa3
-DATA geluc<>+1832(SB)/8, $0x3fd45fca805120e4 // pa3
-DATA geluc<>+1840(SB)/8, $0x3fd45fca805120e4 // pa3
-DATA geluc<>+1848(SB)/8, $0x3fd45fca805120e4 // pa3
-DATA geluc<>+1856(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
-DATA geluc<>+1864(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
-DATA geluc<>+1872(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
-DATA geluc<>+1880(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
-DATA geluc<>+1888(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
-DATA geluc<>+1896(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
-DATA geluc<>+1904(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
-DATA geluc<>+1912(SB)/8, $0xbfd7d240fbb8c3f1 // pa4
-DATA geluc<>+1920(SB)/8, $0x3fda8d00ad92b34d // pa5
-DATA geluc<>+1928(SB)/8, $0x3fda8d00ad92b34d // pa5
-DATA geluc<>+1936(SB)/8, $0x3fda8d00ad92b34d // pa5
-DATA geluc<>+1944(SB)/8, $0x3fda8d00ad92b34d // pa5
-DATA geluc<>+1952(SB)/8, $0x3fda8d00ad92b34d // pa5
-DATA geluc<>+1960(SB)/8, $0x3fda8d00ad92b34d // pa5
-DATA geluc<>+1968(SB)/8, $0x3fda8d00ad92b34d // pa5
-DATA geluc<>+1976(SB)/8, $0x3fda8d00ad92b34d // pa5
-DATA geluc<>+1984(SB)/8, $0xbf6359b8bef77538 // pa6
-DATA geluc<>+1992(SB)/8, $0xbf6359b8bef77538 // pa6
-DATA geluc<>+2000(SB)/8, $0xbf6359b8bef77538 // pa6
-DATA geluc<>+2008(SB)/8, $0xbf6359b8bef77538 // pa6
-DATA geluc<>+2016(SB)/8, $0xbf6359b8bef77538 // pa6
-DATA geluc<>+2024(SB)/8, $0xbf6359b8bef77538 // pa6
-DATA geluc<>+2032(SB)/8, $0xbf6359b8bef77538 // pa6
-DATA geluc<>+2040(SB)/8, $0xbf6359b8bef77538 // pa6
-DATA geluc<>+2048(SB)/8, $0x3f888b545735151d // qa0
-DATA geluc<>+2056(SB)/8, $0x3f888b545735151d // qa0
-DATA geluc<>+2064(SB)/8, $0x3f888b545735151d // qa0
-DATA geluc<>+2072(SB)/8, $0x3f888b545735151d // qa0
-DATA geluc<>+2080(SB)/8, $0x3f888b545735151d // qa0
-DATA geluc<>+2088(SB)/8, $0x3f888b545735151d // qa0
-DATA geluc<>+2096(SB)/8, $0x3f888b545735151d // qa0
-DATA geluc<>+2104(SB)/8, $0x3f888b545735151d // qa0
-DATA geluc<>+2112(SB)/8, $0x3f8bedc26b51dd1c // qa1
-DATA geluc<>+2120(SB)/8, $0x3f8bedc26b51dd1c // qa1
-DATA geluc<>+2128(SB)/8, $0x3f8bedc26b51dd1c // qa1
-DATA geluc<>+2136(SB)/8, $0x3f8bedc26b51dd1c // qa1
-DATA geluc<>+2144(SB)/8, $0x3f8bedc26b51dd1c // qa1
-DATA geluc<>+2152(SB)/8, $0x3f8bedc26b51dd1c // qa1
-DATA geluc<>+2160(SB)/8, $0x3f8bedc26b51dd1c // qa1
-DATA geluc<>+2168(SB)/8, $0x3f8bedc26b51dd1c // qa1
-DATA geluc<>+2176(SB)/8, $0x3fc02660e763351f // qa2
-DATA geluc<>+2184(SB)/8, $0x3fc02660e763351f // qa2
-DATA geluc<>+2192(SB)/8, $0x3fc02660e763351f // qa2
-DATA geluc<>+2200(SB)/8, $0x3fc02660e763351f // qa2
-DATA geluc<>+2208(SB)/8, $0x3fc02660e763351f // qa2
-DATA geluc<>+2216(SB)/8, $0x3fc02660e763351f // qa2
-DATA geluc<>+2224(SB)/8, $0x3fc02660e763351f // qa2
-DATA geluc<>+2232(SB)/8, $0x3fc02660e763351f // qa2
-DATA geluc<>+2240(SB)/8, $0x3fb2635cd99fe9a7 // qa3
-DATA geluc<>+2248(SB)/8, $0x3fb2635cd99fe9a7 // qa3
-DATA geluc<>+2256(SB)/8, $0x3fb2635cd99fe9a7 // qa3
-DATA geluc<>+2264(SB)/8, $0x3fb2635cd99fe9a7 // qa3
-DATA geluc<>+2272(SB)/8, $0x3fb2635cd99fe9a7 // qa3
-DATA geluc<>+2280(SB)/8, $0x3fb2635cd99fe9a7 // qa3
-DATA geluc<>+2288(SB)/8, $0x3fb2635cd99fe9a7 // qa3
-DATA geluc<>+2296(SB)/8, $0x3fb2635cd99fe9a7 // qa3
-DATA geluc<>+2304(SB)/8, $0x3fe14af092eb6f33 // qa4
-DATA geluc<>+2312(SB)/8, $0x3fe14af092eb6f33 // qa4
-DATA geluc<>+2320(SB)/8, $0x3fe14af092eb6f33 // qa4
-DATA geluc<>+2328(SB)/8, $0x3fe14af092eb6f33 // qa4
-DATA geluc<>+2336(SB)/8, $0x3fe14af092eb6f33 // qa4
-DATA geluc<>+2344(SB)/8, $0x3fe14af092eb6f33 // qa4
-DATA geluc<>+2352(SB)/8, $0x3fe14af092eb6f33 // qa4
-DATA geluc<>+2360(SB)/8, $0x3fe14af092eb6f33 // qa4
-DATA geluc<>+2368(SB)/8, $0x3fbb3e6618eee323 // qa5
-DATA geluc<>+2376(SB)/8, $0x3fbb3e6618eee323 // qa5
-DATA geluc<>+2384(SB)/8, $0x3fbb3e6618eee323 // qa5
-DATA geluc<>+2392(SB)/8, $0x3fbb3e6618eee323 // qa5
-DATA geluc<>+2400(SB)/8, $0x3fbb3e6618eee323 // qa5
-DATA geluc<>+2408(SB)/8, $0x3fbb3e6618eee323 // qa5
-DATA geluc<>+2416(SB)/8, $0x3fbb3e6618eee323 // qa5
-DATA geluc<>+2424(SB)/8, $0x3fbb3e6618eee323 // qa5
-DATA geluc<>+2432(SB)/8, $0x3ff0000000000000 // qa6
-DATA geluc<>+2440(SB)/8, $0x3ff0000000000000 // qa6
-DATA geluc<>+2448(SB)/8, $0x3ff0000000000000 // qa6
-DATA geluc<>+2456(SB)/8, $0x3ff0000000000000 // qa6
-DATA geluc<>+2464(SB)/8, $0x3ff0000000000000 // qa6
-DATA geluc<>+2472(SB)/8, $0x3ff0000000000000 // qa6
-DATA geluc<>+2480(SB)/8, $0x3ff0000000000000 // qa6
-DATA geluc<>+2488(SB)/8, $0x3ff0000000000000 // qa6
-DATA geluc<>+2496(SB)/8, $0xc023a0efc69ac25c // ra0
-DATA geluc<>+2504(SB)/8, $0xc023a0efc69ac25c // ra0
-DATA geluc<>+2512(SB)/8, $0xc023a0efc69ac25c // ra0
-DATA geluc<>+2520(SB)/8, $0xc023a0efc69ac25c // ra0
-DATA geluc<>+2528(SB)/8, $0xc023a0efc69ac25c // ra0
-DATA geluc<>+2536(SB)/8, $0xc023a0efc69ac25c // ra0
-DATA geluc<>+2544(SB)/8, $0xc023a0efc69ac25c // ra0
-DATA geluc<>+2552(SB)/8, $0xc023a0efc69ac25c // ra0
-DATA geluc<>+2560(SB)/8, $0xc054526557e4d2f2 // ra1
-DATA geluc<>+2568(SB)/8, $0xc054526557e4d2f2 // ra1
-DATA geluc<>+2576(SB)/8, $0xc054526557e4d2f2 // ra1
-DATA geluc<>+2584(SB)/8, $0xc054526557e4d2f2 // ra1
-DATA geluc<>+2592(SB)/8, $0xc054526557e4d2f2 // ra1
-DATA geluc<>+2600(SB)/8, $0xc054526557e4d2f2 // ra1
-DATA geluc<>+2608(SB)/8, $0xc054526557e4d2f2 // ra1
-DATA geluc<>+2616(SB)/8, $0xc054526557e4d2f2 // ra1
-DATA geluc<>+2624(SB)/8, $0xc067135cebccabb2 // ra2
-DATA geluc<>+2632(SB)/8, $0xc067135cebccabb2 // ra2
-DATA geluc<>+2640(SB)/8, $0xc067135cebccabb2 // ra2
-DATA geluc<>+2648(SB)/8, $0xc067135cebccabb2 // ra2
-DATA geluc<>+2656(SB)/8, $0xc067135cebccabb2 // ra2
-DATA geluc<>+2664(SB)/8, $0xc067135cebccabb2 // ra2
-DATA geluc<>+2672(SB)/8, $0xc067135cebccabb2 // ra2
-DATA geluc<>+2680(SB)/8, $0xc067135cebccabb2 // ra2
-DATA geluc<>+2688(SB)/8, $0xc0644cb184282266 // ra3
-DATA geluc<>+2696(SB)/8, $0xc0644cb184282266 // ra3
-DATA geluc<>+2704(SB)/8, $0xc0644cb184282266 // ra3
-DATA geluc<>+2712(SB)/8, $0xc0644cb184282266 // ra3
-DATA geluc<>+2720(SB)/8, $0xc0644cb184282266 // ra3
-DATA geluc<>+2728(SB)/8, $0xc0644cb184282266 // ra3
-DATA geluc<>+2736(SB)/8, $0xc0644cb184282266 // ra3
-DATA geluc<>+2744(SB)/8, $0xc0644cb184282266 // ra3
-DATA geluc<>+2752(SB)/8, $0xc04f300ae4cba38d // ra4
-DATA geluc<>+2760(SB)/8, $0xc04f300ae4cba38d // ra4
-DATA geluc<>+2768(SB)/8, $0xc04f300ae4cba38d // ra4
-DATA geluc<>+2776(SB)/8, $0xc04f300ae4cba38d // ra4
-DATA geluc<>+2784(SB)/8, $0xc04f300ae4cba38d // ra4
-DATA geluc<>+2792(SB)/8, $0xc04f300ae4cba38d // ra4
-DATA geluc<>+2800(SB)/8, $0xc04f300ae4cba38d // ra4
-DATA geluc<>+2808(SB)/8, $0xc04f300ae4cba38d // ra4
-DATA geluc<>+2816(SB)/8, $0xc0251e0441b0e726 // ra5
-DATA geluc<>+2824(SB)/8, $0xc0251e0441b0e726 // ra5
-DATA geluc<>+2832(SB)/8, $0xc0251e0441b0e726 // ra5
-DATA geluc<>+2840(SB)/8, $0xc0251e0441b0e726 // ra5
-DATA geluc<>+2848(SB)/8, $0xc0251e0441b0e726 // ra5
-DATA geluc<>+2856(SB)/8, $0xc0251e0441b0e726 // ra5
-DATA geluc<>+2864(SB)/8, $0xc0251e0441b0e726 // ra5
-DATA geluc<>+2872(SB)/8, $0xc0251e0441b0e726 // ra5
-DATA geluc<>+2880(SB)/8, $0xbfe63416e4ba7360 // ra6
-DATA geluc<>+2888(SB)/8, $0xbfe63416e4ba7360 // ra6
-DATA geluc<>+2896(SB)/8, $0xbfe63416e4ba7360 // ra6
-DATA geluc<>+2904(SB)/8, $0xbfe63416e4ba7360 // ra6
-DATA geluc<>+2912(SB)/8, $0xbfe63416e4ba7360 // ra6
-DATA geluc<>+2920(SB)/8, $0xbfe63416e4ba7360 // ra6
-DATA geluc<>+2928(SB)/8, $0xbfe63416e4ba7360 // ra6
-DATA geluc<>+2936(SB)/8, $0xbfe63416e4ba7360 // ra6
-DATA geluc<>+2944(SB)/8, $0xbf843412600d6435 // ra7
-DATA geluc<>+2952(SB)/8, $0xbf843412600d6435 // ra7
-DATA geluc<>+2960(SB)/8, $0xbf843412600d6435 // ra7
-DATA geluc<>+2968(SB)/8, $0xbf843412600d6435 // ra7
-DATA geluc<>+2976(SB)/8, $0xbf843412600d6435 // ra7
-DATA geluc<>+2984(SB)/8, $0xbf843412600d6435 // ra7
-DATA geluc<>+2992(SB)/8, $0xbf843412600d6435 // ra7
-DATA geluc<>+3000(SB)/8, $0xbf843412600d6435 // ra7
-DATA geluc<>+3008(SB)/8, $0xbfaeeff2ee749a62 // sa0
-DATA geluc<>+3016(SB)/8, $0xbfaeeff2ee749a62 // sa0
-DATA geluc<>+3024(SB)/8, $0xbfaeeff2ee749a62 // sa0
-DATA geluc<>+3032(SB)/8, $0xbfaeeff2ee749a62 // sa0
-DATA geluc<>+3040(SB)/8, $0xbfaeeff2ee749a62 // sa0
-DATA geluc<>+3048(SB)/8, $0xbfaeeff2ee749a62 // sa0
-DATA geluc<>+3056(SB)/8, $0xbfaeeff2ee749a62 // sa0
-DATA geluc<>+3064(SB)/8, $0xbfaeeff2ee749a62 // sa0
-DATA geluc<>+3072(SB)/8, $0x401a47ef8e484a93 // sa1
-DATA geluc<>+3080(SB)/8, $0x401a47ef8e484a93 // sa1
-DATA geluc<>+3088(SB)/8, $0x401a47ef8e484a93 // sa1
-DATA geluc<>+3096(SB)/8, $0x401a47ef8e484a93 // sa1
-DATA geluc<>+3104(SB)/8, $0x401a47ef8e484a93 // sa1
-DATA geluc<>+3112(SB)/8, $0x401a47ef8e484a93 // sa1
-DATA geluc<>+3120(SB)/8, $0x401a47ef8e484a93 // sa1
-DATA geluc<>+3128(SB)/8, $0x401a47ef8e484a93 // sa1
-DATA geluc<>+3136(SB)/8, $0x405b28a3ee48ae2c // sa2
-DATA geluc<>+3144(SB)/8, $0x405b28a3ee48ae2c // sa2
-DATA geluc<>+3152(SB)/8, $0x405b28a3ee48ae2c // sa2
-DATA geluc<>+3160(SB)/8, $0x405b28a3ee48ae2c // sa2
-DATA geluc<>+3168(SB)/8, $0x405b28a3ee48ae2c // sa2
-DATA geluc<>+3176(SB)/8, $0x405b28a3ee48ae2c // sa2
-DATA geluc<>+3184(SB)/8, $0x405b28a3ee48ae2c // sa2
-DATA geluc<>+3192(SB)/8, $0x405b28a3ee48ae2c // sa2
-DATA geluc<>+3200(SB)/8, $0x407ad02157700314 // sa3
-DATA geluc<>+3208(SB)/8, $0x407ad02157700314 // sa3
-DATA geluc<>+3216(SB)/8, $0x407ad02157700314 // sa3
-DATA geluc<>+3224(SB)/8, $0x407ad02157700314 // sa3
-DATA geluc<>+3232(SB)/8, $0x407ad02157700314 // sa3
-DATA geluc<>+3240(SB)/8, $0x407ad02157700314 // sa3
-DATA geluc<>+3248(SB)/8, $0x407ad02157700314 // sa3
-DATA geluc<>+3256(SB)/8, $0x407ad02157700314 // sa3
-DATA geluc<>+3264(SB)/8, $0x40842b1921ec2868 // sa4
-DATA geluc<>+3272(SB)/8, $0x40842b1921ec2868 // sa4
-DATA geluc<>+3280(SB)/8, $0x40842b1921ec2868 // sa4
-DATA geluc<>+3288(SB)/8, $0x40842b1921ec2868 // sa4
-DATA geluc<>+3296(SB)/8, $0x40842b1921ec2868 // sa4
-DATA geluc<>+3304(SB)/8, $0x40842b1921ec2868 // sa4
-DATA geluc<>+3312(SB)/8, $0x40842b1921ec2868 // sa4
-DATA geluc<>+3320(SB)/8, $0x40842b1921ec2868 // sa4
-DATA geluc<>+3328(SB)/8, $0x407b290dd58a1a71 // sa5
-DATA geluc<>+3336(SB)/8, $0x407b290dd58a1a71 // sa5
-DATA geluc<>+3344(SB)/8, $0x407b290dd58a1a71 // sa5
-DATA geluc<>+3352(SB)/8, $0x407b290dd58a1a71 // sa5
-DATA geluc<>+3360(SB)/8, $0x407b290dd58a1a71 // sa5
-DATA geluc<>+3368(SB)/8, $0x407b290dd58a1a71 // sa5
-DATA geluc<>+3376(SB)/8, $0x407b290dd58a1a71 // sa5
-DATA geluc<>+3384(SB)/8, $0x407b290dd58a1a71 // sa5
-DATA geluc<>+3392(SB)/8, $0x4061350c526ae721 // sa6
-DATA geluc<>+3400(SB)/8, $0x4061350c526ae721 // sa6
-DATA geluc<>+3408(SB)/8, $0x4061350c526ae721 // sa6
-DATA geluc<>+3416(SB)/8, $0x4061350c526ae721 // sa6
-DATA geluc<>+3424(SB)/8, $0x4061350c526ae721 // sa6
-DATA geluc<>+3432(SB)/8, $0x4061350c526ae721 // sa6
-DATA geluc<>+3440(SB)/8, $0x4061350c526ae721 // sa6
-DATA geluc<>+3448(SB)/8, $0x4061350c526ae721 // sa6
-DATA geluc<>+3456(SB)/8, $0x4033a6b9bd707687 // sa7
-DATA geluc<>+3464(SB)/8, $0x4033a6b9bd707687 // sa7
-DATA geluc<>+3472(SB)/8, $0x4033a6b9bd707687 // sa7
-DATA geluc<>+3480(SB)/8, $0x4033a6b9bd707687 // sa7
-DATA geluc<>+3488(SB)/8, $0x4033a6b9bd707687 // sa7
-DATA geluc<>+3496(SB)/8, $0x4033a6b9bd707687 // sa7
-DATA geluc<>+3504(SB)/8, $0x4033a6b9bd707687 // sa7
-DATA geluc<>+3512(SB)/8, $0x4033a6b9bd707687 // sa7
-DATA geluc<>+3520(SB)/8, $0x3ff0000000000000 // sa8
-DATA geluc<>+3528(SB)/8, $0x3ff0000000000000 // sa8
-DATA geluc<>+3536(SB)/8, $0x3ff0000000000000 // sa8
-DATA geluc<>+3544(SB)/8, $0x3ff0000000000000 // sa8
-DATA geluc<>+3552(SB)/8, $0x3ff0000000000000 // sa8
-DATA geluc<>+3560(SB)/8, $0x3ff0000000000000 // sa8
-DATA geluc<>+3568(SB)/8, $0x3ff0000000000000 // sa8
-DATA geluc<>+3576(SB)/8, $0x3ff0000000000000 // sa8
-DATA geluc<>+3584(SB)/8, $0xc07e384e9bdc383f // rb0
-DATA geluc<>+3592(SB)/8, $0xc07e384e9bdc383f // rb0
-DATA geluc<>+3600(SB)/8, $0xc07e384e9bdc383f // rb0
-DATA geluc<>+3608(SB)/8, $0xc07e384e9bdc383f // rb0
-DATA geluc<>+3616(SB)/8, $0xc07e384e9bdc383f // rb0
-DATA geluc<>+3624(SB)/8, $0xc07e384e9bdc383f // rb0
-DATA geluc<>+3632(SB)/8, $0xc07e384e9bdc383f // rb0
-DATA geluc<>+3640(SB)/8, $0xc07e384e9bdc383f // rb0
-DATA geluc<>+3648(SB)/8, $0xc09004616a2e5992 // rb1
-DATA geluc<>+3656(SB)/8, $0xc09004616a2e5992 // rb1
-DATA geluc<>+3664(SB)/8, $0xc09004616a2e5992 // rb1
-DATA geluc<>+3672(SB)/8, $0xc09004616a2e5992 // rb1
-DATA geluc<>+3680(SB)/8, $0xc09004616a2e5992 // rb1
-DATA geluc<>+3688(SB)/8, $0xc09004616a2e5992 // rb1
-DATA geluc<>+3696(SB)/8, $0xc09004616a2e5992 // rb1
-DATA geluc<>+3704(SB)/8, $0xc09004616a2e5992 // rb1
-DATA geluc<>+3712(SB)/8, $0xc083ec881375f228 // rb2
-DATA geluc<>+3720(SB)/8, $0xc083ec881375f228 // rb2
-DATA geluc<>+3728(SB)/8, $0xc083ec881375f228 // rb2
-DATA geluc<>+3736(SB)/8, $0xc083ec881375f228 // rb2
-DATA geluc<>+3744(SB)/8, $0xc083ec881375f228 // rb2
-DATA geluc<>+3752(SB)/8, $0xc083ec881375f228 // rb2
-DATA geluc<>+3760(SB)/8, $0xc083ec881375f228 // rb2
-DATA geluc<>+3768(SB)/8, $0xc083ec881375f228 // rb2
-DATA geluc<>+3776(SB)/8, $0xc064145d43c5ed98 // rb3
-DATA geluc<>+3784(SB)/8, $0xc064145d43c5ed98 // rb3
-DATA geluc<>+3792(SB)/8, $0xc064145d43c5ed98 // rb3
-DATA geluc<>+3800(SB)/8, $0xc064145d43c5ed98 // rb3
-DATA geluc<>+3808(SB)/8, $0xc064145d43c5ed98 // rb3
-DATA geluc<>+3816(SB)/8, $0xc064145d43c5ed98 // rb3
-DATA geluc<>+3824(SB)/8, $0xc064145d43c5ed98 // rb3
-DATA geluc<>+3832(SB)/8, $0xc064145d43c5ed98 // rb3
-DATA geluc<>+3840(SB)/8, $0xc031c209555f995a // rb4
-DATA geluc<>+3848(SB)/8, $0xc031c209555f995a // rb4
-DATA geluc<>+3856(SB)/8, $0xc031c209555f995a // rb4
-DATA geluc<>+3864(SB)/8, $0xc031c209555f995a // rb4
-DATA geluc<>+3872(SB)/8, $0xc031c209555f995a // rb4
-DATA geluc<>+3880(SB)/8, $0xc031c209555f995a // rb4
-DATA geluc<>+3888(SB)/8, $0xc031c209555f995a // rb4
-DATA geluc<>+3896(SB)/8, $0xc031c209555f995a // rb4
-DATA geluc<>+3904(SB)/8, $0xbfe993ba70c285de // rb5
-DATA geluc<>+3912(SB)/8, $0xbfe993ba70c285de // rb5
-DATA geluc<>+3920(SB)/8, $0xbfe993ba70c285de // rb5
-DATA geluc<>+3928(SB)/8, $0xbfe993ba70c285de // rb5
-DATA geluc<>+3936(SB)/8, $0xbfe993ba70c285de // rb5
-DATA geluc<>+3944(SB)/8, $0xbfe993ba70c285de // rb5
-DATA geluc<>+3952(SB)/8, $0xbfe993ba70c285de // rb5
-DATA geluc<>+3960(SB)/8, $0xbfe993ba70c285de // rb5
-DATA geluc<>+3968(SB)/8, $0xbf84341239e86f4a // rb6
-DATA geluc<>+3976(SB)/8, $0xbf84341239e86f4a // rb6
-DATA geluc<>+3984(SB)/8, $0xbf84341239e86f4a // rb6
-DATA geluc<>+3992(SB)/8, $0xbf84341239e86f4a // rb6
-DATA geluc<>+4000(SB)/8, $0xbf84341239e86f4a // rb6
-DATA geluc<>+4008(SB)/8, $0xbf84341239e86f4a // rb6
-DATA geluc<>+4016(SB)/8, $0xbf84341239e86f4a // rb6
-DATA geluc<>+4024(SB)/8, $0xbf84341239e86f4a // rb6
-DATA geluc<>+4032(SB)/8, $0xc03670e242712d62 // sb0
-DATA geluc<>+4040(SB)/8, $0xc03670e242712d62 // sb0
-DATA geluc<>+4048(SB)/8, $0xc03670e242712d62 // sb0
-DATA geluc<>+4056(SB)/8, $0xc03670e242712d62 // sb0
-DATA geluc<>+4064(SB)/8, $0xc03670e242712d62 // sb0
-DATA geluc<>+4072(SB)/8, $0xc03670e242712d62 // sb0
-DATA geluc<>+4080(SB)/8, $0xc03670e242712d62 // sb0
-DATA geluc<>+4088(SB)/8, $0xc03670e242712d62 // sb0
-DATA geluc<>+4096(SB)/8, $0x407da874e79fe763 // sb1
-DATA geluc<>+4104(SB)/8, $0x407da874e79fe763 // sb1
-DATA geluc<>+4112(SB)/8, $0x407da874e79fe763 // sb1
-DATA geluc<>+4120(SB)/8, $0x407da874e79fe763 // sb1
-DATA geluc<>+4128(SB)/8, $0x407da874e79fe763 // sb1
-DATA geluc<>+4136(SB)/8, $0x407da874e79fe763 // sb1
-DATA geluc<>+4144(SB)/8, $0x407da874e79fe763 // sb1
-DATA geluc<>+4152(SB)/8, $0x407da874e79fe763 // sb1
-DATA geluc<>+4160(SB)/8, $0x40a3f219cedf3be6 // sb2
-DATA geluc<>+4168(SB)/8, $0x40a3f219cedf3be6 // sb2
-DATA geluc<>+4176(SB)/8, $0x40a3f219cedf3be6 // sb2
-DATA geluc<>+4184(SB)/8, $0x40a3f219cedf3be6 // sb2
-DATA geluc<>+4192(SB)/8, $0x40a3f219cedf3be6 // sb2
-DATA geluc<>+4200(SB)/8, $0x40a3f219cedf3be6 // sb2
-DATA geluc<>+4208(SB)/8, $0x40a3f219cedf3be6 // sb2
-DATA geluc<>+4216(SB)/8, $0x40a3f219cedf3be6 // sb2
-DATA geluc<>+4224(SB)/8, $0x40a8ffb7688c246a // sb3
-DATA geluc<>+4232(SB)/8, $0x40a8ffb7688c246a // sb3
-DATA geluc<>+4240(SB)/8, $0x40a8ffb7688c246a // sb3
-DATA geluc<>+4248(SB)/8, $0x40a8ffb7688c246a // sb3
-DATA geluc<>+4256(SB)/8, $0x40a8ffb7688c246a // sb3
-DATA geluc<>+4264(SB)/8, $0x40a8ffb7688c246a // sb3
-DATA geluc<>+4272(SB)/8, $0x40a8ffb7688c246a // sb3
-DATA geluc<>+4280(SB)/8, $0x40a8ffb7688c246a // sb3
-DATA geluc<>+4288(SB)/8, $0x409802eb189d5118 // sb4
-DATA geluc<>+4296(SB)/8, $0x409802eb189d5118 // sb4
-DATA geluc<>+4304(SB)/8, $0x409802eb189d5118 // sb4
-DATA geluc<>+4312(SB)/8, $0x409802eb189d5118 // sb4
-DATA geluc<>+4320(SB)/8, $0x409802eb189d5118 // sb4
-DATA geluc<>+4328(SB)/8, $0x409802eb189d5118 // sb4
-DATA geluc<>+4336(SB)/8, $0x409802eb189d5118 // sb4
-DATA geluc<>+4344(SB)/8, $0x409802eb189d5118 // sb4
-DATA geluc<>+4352(SB)/8, $0x40745cae221b9f0a // sb5
-DATA geluc<>+4360(SB)/8, $0x40745cae221b9f0a // sb5
-DATA geluc<>+4368(SB)/8, $0x40745cae221b9f0a // sb5
-DATA geluc<>+4376(SB)/8, $0x40745cae221b9f0a // sb5
-DATA geluc<>+4384(SB)/8, $0x40745cae221b9f0a // sb5
-DATA geluc<>+4392(SB)/8, $0x40745cae221b9f0a // sb5
-DATA geluc<>+4400(SB)/8, $0x40745cae221b9f0a // sb5
-DATA geluc<>+4408(SB)/8, $0x40745cae221b9f0a // sb5
-DATA geluc<>+4416(SB)/8, $0x403e568b261d5190 // sb6
-DATA geluc<>+4424(SB)/8, $0x403e568b261d5190 // sb6
-DATA geluc<>+4432(SB)/8, $0x403e568b261d5190 // sb6
-DATA geluc<>+4440(SB)/8, $0x403e568b261d5190 // sb6
-DATA geluc<>+4448(SB)/8, $0x403e568b261d5190 // sb6
-DATA geluc<>+4456(SB)/8, $0x403e568b261d5190 // sb6
-DATA geluc<>+4464(SB)/8, $0x403e568b261d5190 // sb6
-DATA geluc<>+4472(SB)/8, $0x403e568b261d5190 // sb6
-DATA geluc<>+4480(SB)/8, $0x3ff0000000000000 // sb7
-DATA geluc<>+4488(SB)/8, $0x3ff0000000000000 // sb7
-DATA geluc<>+4496(SB)/8, $0x3ff0000000000000 // sb7
-DATA geluc<>+4504(SB)/8, $0x3ff0000000000000 // sb7
-DATA geluc<>+4512(SB)/8, $0x3ff0000000000000 // sb7
-DATA geluc<>+4520(SB)/8, $0x3ff0000000000000 // sb7
-DATA geluc<>+4528(SB)/8, $0x3ff0000000000000 // sb7
-DATA geluc<>+4536(SB)/8, $0x3ff0000000000000 // sb7
-GLOBL geluc<>(SB), RODATA|NOPTR, $4544
+// Constants of the GELU loops (vecGelu), float32, each sixteen times.
+DATA geluc<>+0(SB)/8, $0x3f3504f33f3504f3 // invsqrt2
+DATA geluc<>+8(SB)/8, $0x3f3504f33f3504f3 // invsqrt2
+DATA geluc<>+16(SB)/8, $0x3f3504f33f3504f3 // invsqrt2
+DATA geluc<>+24(SB)/8, $0x3f3504f33f3504f3 // invsqrt2
+DATA geluc<>+32(SB)/8, $0x3f3504f33f3504f3 // invsqrt2
+DATA geluc<>+40(SB)/8, $0x3f3504f33f3504f3 // invsqrt2
+DATA geluc<>+48(SB)/8, $0x3f3504f33f3504f3 // invsqrt2
+DATA geluc<>+56(SB)/8, $0x3f3504f33f3504f3 // invsqrt2
+DATA geluc<>+64(SB)/8, $0x324fe77a324fe77a // invsqrt2lo
+DATA geluc<>+72(SB)/8, $0x324fe77a324fe77a // invsqrt2lo
+DATA geluc<>+80(SB)/8, $0x324fe77a324fe77a // invsqrt2lo
+DATA geluc<>+88(SB)/8, $0x324fe77a324fe77a // invsqrt2lo
+DATA geluc<>+96(SB)/8, $0x324fe77a324fe77a // invsqrt2lo
+DATA geluc<>+104(SB)/8, $0x324fe77a324fe77a // invsqrt2lo
+DATA geluc<>+112(SB)/8, $0x324fe77a324fe77a // invsqrt2lo
+DATA geluc<>+120(SB)/8, $0x324fe77a324fe77a // invsqrt2lo
+DATA geluc<>+128(SB)/8, $0x3fb504f33fb504f3 // sqrt2
+DATA geluc<>+136(SB)/8, $0x3fb504f33fb504f3 // sqrt2
+DATA geluc<>+144(SB)/8, $0x3fb504f33fb504f3 // sqrt2
+DATA geluc<>+152(SB)/8, $0x3fb504f33fb504f3 // sqrt2
+DATA geluc<>+160(SB)/8, $0x3fb504f33fb504f3 // sqrt2
+DATA geluc<>+168(SB)/8, $0x3fb504f33fb504f3 // sqrt2
+DATA geluc<>+176(SB)/8, $0x3fb504f33fb504f3 // sqrt2
+DATA geluc<>+184(SB)/8, $0x3fb504f33fb504f3 // sqrt2
+DATA geluc<>+192(SB)/8, $0x3f8000003f800000 // one
+DATA geluc<>+200(SB)/8, $0x3f8000003f800000 // one
+DATA geluc<>+208(SB)/8, $0x3f8000003f800000 // one
+DATA geluc<>+216(SB)/8, $0x3f8000003f800000 // one
+DATA geluc<>+224(SB)/8, $0x3f8000003f800000 // one
+DATA geluc<>+232(SB)/8, $0x3f8000003f800000 // one
+DATA geluc<>+240(SB)/8, $0x3f8000003f800000 // one
+DATA geluc<>+248(SB)/8, $0x3f8000003f800000 // one
+DATA geluc<>+256(SB)/8, $0x3f0000003f000000 // half
+DATA geluc<>+264(SB)/8, $0x3f0000003f000000 // half
+DATA geluc<>+272(SB)/8, $0x3f0000003f000000 // half
+DATA geluc<>+280(SB)/8, $0x3f0000003f000000 // half
+DATA geluc<>+288(SB)/8, $0x3f0000003f000000 // half
+DATA geluc<>+296(SB)/8, $0x3f0000003f000000 // half
+DATA geluc<>+304(SB)/8, $0x3f0000003f000000 // half
+DATA geluc<>+312(SB)/8, $0x3f0000003f000000 // half
+DATA geluc<>+320(SB)/8, $0xbf000000bf000000 // neghalf
+DATA geluc<>+328(SB)/8, $0xbf000000bf000000 // neghalf
+DATA geluc<>+336(SB)/8, $0xbf000000bf000000 // neghalf
+DATA geluc<>+344(SB)/8, $0xbf000000bf000000 // neghalf
+DATA geluc<>+352(SB)/8, $0xbf000000bf000000 // neghalf
+DATA geluc<>+360(SB)/8, $0xbf000000bf000000 // neghalf
+DATA geluc<>+368(SB)/8, $0xbf000000bf000000 // neghalf
+DATA geluc<>+376(SB)/8, $0xbf000000bf000000 // neghalf
+DATA geluc<>+384(SB)/8, $0x0000000000000000 // zero
+DATA geluc<>+392(SB)/8, $0x0000000000000000 // zero
+DATA geluc<>+400(SB)/8, $0x0000000000000000 // zero
+DATA geluc<>+408(SB)/8, $0x0000000000000000 // zero
+DATA geluc<>+416(SB)/8, $0x0000000000000000 // zero
+DATA geluc<>+424(SB)/8, $0x0000000000000000 // zero
+DATA geluc<>+432(SB)/8, $0x0000000000000000 // zero
+DATA geluc<>+440(SB)/8, $0x0000000000000000 // zero
+DATA geluc<>+448(SB)/8, $0xbf100000bf100000 // m05625
+DATA geluc<>+456(SB)/8, $0xbf100000bf100000 // m05625
+DATA geluc<>+464(SB)/8, $0xbf100000bf100000 // m05625
+DATA geluc<>+472(SB)/8, $0xbf100000bf100000 // m05625
+DATA geluc<>+480(SB)/8, $0xbf100000bf100000 // m05625
+DATA geluc<>+488(SB)/8, $0xbf100000bf100000 // m05625
+DATA geluc<>+496(SB)/8, $0xbf100000bf100000 // m05625
+DATA geluc<>+504(SB)/8, $0xbf100000bf100000 // m05625
+DATA geluc<>+512(SB)/8, $0x3f6c2b063f6c2b06 // chp
+DATA geluc<>+520(SB)/8, $0x3f6c2b063f6c2b06 // chp
+DATA geluc<>+528(SB)/8, $0x3f6c2b063f6c2b06 // chp
+DATA geluc<>+536(SB)/8, $0x3f6c2b063f6c2b06 // chp
+DATA geluc<>+544(SB)/8, $0x3f6c2b063f6c2b06 // chp
+DATA geluc<>+552(SB)/8, $0x3f6c2b063f6c2b06 // chp
+DATA geluc<>+560(SB)/8, $0x3f6c2b063f6c2b06 // chp
+DATA geluc<>+568(SB)/8, $0x3f6c2b063f6c2b06 // chp
+DATA geluc<>+576(SB)/8, $0x3d9ea7d43d9ea7d4 // chm
+DATA geluc<>+584(SB)/8, $0x3d9ea7d43d9ea7d4 // chm
+DATA geluc<>+592(SB)/8, $0x3d9ea7d43d9ea7d4 // chm
+DATA geluc<>+600(SB)/8, $0x3d9ea7d43d9ea7d4 // chm
+DATA geluc<>+608(SB)/8, $0x3d9ea7d43d9ea7d4 // chm
+DATA geluc<>+616(SB)/8, $0x3d9ea7d43d9ea7d4 // chm
+DATA geluc<>+624(SB)/8, $0x3d9ea7d43d9ea7d4 // chm
+DATA geluc<>+632(SB)/8, $0x3d9ea7d43d9ea7d4 // chm
+DATA geluc<>+640(SB)/8, $0x3f5800003f580000 // a
+DATA geluc<>+648(SB)/8, $0x3f5800003f580000 // a
+DATA geluc<>+656(SB)/8, $0x3f5800003f580000 // a
+DATA geluc<>+664(SB)/8, $0x3f5800003f580000 // a
+DATA geluc<>+672(SB)/8, $0x3f5800003f580000 // a
+DATA geluc<>+680(SB)/8, $0x3f5800003f580000 // a
+DATA geluc<>+688(SB)/8, $0x3f5800003f580000 // a
+DATA geluc<>+696(SB)/8, $0x3f5800003f580000 // a
+DATA geluc<>+704(SB)/8, $0x3fa000003fa00000 // b
+DATA geluc<>+712(SB)/8, $0x3fa000003fa00000 // b
+DATA geluc<>+720(SB)/8, $0x3fa000003fa00000 // b
+DATA geluc<>+728(SB)/8, $0x3fa000003fa00000 // b
+DATA geluc<>+736(SB)/8, $0x3fa000003fa00000 // b
+DATA geluc<>+744(SB)/8, $0x3fa000003fa00000 // b
+DATA geluc<>+752(SB)/8, $0x3fa000003fa00000 // b
+DATA geluc<>+760(SB)/8, $0x3fa000003fa00000 // b
+DATA geluc<>+768(SB)/8, $0x4036db6e4036db6e // c
+DATA geluc<>+776(SB)/8, $0x4036db6e4036db6e // c
+DATA geluc<>+784(SB)/8, $0x4036db6e4036db6e // c
+DATA geluc<>+792(SB)/8, $0x4036db6e4036db6e // c
+DATA geluc<>+800(SB)/8, $0x4036db6e4036db6e // c
+DATA geluc<>+808(SB)/8, $0x4036db6e4036db6e // c
+DATA geluc<>+816(SB)/8, $0x4036db6e4036db6e // c
+DATA geluc<>+824(SB)/8, $0x4036db6e4036db6e // c
+DATA geluc<>+832(SB)/8, $0x3ecc422a3ecc422a // invsqrt2pi
+DATA geluc<>+840(SB)/8, $0x3ecc422a3ecc422a // invsqrt2pi
+DATA geluc<>+848(SB)/8, $0x3ecc422a3ecc422a // invsqrt2pi
+DATA geluc<>+856(SB)/8, $0x3ecc422a3ecc422a // invsqrt2pi
+DATA geluc<>+864(SB)/8, $0x3ecc422a3ecc422a // invsqrt2pi
+DATA geluc<>+872(SB)/8, $0x3ecc422a3ecc422a // invsqrt2pi
+DATA geluc<>+880(SB)/8, $0x3ecc422a3ecc422a // invsqrt2pi
+DATA geluc<>+888(SB)/8, $0x3ecc422a3ecc422a // invsqrt2pi
+DATA geluc<>+896(SB)/8, $0x3fb8aa3b3fb8aa3b // log2e
+DATA geluc<>+904(SB)/8, $0x3fb8aa3b3fb8aa3b // log2e
+DATA geluc<>+912(SB)/8, $0x3fb8aa3b3fb8aa3b // log2e
+DATA geluc<>+920(SB)/8, $0x3fb8aa3b3fb8aa3b // log2e
+DATA geluc<>+928(SB)/8, $0x3fb8aa3b3fb8aa3b // log2e
+DATA geluc<>+936(SB)/8, $0x3fb8aa3b3fb8aa3b // log2e
+DATA geluc<>+944(SB)/8, $0x3fb8aa3b3fb8aa3b // log2e
+DATA geluc<>+952(SB)/8, $0x3fb8aa3b3fb8aa3b // log2e
+DATA geluc<>+960(SB)/8, $0x3f3172183f317218 // ln2hi
+DATA geluc<>+968(SB)/8, $0x3f3172183f317218 // ln2hi
+DATA geluc<>+976(SB)/8, $0x3f3172183f317218 // ln2hi
+DATA geluc<>+984(SB)/8, $0x3f3172183f317218 // ln2hi
+DATA geluc<>+992(SB)/8, $0x3f3172183f317218 // ln2hi
+DATA geluc<>+1000(SB)/8, $0x3f3172183f317218 // ln2hi
+DATA geluc<>+1008(SB)/8, $0x3f3172183f317218 // ln2hi
+DATA geluc<>+1016(SB)/8, $0x3f3172183f317218 // ln2hi
+DATA geluc<>+1024(SB)/8, $0xb102e308b102e308 // ln2lo
+DATA geluc<>+1032(SB)/8, $0xb102e308b102e308 // ln2lo
+DATA geluc<>+1040(SB)/8, $0xb102e308b102e308 // ln2lo
+DATA geluc<>+1048(SB)/8, $0xb102e308b102e308 // ln2lo
+DATA geluc<>+1056(SB)/8, $0xb102e308b102e308 // ln2lo
+DATA geluc<>+1064(SB)/8, $0xb102e308b102e308 // ln2lo
+DATA geluc<>+1072(SB)/8, $0xb102e308b102e308 // ln2lo
+DATA geluc<>+1080(SB)/8, $0xb102e308b102e308 // ln2lo
+DATA geluc<>+1088(SB)/8, $0xc2ac0000c2ac0000 // cut
+DATA geluc<>+1096(SB)/8, $0xc2ac0000c2ac0000 // cut
+DATA geluc<>+1104(SB)/8, $0xc2ac0000c2ac0000 // cut
+DATA geluc<>+1112(SB)/8, $0xc2ac0000c2ac0000 // cut
+DATA geluc<>+1120(SB)/8, $0xc2ac0000c2ac0000 // cut
+DATA geluc<>+1128(SB)/8, $0xc2ac0000c2ac0000 // cut
+DATA geluc<>+1136(SB)/8, $0xc2ac0000c2ac0000 // cut
+DATA geluc<>+1144(SB)/8, $0xc2ac0000c2ac0000 // cut
+DATA geluc<>+1152(SB)/8, $0x7fffffff7fffffff // abs
+DATA geluc<>+1160(SB)/8, $0x7fffffff7fffffff // abs
+DATA geluc<>+1168(SB)/8, $0x7fffffff7fffffff // abs
+DATA geluc<>+1176(SB)/8, $0x7fffffff7fffffff // abs
+DATA geluc<>+1184(SB)/8, $0x7fffffff7fffffff // abs
+DATA geluc<>+1192(SB)/8, $0x7fffffff7fffffff // abs
+DATA geluc<>+1200(SB)/8, $0x7fffffff7fffffff // abs
+DATA geluc<>+1208(SB)/8, $0x7fffffff7fffffff // abs
+DATA geluc<>+1216(SB)/8, $0x8000000080000000 // sign
+DATA geluc<>+1224(SB)/8, $0x8000000080000000 // sign
+DATA geluc<>+1232(SB)/8, $0x8000000080000000 // sign
+DATA geluc<>+1240(SB)/8, $0x8000000080000000 // sign
+DATA geluc<>+1248(SB)/8, $0x8000000080000000 // sign
+DATA geluc<>+1256(SB)/8, $0x8000000080000000 // sign
+DATA geluc<>+1264(SB)/8, $0x8000000080000000 // sign
+DATA geluc<>+1272(SB)/8, $0x8000000080000000 // sign
+DATA geluc<>+1280(SB)/8, $0x0000007f0000007f // bias
+DATA geluc<>+1288(SB)/8, $0x0000007f0000007f // bias
+DATA geluc<>+1296(SB)/8, $0x0000007f0000007f // bias
+DATA geluc<>+1304(SB)/8, $0x0000007f0000007f // bias
+DATA geluc<>+1312(SB)/8, $0x0000007f0000007f // bias
+DATA geluc<>+1320(SB)/8, $0x0000007f0000007f // bias
+DATA geluc<>+1328(SB)/8, $0x0000007f0000007f // bias
+DATA geluc<>+1336(SB)/8, $0x0000007f0000007f // bias
+DATA geluc<>+1344(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA geluc<>+1352(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA geluc<>+1360(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA geluc<>+1368(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA geluc<>+1376(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA geluc<>+1384(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA geluc<>+1392(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA geluc<>+1400(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA geluc<>+1408(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA geluc<>+1416(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA geluc<>+1424(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA geluc<>+1432(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA geluc<>+1440(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA geluc<>+1448(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA geluc<>+1456(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA geluc<>+1464(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA geluc<>+1472(SB)/8, $0xbce9528fbce9528f // pp2
+DATA geluc<>+1480(SB)/8, $0xbce9528fbce9528f // pp2
+DATA geluc<>+1488(SB)/8, $0xbce9528fbce9528f // pp2
+DATA geluc<>+1496(SB)/8, $0xbce9528fbce9528f // pp2
+DATA geluc<>+1504(SB)/8, $0xbce9528fbce9528f // pp2
+DATA geluc<>+1512(SB)/8, $0xbce9528fbce9528f // pp2
+DATA geluc<>+1520(SB)/8, $0xbce9528fbce9528f // pp2
+DATA geluc<>+1528(SB)/8, $0xbce9528fbce9528f // pp2
+DATA geluc<>+1536(SB)/8, $0xbea66bebbea66beb // pp3
+DATA geluc<>+1544(SB)/8, $0xbea66bebbea66beb // pp3
+DATA geluc<>+1552(SB)/8, $0xbea66bebbea66beb // pp3
+DATA geluc<>+1560(SB)/8, $0xbea66bebbea66beb // pp3
+DATA geluc<>+1568(SB)/8, $0xbea66bebbea66beb // pp3
+DATA geluc<>+1576(SB)/8, $0xbea66bebbea66beb // pp3
+DATA geluc<>+1584(SB)/8, $0xbea66bebbea66beb // pp3
+DATA geluc<>+1592(SB)/8, $0xbea66bebbea66beb // pp3
+DATA geluc<>+1600(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA geluc<>+1608(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA geluc<>+1616(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA geluc<>+1624(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA geluc<>+1632(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA geluc<>+1640(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA geluc<>+1648(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA geluc<>+1656(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA geluc<>+1664(SB)/8, $0xb684e21ab684e21a // qq0
+DATA geluc<>+1672(SB)/8, $0xb684e21ab684e21a // qq0
+DATA geluc<>+1680(SB)/8, $0xb684e21ab684e21a // qq0
+DATA geluc<>+1688(SB)/8, $0xb684e21ab684e21a // qq0
+DATA geluc<>+1696(SB)/8, $0xb684e21ab684e21a // qq0
+DATA geluc<>+1704(SB)/8, $0xb684e21ab684e21a // qq0
+DATA geluc<>+1712(SB)/8, $0xb684e21ab684e21a // qq0
+DATA geluc<>+1720(SB)/8, $0xb684e21ab684e21a // qq0
+DATA geluc<>+1728(SB)/8, $0x390aee49390aee49 // qq1
+DATA geluc<>+1736(SB)/8, $0x390aee49390aee49 // qq1
+DATA geluc<>+1744(SB)/8, $0x390aee49390aee49 // qq1
+DATA geluc<>+1752(SB)/8, $0x390aee49390aee49 // qq1
+DATA geluc<>+1760(SB)/8, $0x390aee49390aee49 // qq1
+DATA geluc<>+1768(SB)/8, $0x390aee49390aee49 // qq1
+DATA geluc<>+1776(SB)/8, $0x390aee49390aee49 // qq1
+DATA geluc<>+1784(SB)/8, $0x390aee49390aee49 // qq1
+DATA geluc<>+1792(SB)/8, $0x3ba681163ba68116 // qq2
+DATA geluc<>+1800(SB)/8, $0x3ba681163ba68116 // qq2
+DATA geluc<>+1808(SB)/8, $0x3ba681163ba68116 // qq2
+DATA geluc<>+1816(SB)/8, $0x3ba681163ba68116 // qq2
+DATA geluc<>+1824(SB)/8, $0x3ba681163ba68116 // qq2
+DATA geluc<>+1832(SB)/8, $0x3ba681163ba68116 // qq2
+DATA geluc<>+1840(SB)/8, $0x3ba681163ba68116 // qq2
+DATA geluc<>+1848(SB)/8, $0x3ba681163ba68116 // qq2
+DATA geluc<>+1856(SB)/8, $0x3d852a633d852a63 // qq3
+DATA geluc<>+1864(SB)/8, $0x3d852a633d852a63 // qq3
+DATA geluc<>+1872(SB)/8, $0x3d852a633d852a63 // qq3
+DATA geluc<>+1880(SB)/8, $0x3d852a633d852a63 // qq3
+DATA geluc<>+1888(SB)/8, $0x3d852a633d852a63 // qq3
+DATA geluc<>+1896(SB)/8, $0x3d852a633d852a63 // qq3
+DATA geluc<>+1904(SB)/8, $0x3d852a633d852a63 // qq3
+DATA geluc<>+1912(SB)/8, $0x3d852a633d852a63 // qq3
+DATA geluc<>+1920(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA geluc<>+1928(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA geluc<>+1936(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA geluc<>+1944(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA geluc<>+1952(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA geluc<>+1960(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA geluc<>+1968(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA geluc<>+1976(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA geluc<>+1984(SB)/8, $0x3f8000003f800000 // qq5
+DATA geluc<>+1992(SB)/8, $0x3f8000003f800000 // qq5
+DATA geluc<>+2000(SB)/8, $0x3f8000003f800000 // qq5
+DATA geluc<>+2008(SB)/8, $0x3f8000003f800000 // qq5
+DATA geluc<>+2016(SB)/8, $0x3f8000003f800000 // qq5
+DATA geluc<>+2024(SB)/8, $0x3f8000003f800000 // qq5
+DATA geluc<>+2032(SB)/8, $0x3f8000003f800000 // qq5
+DATA geluc<>+2040(SB)/8, $0x3f8000003f800000 // qq5
+DATA geluc<>+2048(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA geluc<>+2056(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA geluc<>+2064(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA geluc<>+2072(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA geluc<>+2080(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA geluc<>+2088(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA geluc<>+2096(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA geluc<>+2104(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA geluc<>+2112(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA geluc<>+2120(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA geluc<>+2128(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA geluc<>+2136(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA geluc<>+2144(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA geluc<>+2152(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA geluc<>+2160(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA geluc<>+2168(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA geluc<>+2176(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA geluc<>+2184(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA geluc<>+2192(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA geluc<>+2200(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA geluc<>+2208(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA geluc<>+2216(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA geluc<>+2224(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA geluc<>+2232(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA geluc<>+2240(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA geluc<>+2248(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA geluc<>+2256(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA geluc<>+2264(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA geluc<>+2272(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA geluc<>+2280(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA geluc<>+2288(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA geluc<>+2296(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA geluc<>+2304(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA geluc<>+2312(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA geluc<>+2320(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA geluc<>+2328(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA geluc<>+2336(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA geluc<>+2344(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA geluc<>+2352(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA geluc<>+2360(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA geluc<>+2368(SB)/8, $0x3ed468053ed46805 // pa5
+DATA geluc<>+2376(SB)/8, $0x3ed468053ed46805 // pa5
+DATA geluc<>+2384(SB)/8, $0x3ed468053ed46805 // pa5
+DATA geluc<>+2392(SB)/8, $0x3ed468053ed46805 // pa5
+DATA geluc<>+2400(SB)/8, $0x3ed468053ed46805 // pa5
+DATA geluc<>+2408(SB)/8, $0x3ed468053ed46805 // pa5
+DATA geluc<>+2416(SB)/8, $0x3ed468053ed46805 // pa5
+DATA geluc<>+2424(SB)/8, $0x3ed468053ed46805 // pa5
+DATA geluc<>+2432(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA geluc<>+2440(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA geluc<>+2448(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA geluc<>+2456(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA geluc<>+2464(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA geluc<>+2472(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA geluc<>+2480(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA geluc<>+2488(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA geluc<>+2496(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA geluc<>+2504(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA geluc<>+2512(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA geluc<>+2520(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA geluc<>+2528(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA geluc<>+2536(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA geluc<>+2544(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA geluc<>+2552(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA geluc<>+2560(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA geluc<>+2568(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA geluc<>+2576(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA geluc<>+2584(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA geluc<>+2592(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA geluc<>+2600(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA geluc<>+2608(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA geluc<>+2616(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA geluc<>+2624(SB)/8, $0x3e0133073e013307 // qa2
+DATA geluc<>+2632(SB)/8, $0x3e0133073e013307 // qa2
+DATA geluc<>+2640(SB)/8, $0x3e0133073e013307 // qa2
+DATA geluc<>+2648(SB)/8, $0x3e0133073e013307 // qa2
+DATA geluc<>+2656(SB)/8, $0x3e0133073e013307 // qa2
+DATA geluc<>+2664(SB)/8, $0x3e0133073e013307 // qa2
+DATA geluc<>+2672(SB)/8, $0x3e0133073e013307 // qa2
+DATA geluc<>+2680(SB)/8, $0x3e0133073e013307 // qa2
+DATA geluc<>+2688(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA geluc<>+2696(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA geluc<>+2704(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA geluc<>+2712(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA geluc<>+2720(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA geluc<>+2728(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA geluc<>+2736(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA geluc<>+2744(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA geluc<>+2752(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA geluc<>+2760(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA geluc<>+2768(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA geluc<>+2776(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA geluc<>+2784(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA geluc<>+2792(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA geluc<>+2800(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA geluc<>+2808(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA geluc<>+2816(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA geluc<>+2824(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA geluc<>+2832(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA geluc<>+2840(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA geluc<>+2848(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA geluc<>+2856(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA geluc<>+2864(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA geluc<>+2872(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA geluc<>+2880(SB)/8, $0x3f8000003f800000 // qa6
+DATA geluc<>+2888(SB)/8, $0x3f8000003f800000 // qa6
+DATA geluc<>+2896(SB)/8, $0x3f8000003f800000 // qa6
+DATA geluc<>+2904(SB)/8, $0x3f8000003f800000 // qa6
+DATA geluc<>+2912(SB)/8, $0x3f8000003f800000 // qa6
+DATA geluc<>+2920(SB)/8, $0x3f8000003f800000 // qa6
+DATA geluc<>+2928(SB)/8, $0x3f8000003f800000 // qa6
+DATA geluc<>+2936(SB)/8, $0x3f8000003f800000 // qa6
+DATA geluc<>+2944(SB)/8, $0xc11d077ec11d077e // ra0
+DATA geluc<>+2952(SB)/8, $0xc11d077ec11d077e // ra0
+DATA geluc<>+2960(SB)/8, $0xc11d077ec11d077e // ra0
+DATA geluc<>+2968(SB)/8, $0xc11d077ec11d077e // ra0
+DATA geluc<>+2976(SB)/8, $0xc11d077ec11d077e // ra0
+DATA geluc<>+2984(SB)/8, $0xc11d077ec11d077e // ra0
+DATA geluc<>+2992(SB)/8, $0xc11d077ec11d077e // ra0
+DATA geluc<>+3000(SB)/8, $0xc11d077ec11d077e // ra0
+DATA geluc<>+3008(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA geluc<>+3016(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA geluc<>+3024(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA geluc<>+3032(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA geluc<>+3040(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA geluc<>+3048(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA geluc<>+3056(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA geluc<>+3064(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA geluc<>+3072(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA geluc<>+3080(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA geluc<>+3088(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA geluc<>+3096(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA geluc<>+3104(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA geluc<>+3112(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA geluc<>+3120(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA geluc<>+3128(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA geluc<>+3136(SB)/8, $0xc322658cc322658c // ra3
+DATA geluc<>+3144(SB)/8, $0xc322658cc322658c // ra3
+DATA geluc<>+3152(SB)/8, $0xc322658cc322658c // ra3
+DATA geluc<>+3160(SB)/8, $0xc322658cc322658c // ra3
+DATA geluc<>+3168(SB)/8, $0xc322658cc322658c // ra3
+DATA geluc<>+3176(SB)/8, $0xc322658cc322658c // ra3
+DATA geluc<>+3184(SB)/8, $0xc322658cc322658c // ra3
+DATA geluc<>+3192(SB)/8, $0xc322658cc322658c // ra3
+DATA geluc<>+3200(SB)/8, $0xc2798057c2798057 // ra4
+DATA geluc<>+3208(SB)/8, $0xc2798057c2798057 // ra4
+DATA geluc<>+3216(SB)/8, $0xc2798057c2798057 // ra4
+DATA geluc<>+3224(SB)/8, $0xc2798057c2798057 // ra4
+DATA geluc<>+3232(SB)/8, $0xc2798057c2798057 // ra4
+DATA geluc<>+3240(SB)/8, $0xc2798057c2798057 // ra4
+DATA geluc<>+3248(SB)/8, $0xc2798057c2798057 // ra4
+DATA geluc<>+3256(SB)/8, $0xc2798057c2798057 // ra4
+DATA geluc<>+3264(SB)/8, $0xc128f022c128f022 // ra5
+DATA geluc<>+3272(SB)/8, $0xc128f022c128f022 // ra5
+DATA geluc<>+3280(SB)/8, $0xc128f022c128f022 // ra5
+DATA geluc<>+3288(SB)/8, $0xc128f022c128f022 // ra5
+DATA geluc<>+3296(SB)/8, $0xc128f022c128f022 // ra5
+DATA geluc<>+3304(SB)/8, $0xc128f022c128f022 // ra5
+DATA geluc<>+3312(SB)/8, $0xc128f022c128f022 // ra5
+DATA geluc<>+3320(SB)/8, $0xc128f022c128f022 // ra5
+DATA geluc<>+3328(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA geluc<>+3336(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA geluc<>+3344(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA geluc<>+3352(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA geluc<>+3360(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA geluc<>+3368(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA geluc<>+3376(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA geluc<>+3384(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA geluc<>+3392(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA geluc<>+3400(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA geluc<>+3408(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA geluc<>+3416(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA geluc<>+3424(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA geluc<>+3432(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA geluc<>+3440(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA geluc<>+3448(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA geluc<>+3456(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA geluc<>+3464(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA geluc<>+3472(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA geluc<>+3480(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA geluc<>+3488(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA geluc<>+3496(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA geluc<>+3504(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA geluc<>+3512(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA geluc<>+3520(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA geluc<>+3528(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA geluc<>+3536(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA geluc<>+3544(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA geluc<>+3552(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA geluc<>+3560(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA geluc<>+3568(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA geluc<>+3576(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA geluc<>+3584(SB)/8, $0x42d9451f42d9451f // sa2
+DATA geluc<>+3592(SB)/8, $0x42d9451f42d9451f // sa2
+DATA geluc<>+3600(SB)/8, $0x42d9451f42d9451f // sa2
+DATA geluc<>+3608(SB)/8, $0x42d9451f42d9451f // sa2
+DATA geluc<>+3616(SB)/8, $0x42d9451f42d9451f // sa2
+DATA geluc<>+3624(SB)/8, $0x42d9451f42d9451f // sa2
+DATA geluc<>+3632(SB)/8, $0x42d9451f42d9451f // sa2
+DATA geluc<>+3640(SB)/8, $0x42d9451f42d9451f // sa2
+DATA geluc<>+3648(SB)/8, $0x43d6810b43d6810b // sa3
+DATA geluc<>+3656(SB)/8, $0x43d6810b43d6810b // sa3
+DATA geluc<>+3664(SB)/8, $0x43d6810b43d6810b // sa3
+DATA geluc<>+3672(SB)/8, $0x43d6810b43d6810b // sa3
+DATA geluc<>+3680(SB)/8, $0x43d6810b43d6810b // sa3
+DATA geluc<>+3688(SB)/8, $0x43d6810b43d6810b // sa3
+DATA geluc<>+3696(SB)/8, $0x43d6810b43d6810b // sa3
+DATA geluc<>+3704(SB)/8, $0x43d6810b43d6810b // sa3
+DATA geluc<>+3712(SB)/8, $0x442158c9442158c9 // sa4
+DATA geluc<>+3720(SB)/8, $0x442158c9442158c9 // sa4
+DATA geluc<>+3728(SB)/8, $0x442158c9442158c9 // sa4
+DATA geluc<>+3736(SB)/8, $0x442158c9442158c9 // sa4
+DATA geluc<>+3744(SB)/8, $0x442158c9442158c9 // sa4
+DATA geluc<>+3752(SB)/8, $0x442158c9442158c9 // sa4
+DATA geluc<>+3760(SB)/8, $0x442158c9442158c9 // sa4
+DATA geluc<>+3768(SB)/8, $0x442158c9442158c9 // sa4
+DATA geluc<>+3776(SB)/8, $0x43d9486f43d9486f // sa5
+DATA geluc<>+3784(SB)/8, $0x43d9486f43d9486f // sa5
+DATA geluc<>+3792(SB)/8, $0x43d9486f43d9486f // sa5
+DATA geluc<>+3800(SB)/8, $0x43d9486f43d9486f // sa5
+DATA geluc<>+3808(SB)/8, $0x43d9486f43d9486f // sa5
+DATA geluc<>+3816(SB)/8, $0x43d9486f43d9486f // sa5
+DATA geluc<>+3824(SB)/8, $0x43d9486f43d9486f // sa5
+DATA geluc<>+3832(SB)/8, $0x43d9486f43d9486f // sa5
+DATA geluc<>+3840(SB)/8, $0x4309a8634309a863 // sa6
+DATA geluc<>+3848(SB)/8, $0x4309a8634309a863 // sa6
+DATA geluc<>+3856(SB)/8, $0x4309a8634309a863 // sa6
+DATA geluc<>+3864(SB)/8, $0x4309a8634309a863 // sa6
+DATA geluc<>+3872(SB)/8, $0x4309a8634309a863 // sa6
+DATA geluc<>+3880(SB)/8, $0x4309a8634309a863 // sa6
+DATA geluc<>+3888(SB)/8, $0x4309a8634309a863 // sa6
+DATA geluc<>+3896(SB)/8, $0x4309a8634309a863 // sa6
+DATA geluc<>+3904(SB)/8, $0x419d35ce419d35ce // sa7
+DATA geluc<>+3912(SB)/8, $0x419d35ce419d35ce // sa7
+DATA geluc<>+3920(SB)/8, $0x419d35ce419d35ce // sa7
+DATA geluc<>+3928(SB)/8, $0x419d35ce419d35ce // sa7
+DATA geluc<>+3936(SB)/8, $0x419d35ce419d35ce // sa7
+DATA geluc<>+3944(SB)/8, $0x419d35ce419d35ce // sa7
+DATA geluc<>+3952(SB)/8, $0x419d35ce419d35ce // sa7
+DATA geluc<>+3960(SB)/8, $0x419d35ce419d35ce // sa7
+DATA geluc<>+3968(SB)/8, $0x3f8000003f800000 // sa8
+DATA geluc<>+3976(SB)/8, $0x3f8000003f800000 // sa8
+DATA geluc<>+3984(SB)/8, $0x3f8000003f800000 // sa8
+DATA geluc<>+3992(SB)/8, $0x3f8000003f800000 // sa8
+DATA geluc<>+4000(SB)/8, $0x3f8000003f800000 // sa8
+DATA geluc<>+4008(SB)/8, $0x3f8000003f800000 // sa8
+DATA geluc<>+4016(SB)/8, $0x3f8000003f800000 // sa8
+DATA geluc<>+4024(SB)/8, $0x3f8000003f800000 // sa8
+DATA geluc<>+4032(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA geluc<>+4040(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA geluc<>+4048(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA geluc<>+4056(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA geluc<>+4064(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA geluc<>+4072(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA geluc<>+4080(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA geluc<>+4088(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA geluc<>+4096(SB)/8, $0xc480230bc480230b // rb1
+DATA geluc<>+4104(SB)/8, $0xc480230bc480230b // rb1
+DATA geluc<>+4112(SB)/8, $0xc480230bc480230b // rb1
+DATA geluc<>+4120(SB)/8, $0xc480230bc480230b // rb1
+DATA geluc<>+4128(SB)/8, $0xc480230bc480230b // rb1
+DATA geluc<>+4136(SB)/8, $0xc480230bc480230b // rb1
+DATA geluc<>+4144(SB)/8, $0xc480230bc480230b // rb1
+DATA geluc<>+4152(SB)/8, $0xc480230bc480230b // rb1
+DATA geluc<>+4160(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA geluc<>+4168(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA geluc<>+4176(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA geluc<>+4184(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA geluc<>+4192(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA geluc<>+4200(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA geluc<>+4208(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA geluc<>+4216(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA geluc<>+4224(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA geluc<>+4232(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA geluc<>+4240(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA geluc<>+4248(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA geluc<>+4256(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA geluc<>+4264(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA geluc<>+4272(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA geluc<>+4280(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA geluc<>+4288(SB)/8, $0xc18e104bc18e104b // rb4
+DATA geluc<>+4296(SB)/8, $0xc18e104bc18e104b // rb4
+DATA geluc<>+4304(SB)/8, $0xc18e104bc18e104b // rb4
+DATA geluc<>+4312(SB)/8, $0xc18e104bc18e104b // rb4
+DATA geluc<>+4320(SB)/8, $0xc18e104bc18e104b // rb4
+DATA geluc<>+4328(SB)/8, $0xc18e104bc18e104b // rb4
+DATA geluc<>+4336(SB)/8, $0xc18e104bc18e104b // rb4
+DATA geluc<>+4344(SB)/8, $0xc18e104bc18e104b // rb4
+DATA geluc<>+4352(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA geluc<>+4360(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA geluc<>+4368(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA geluc<>+4376(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA geluc<>+4384(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA geluc<>+4392(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA geluc<>+4400(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA geluc<>+4408(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA geluc<>+4416(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA geluc<>+4424(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA geluc<>+4432(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA geluc<>+4440(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA geluc<>+4448(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA geluc<>+4456(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA geluc<>+4464(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA geluc<>+4472(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA geluc<>+4480(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA geluc<>+4488(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA geluc<>+4496(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA geluc<>+4504(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA geluc<>+4512(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA geluc<>+4520(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA geluc<>+4528(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA geluc<>+4536(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA geluc<>+4544(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA geluc<>+4552(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA geluc<>+4560(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA geluc<>+4568(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA geluc<>+4576(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA geluc<>+4584(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA geluc<>+4592(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA geluc<>+4600(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA geluc<>+4608(SB)/8, $0x451f90ce451f90ce // sb2
+DATA geluc<>+4616(SB)/8, $0x451f90ce451f90ce // sb2
+DATA geluc<>+4624(SB)/8, $0x451f90ce451f90ce // sb2
+DATA geluc<>+4632(SB)/8, $0x451f90ce451f90ce // sb2
+DATA geluc<>+4640(SB)/8, $0x451f90ce451f90ce // sb2
+DATA geluc<>+4648(SB)/8, $0x451f90ce451f90ce // sb2
+DATA geluc<>+4656(SB)/8, $0x451f90ce451f90ce // sb2
+DATA geluc<>+4664(SB)/8, $0x451f90ce451f90ce // sb2
+DATA geluc<>+4672(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA geluc<>+4680(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA geluc<>+4688(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA geluc<>+4696(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA geluc<>+4704(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA geluc<>+4712(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA geluc<>+4720(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA geluc<>+4728(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA geluc<>+4736(SB)/8, $0x44c0175944c01759 // sb4
+DATA geluc<>+4744(SB)/8, $0x44c0175944c01759 // sb4
+DATA geluc<>+4752(SB)/8, $0x44c0175944c01759 // sb4
+DATA geluc<>+4760(SB)/8, $0x44c0175944c01759 // sb4
+DATA geluc<>+4768(SB)/8, $0x44c0175944c01759 // sb4
+DATA geluc<>+4776(SB)/8, $0x44c0175944c01759 // sb4
+DATA geluc<>+4784(SB)/8, $0x44c0175944c01759 // sb4
+DATA geluc<>+4792(SB)/8, $0x44c0175944c01759 // sb4
+DATA geluc<>+4800(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA geluc<>+4808(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA geluc<>+4816(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA geluc<>+4824(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA geluc<>+4832(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA geluc<>+4840(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA geluc<>+4848(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA geluc<>+4856(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA geluc<>+4864(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA geluc<>+4872(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA geluc<>+4880(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA geluc<>+4888(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA geluc<>+4896(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA geluc<>+4904(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA geluc<>+4912(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA geluc<>+4920(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA geluc<>+4928(SB)/8, $0x3f8000003f800000 // sb7
+DATA geluc<>+4936(SB)/8, $0x3f8000003f800000 // sb7
+DATA geluc<>+4944(SB)/8, $0x3f8000003f800000 // sb7
+DATA geluc<>+4952(SB)/8, $0x3f8000003f800000 // sb7
+DATA geluc<>+4960(SB)/8, $0x3f8000003f800000 // sb7
+DATA geluc<>+4968(SB)/8, $0x3f8000003f800000 // sb7
+DATA geluc<>+4976(SB)/8, $0x3f8000003f800000 // sb7
+DATA geluc<>+4984(SB)/8, $0x3f8000003f800000 // sb7
+DATA geluc<>+4992(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA geluc<>+5000(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA geluc<>+5008(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA geluc<>+5016(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA geluc<>+5024(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA geluc<>+5032(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA geluc<>+5040(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA geluc<>+5048(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA geluc<>+5056(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA geluc<>+5064(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA geluc<>+5072(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA geluc<>+5080(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA geluc<>+5088(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA geluc<>+5096(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA geluc<>+5104(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA geluc<>+5112(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA geluc<>+5120(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA geluc<>+5128(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA geluc<>+5136(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA geluc<>+5144(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA geluc<>+5152(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA geluc<>+5160(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA geluc<>+5168(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA geluc<>+5176(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA geluc<>+5184(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA geluc<>+5192(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA geluc<>+5200(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA geluc<>+5208(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA geluc<>+5216(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA geluc<>+5224(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA geluc<>+5232(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA geluc<>+5240(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA geluc<>+5248(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA geluc<>+5256(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA geluc<>+5264(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA geluc<>+5272(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA geluc<>+5280(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA geluc<>+5288(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA geluc<>+5296(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA geluc<>+5304(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA geluc<>+5312(SB)/8, $0x39500d0139500d01 // ex0
+DATA geluc<>+5320(SB)/8, $0x39500d0139500d01 // ex0
+DATA geluc<>+5328(SB)/8, $0x39500d0139500d01 // ex0
+DATA geluc<>+5336(SB)/8, $0x39500d0139500d01 // ex0
+DATA geluc<>+5344(SB)/8, $0x39500d0139500d01 // ex0
+DATA geluc<>+5352(SB)/8, $0x39500d0139500d01 // ex0
+DATA geluc<>+5360(SB)/8, $0x39500d0139500d01 // ex0
+DATA geluc<>+5368(SB)/8, $0x39500d0139500d01 // ex0
+DATA geluc<>+5376(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA geluc<>+5384(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA geluc<>+5392(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA geluc<>+5400(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA geluc<>+5408(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA geluc<>+5416(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA geluc<>+5424(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA geluc<>+5432(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA geluc<>+5440(SB)/8, $0x3c0888893c088889 // ex2
+DATA geluc<>+5448(SB)/8, $0x3c0888893c088889 // ex2
+DATA geluc<>+5456(SB)/8, $0x3c0888893c088889 // ex2
+DATA geluc<>+5464(SB)/8, $0x3c0888893c088889 // ex2
+DATA geluc<>+5472(SB)/8, $0x3c0888893c088889 // ex2
+DATA geluc<>+5480(SB)/8, $0x3c0888893c088889 // ex2
+DATA geluc<>+5488(SB)/8, $0x3c0888893c088889 // ex2
+DATA geluc<>+5496(SB)/8, $0x3c0888893c088889 // ex2
+DATA geluc<>+5504(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA geluc<>+5512(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA geluc<>+5520(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA geluc<>+5528(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA geluc<>+5536(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA geluc<>+5544(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA geluc<>+5552(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA geluc<>+5560(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA geluc<>+5568(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA geluc<>+5576(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA geluc<>+5584(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA geluc<>+5592(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA geluc<>+5600(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA geluc<>+5608(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA geluc<>+5616(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA geluc<>+5624(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA geluc<>+5632(SB)/8, $0x3f0000003f000000 // ex5
+DATA geluc<>+5640(SB)/8, $0x3f0000003f000000 // ex5
+DATA geluc<>+5648(SB)/8, $0x3f0000003f000000 // ex5
+DATA geluc<>+5656(SB)/8, $0x3f0000003f000000 // ex5
+DATA geluc<>+5664(SB)/8, $0x3f0000003f000000 // ex5
+DATA geluc<>+5672(SB)/8, $0x3f0000003f000000 // ex5
+DATA geluc<>+5680(SB)/8, $0x3f0000003f000000 // ex5
+DATA geluc<>+5688(SB)/8, $0x3f0000003f000000 // ex5
+DATA geluc<>+5696(SB)/8, $0x3f8000003f800000 // ex6
+DATA geluc<>+5704(SB)/8, $0x3f8000003f800000 // ex6
+DATA geluc<>+5712(SB)/8, $0x3f8000003f800000 // ex6
+DATA geluc<>+5720(SB)/8, $0x3f8000003f800000 // ex6
+DATA geluc<>+5728(SB)/8, $0x3f8000003f800000 // ex6
+DATA geluc<>+5736(SB)/8, $0x3f8000003f800000 // ex6
+DATA geluc<>+5744(SB)/8, $0x3f8000003f800000 // ex6
+DATA geluc<>+5752(SB)/8, $0x3f8000003f800000 // ex6
+DATA geluc<>+5760(SB)/8, $0x3f8000003f800000 // ex7
+DATA geluc<>+5768(SB)/8, $0x3f8000003f800000 // ex7
+DATA geluc<>+5776(SB)/8, $0x3f8000003f800000 // ex7
+DATA geluc<>+5784(SB)/8, $0x3f8000003f800000 // ex7
+DATA geluc<>+5792(SB)/8, $0x3f8000003f800000 // ex7
+DATA geluc<>+5800(SB)/8, $0x3f8000003f800000 // ex7
+DATA geluc<>+5808(SB)/8, $0x3f8000003f800000 // ex7
+DATA geluc<>+5816(SB)/8, $0x3f8000003f800000 // ex7
+GLOBL geluc<>(SB), RODATA|NOPTR, $5824
 
 // func vecGeluAVX512(dst, x, gy *float32, n int)
 TEXT ·vecGeluAVX512(SB), NOSPLIT, $0-32
@@ -3169,413 +3329,765 @@ TEXT ·vecGeluAVX512(SB), NOSPLIT, $0-32
 vecGeluAVX512_fwd:
 	TESTQ CX, CX
 	JZ vecGeluAVX512_done
-	VCVTPS2PD (SI), Z0
-	VDIVPD geluc<>+0(SB), Z0, Z1 // u = x/√2
-	VPANDQ geluc<>+704(SB), Z1, Z2 // a = |u|
-	VPANDQ geluc<>+768(SB), Z1, Z9
-	VPORQ geluc<>+64(SB), Z9, Z3 // ±1
-	VCMPPD $0x1d, geluc<>+448(SB), Z2, K5 // a >= 1.25
-	KORTESTW K5, K5
+	VMOVUPS (SI), Z0
+	VMULPS geluc<>+0(SB), Z0, Z1 // uh = x·(1/√2)
+	VMOVAPS Z1, Z2
+	VFMSUB231PS geluc<>+0(SB), Z0, Z2 // ul = x·(1/√2) - uh
+	VFMADD231PS geluc<>+64(SB), Z0, Z2 // ul += x·lo
+	VPANDD geluc<>+1152(SB), Z1, Z3
+	VCMPPS $0x1d, geluc<>+704(SB), Z3, K1 // a >= 1.25
+	KORTESTW K1, K1
 	JZ vecGeluAVX512_fwd_numb
-	VMOVUPD geluc<>+64(SB), Z4
-	VDIVPD Z2, Z4, Z8 // 1/a
-	VMULPD Z8, Z8, Z4 // s
-	VMOVUPD geluc<>+2496(SB), Z5
-	VFMADD213PD geluc<>+2560(SB), Z4, Z5 // Z5 = Z5·Z4 + ra1
-	VFMADD213PD geluc<>+2624(SB), Z4, Z5 // Z5 = Z5·Z4 + ra2
-	VFMADD213PD geluc<>+2688(SB), Z4, Z5 // Z5 = Z5·Z4 + ra3
-	VFMADD213PD geluc<>+2752(SB), Z4, Z5 // Z5 = Z5·Z4 + ra4
-	VFMADD213PD geluc<>+2816(SB), Z4, Z5 // Z5 = Z5·Z4 + ra5
-	VFMADD213PD geluc<>+2880(SB), Z4, Z5 // Z5 = Z5·Z4 + ra6
-	VFMADD213PD geluc<>+2944(SB), Z4, Z5 // Z5 = Z5·Z4 + ra7
-	VMOVUPD geluc<>+3008(SB), Z6
-	VFMADD213PD geluc<>+3072(SB), Z4, Z6 // Z6 = Z6·Z4 + sa1
-	VFMADD213PD geluc<>+3136(SB), Z4, Z6 // Z6 = Z6·Z4 + sa2
-	VFMADD213PD geluc<>+3200(SB), Z4, Z6 // Z6 = Z6·Z4 + sa3
-	VFMADD213PD geluc<>+3264(SB), Z4, Z6 // Z6 = Z6·Z4 + sa4
-	VFMADD213PD geluc<>+3328(SB), Z4, Z6 // Z6 = Z6·Z4 + sa5
-	VFMADD213PD geluc<>+3392(SB), Z4, Z6 // Z6 = Z6·Z4 + sa6
-	VFMADD213PD geluc<>+3456(SB), Z4, Z6 // Z6 = Z6·Z4 + sa7
-	VFMADD213PD geluc<>+3520(SB), Z4, Z6 // Z6 = Z6·Z4 + sa8
-	VCMPPD $0x1d, geluc<>+512(SB), Z2, K3 // a >= 1/0.35
-	KORTESTW K3, K3
+	VPANDD geluc<>+1152(SB), Z0, Z9
+	VMOVUPS geluc<>+128(SB), Z8
+	VDIVPS Z9, Z8, Z8 // ia = √2/|x|
+	VMULPS Z8, Z8, Z9 // q = ia·ia
+	VMOVUPS geluc<>+2944(SB), Z5
+	VFMADD213PS geluc<>+3008(SB), Z9, Z5 // p = p·v + ra1
+	VFMADD213PS geluc<>+3072(SB), Z9, Z5 // p = p·v + ra2
+	VFMADD213PS geluc<>+3136(SB), Z9, Z5 // p = p·v + ra3
+	VFMADD213PS geluc<>+3200(SB), Z9, Z5 // p = p·v + ra4
+	VFMADD213PS geluc<>+3264(SB), Z9, Z5 // p = p·v + ra5
+	VFMADD213PS geluc<>+3328(SB), Z9, Z5 // p = p·v + ra6
+	VFMADD213PS geluc<>+3392(SB), Z9, Z5 // p = p·v + ra7
+	VMOVUPS geluc<>+3456(SB), Z6
+	VFMADD213PS geluc<>+3520(SB), Z9, Z6 // p = p·v + sa1
+	VFMADD213PS geluc<>+3584(SB), Z9, Z6 // p = p·v + sa2
+	VFMADD213PS geluc<>+3648(SB), Z9, Z6 // p = p·v + sa3
+	VFMADD213PS geluc<>+3712(SB), Z9, Z6 // p = p·v + sa4
+	VFMADD213PS geluc<>+3776(SB), Z9, Z6 // p = p·v + sa5
+	VFMADD213PS geluc<>+3840(SB), Z9, Z6 // p = p·v + sa6
+	VFMADD213PS geluc<>+3904(SB), Z9, Z6 // p = p·v + sa7
+	VFMADD213PS geluc<>+3968(SB), Z9, Z6 // p = p·v + sa8
+	VCMPPS $0x1d, geluc<>+768(SB), Z3, K2 // a >= 1/0.35
+	KORTESTW K2, K2
 	JZ vecGeluAVX512_fwd_numb
-	VMOVUPD geluc<>+3584(SB), Z7
-	VFMADD213PD geluc<>+3648(SB), Z4, Z7 // Z7 = Z7·Z4 + rb1
-	VFMADD213PD geluc<>+3712(SB), Z4, Z7 // Z7 = Z7·Z4 + rb2
-	VFMADD213PD geluc<>+3776(SB), Z4, Z7 // Z7 = Z7·Z4 + rb3
-	VFMADD213PD geluc<>+3840(SB), Z4, Z7 // Z7 = Z7·Z4 + rb4
-	VFMADD213PD geluc<>+3904(SB), Z4, Z7 // Z7 = Z7·Z4 + rb5
-	VFMADD213PD geluc<>+3968(SB), Z4, Z7 // Z7 = Z7·Z4 + rb6
-	VMOVAPD Z7, K3, Z5
-	VMOVUPD geluc<>+4032(SB), Z7
-	VFMADD213PD geluc<>+4096(SB), Z4, Z7 // Z7 = Z7·Z4 + sb1
-	VFMADD213PD geluc<>+4160(SB), Z4, Z7 // Z7 = Z7·Z4 + sb2
-	VFMADD213PD geluc<>+4224(SB), Z4, Z7 // Z7 = Z7·Z4 + sb3
-	VFMADD213PD geluc<>+4288(SB), Z4, Z7 // Z7 = Z7·Z4 + sb4
-	VFMADD213PD geluc<>+4352(SB), Z4, Z7 // Z7 = Z7·Z4 + sb5
-	VFMADD213PD geluc<>+4416(SB), Z4, Z7 // Z7 = Z7·Z4 + sb6
-	VFMADD213PD geluc<>+4480(SB), Z4, Z7 // Z7 = Z7·Z4 + sb7
-	VMOVAPD Z7, K3, Z6
+	VMOVUPS geluc<>+4032(SB), Z10
+	VFMADD213PS geluc<>+4096(SB), Z9, Z10 // p = p·v + rb1
+	VFMADD213PS geluc<>+4160(SB), Z9, Z10 // p = p·v + rb2
+	VFMADD213PS geluc<>+4224(SB), Z9, Z10 // p = p·v + rb3
+	VFMADD213PS geluc<>+4288(SB), Z9, Z10 // p = p·v + rb4
+	VFMADD213PS geluc<>+4352(SB), Z9, Z10 // p = p·v + rb5
+	VFMADD213PS geluc<>+4416(SB), Z9, Z10 // p = p·v + rb6
+	VMOVAPS Z10, K2, Z5
+	VMOVUPS geluc<>+4480(SB), Z10
+	VFMADD213PS geluc<>+4544(SB), Z9, Z10 // p = p·v + sb1
+	VFMADD213PS geluc<>+4608(SB), Z9, Z10 // p = p·v + sb2
+	VFMADD213PS geluc<>+4672(SB), Z9, Z10 // p = p·v + sb3
+	VFMADD213PS geluc<>+4736(SB), Z9, Z10 // p = p·v + sb4
+	VFMADD213PS geluc<>+4800(SB), Z9, Z10 // p = p·v + sb5
+	VFMADD213PS geluc<>+4864(SB), Z9, Z10 // p = p·v + sb6
+	VFMADD213PS geluc<>+4928(SB), Z9, Z10 // p = p·v + sb7
+	VMOVAPS Z10, K2, Z6
 vecGeluAVX512_fwd_numb:
-	VCMPPD $0x1d, geluc<>+384(SB), Z2, K2 // a >= 0.84375
+	VCMPPS $0x1d, geluc<>+640(SB), Z3, K2 // a >= 0.84375
 	KORTESTW K2, K2
 	JZ vecGeluAVX512_fwd_numa
-	VSUBPD geluc<>+64(SB), Z2, Z4 // s = a - 1
-	VMOVUPD geluc<>+1600(SB), Z7
-	VFMADD213PD geluc<>+1664(SB), Z4, Z7 // Z7 = Z7·Z4 + pa1
-	VFMADD213PD geluc<>+1728(SB), Z4, Z7 // Z7 = Z7·Z4 + pa2
-	VFMADD213PD geluc<>+1792(SB), Z4, Z7 // Z7 = Z7·Z4 + pa3
-	VFMADD213PD geluc<>+1856(SB), Z4, Z7 // Z7 = Z7·Z4 + pa4
-	VFMADD213PD geluc<>+1920(SB), Z4, Z7 // Z7 = Z7·Z4 + pa5
-	VFMADD213PD geluc<>+1984(SB), Z4, Z7 // Z7 = Z7·Z4 + pa6
-	VMOVUPD geluc<>+2048(SB), Z9
-	VFMADD213PD geluc<>+2112(SB), Z4, Z9 // Z9 = Z9·Z4 + qa1
-	VFMADD213PD geluc<>+2176(SB), Z4, Z9 // Z9 = Z9·Z4 + qa2
-	VFMADD213PD geluc<>+2240(SB), Z4, Z9 // Z9 = Z9·Z4 + qa3
-	VFMADD213PD geluc<>+2304(SB), Z4, Z9 // Z9 = Z9·Z4 + qa4
-	VFMADD213PD geluc<>+2368(SB), Z4, Z9 // Z9 = Z9·Z4 + qa5
-	VFMADD213PD geluc<>+2432(SB), Z4, Z9 // Z9 = Z9·Z4 + qa6
-	VCMPPD $0x11, geluc<>+448(SB), Z2, K4 // a < 1.25
-	VMOVAPD Z7, K4, Z5
-	VMOVAPD Z9, K4, Z6
+	VPANDD geluc<>+1216(SB), Z0, Z9
+	VPXORD Z2, Z9, Z9
+	VSUBPS geluc<>+192(SB), Z3, Z10 // a - 1
+	VADDPS Z9, Z10, Z10 // s
+	VMOVUPS geluc<>+2048(SB), Z11
+	VFMADD213PS geluc<>+2112(SB), Z10, Z11 // p = p·v + pa1
+	VFMADD213PS geluc<>+2176(SB), Z10, Z11 // p = p·v + pa2
+	VFMADD213PS geluc<>+2240(SB), Z10, Z11 // p = p·v + pa3
+	VFMADD213PS geluc<>+2304(SB), Z10, Z11 // p = p·v + pa4
+	VFMADD213PS geluc<>+2368(SB), Z10, Z11 // p = p·v + pa5
+	VFMADD213PS geluc<>+2432(SB), Z10, Z11 // p = p·v + pa6
+	VMOVUPS geluc<>+2496(SB), Z12
+	VFMADD213PS geluc<>+2560(SB), Z10, Z12 // p = p·v + qa1
+	VFMADD213PS geluc<>+2624(SB), Z10, Z12 // p = p·v + qa2
+	VFMADD213PS geluc<>+2688(SB), Z10, Z12 // p = p·v + qa3
+	VFMADD213PS geluc<>+2752(SB), Z10, Z12 // p = p·v + qa4
+	VFMADD213PS geluc<>+2816(SB), Z10, Z12 // p = p·v + qa5
+	VFMADD213PS geluc<>+2880(SB), Z10, Z12 // p = p·v + qa6
+	VCMPPS $0x11, geluc<>+704(SB), Z3, K2 // a < 1.25
+	VMOVAPS Z11, K2, Z5
+	VMOVAPS Z12, K2, Z6
 vecGeluAVX512_fwd_numa:
-	VCMPPD $0x11, geluc<>+384(SB), Z2, K2 // a < 0.84375
+	VCMPPS $0x11, geluc<>+640(SB), Z3, K2 // a < 0.84375
 	KORTESTW K2, K2
 	JZ vecGeluAVX512_fwd_div
-	VMULPD Z1, Z1, Z4 // z = u·u
-	VMOVUPD geluc<>+896(SB), Z7
-	VFMADD213PD geluc<>+960(SB), Z4, Z7 // Z7 = Z7·Z4 + pp1
-	VFMADD213PD geluc<>+1024(SB), Z4, Z7 // Z7 = Z7·Z4 + pp2
-	VFMADD213PD geluc<>+1088(SB), Z4, Z7 // Z7 = Z7·Z4 + pp3
-	VFMADD213PD geluc<>+1152(SB), Z4, Z7 // Z7 = Z7·Z4 + pp4
-	VMOVUPD geluc<>+1216(SB), Z9
-	VFMADD213PD geluc<>+1280(SB), Z4, Z9 // Z9 = Z9·Z4 + qq1
-	VFMADD213PD geluc<>+1344(SB), Z4, Z9 // Z9 = Z9·Z4 + qq2
-	VFMADD213PD geluc<>+1408(SB), Z4, Z9 // Z9 = Z9·Z4 + qq3
-	VFMADD213PD geluc<>+1472(SB), Z4, Z9 // Z9 = Z9·Z4 + qq4
-	VFMADD213PD geluc<>+1536(SB), Z4, Z9 // Z9 = Z9·Z4 + qq5
-	VMOVAPD Z7, K2, Z5
-	VMOVAPD Z9, K2, Z6
+	VMULPS Z1, Z1, Z10 // z = uh·uh
+	VMOVUPS geluc<>+1344(SB), Z11
+	VFMADD213PS geluc<>+1408(SB), Z10, Z11 // p = p·v + pp1
+	VFMADD213PS geluc<>+1472(SB), Z10, Z11 // p = p·v + pp2
+	VFMADD213PS geluc<>+1536(SB), Z10, Z11 // p = p·v + pp3
+	VFMADD213PS geluc<>+1600(SB), Z10, Z11 // p = p·v + pp4
+	VMOVUPS geluc<>+1664(SB), Z12
+	VFMADD213PS geluc<>+1728(SB), Z10, Z12 // p = p·v + qq1
+	VFMADD213PS geluc<>+1792(SB), Z10, Z12 // p = p·v + qq2
+	VFMADD213PS geluc<>+1856(SB), Z10, Z12 // p = p·v + qq3
+	VFMADD213PS geluc<>+1920(SB), Z10, Z12 // p = p·v + qq4
+	VFMADD213PS geluc<>+1984(SB), Z10, Z12 // p = p·v + qq5
+	VMOVAPS Z11, K2, Z5
+	VMOVAPS Z12, K2, Z6
 vecGeluAVX512_fwd_div:
-	VDIVPD Z6, Z5, Z5 // every piece's quotient
-	KORTESTW K5, K5
+	VDIVPS Z6, Z5, Z5 // every piece's quotient
+	VMULPS Z0, Z0, Z9 // s = x·x
+	VMOVAPS Z9, Z15
+	VFMSUB231PS Z0, Z0, Z15 // sl = x·x - s
+	VMULPS geluc<>+320(SB), Z9, Z6 // hi = -s/2
+	VMOVAPS Z0, Z7 // Φ = x (NaN)
+	VCMPPS $0x1d, geluc<>+704(SB), Z3, K1 // a >= 1.25
+	KORTESTW K1, K1
 	JZ vecGeluAVX512_fwd_skipc
-	VPANDQ geluc<>+832(SB), Z2, Z7 // z
-	VMOVUPD geluc<>+256(SB), Z10
-	VFNMADD231PD Z7, Z7, Z10 // -z·z - 0.5625
-	VSUBPD Z2, Z7, Z15 // z - a
-	VADDPD Z2, Z7, Z9 // z + a
-	VFMADD213PD Z5, Z9, Z15 // (z-a)(z+a) + R/S
-	VMULPD expc<>+0(SB), Z10, Z11
-	VRNDSCALEPD $8, Z11, Z11 // round to nearest even
-	VMOVAPD Z10, Z12
-	VFNMADD231PD expc<>+64(SB), Z11, Z12 // r = x - k·ln2hi
-	VFNMADD231PD expc<>+128(SB), Z11, Z12 // r -= k·ln2lo
-	VMOVUPD expc<>+448(SB), Z13
-	VFMADD213PD expc<>+512(SB), Z12, Z13 // p = p·r + c11
-	VFMADD213PD expc<>+576(SB), Z12, Z13 // p = p·r + c10
-	VFMADD213PD expc<>+640(SB), Z12, Z13 // p = p·r + c9
-	VFMADD213PD expc<>+704(SB), Z12, Z13 // p = p·r + c8
-	VFMADD213PD expc<>+768(SB), Z12, Z13 // p = p·r + c7
-	VFMADD213PD expc<>+832(SB), Z12, Z13 // p = p·r + c6
-	VFMADD213PD expc<>+896(SB), Z12, Z13 // p = p·r + c5
-	VFMADD213PD expc<>+960(SB), Z12, Z13 // p = p·r + c4
-	VFMADD213PD expc<>+1024(SB), Z12, Z13 // p = p·r + c3
-	VFMADD213PD expc<>+1088(SB), Z12, Z13 // p = p·r + c2
-	VFMADD213PD expc<>+1152(SB), Z12, Z13 // p = p·r + c1
-	VFMADD213PD expc<>+1216(SB), Z12, Z13 // p = p·r + c0
-	VCVTPD2DQ Z11, Y14
-	VPMOVSXDQ Y14, Z14
-	VPADDQ expc<>+384(SB), Z14, Z14
-	VPSLLQ $52, Z14, Z14 // 2^k
-	VMULPD Z14, Z13, Z13
-	VCMPPD $0x11, expc<>+192(SB), Z10, K1 // x < lo
-	VXORPD Z13, Z13, K1, Z13
-	VCMPPD $0x1e, expc<>+256(SB), Z10, K1 // x > hi
-	VMOVUPD expc<>+320(SB), K1, Z13
-	VMULPD expc<>+0(SB), Z15, Z16
-	VRNDSCALEPD $8, Z16, Z16 // round to nearest even
-	VMOVAPD Z15, Z17
-	VFNMADD231PD expc<>+64(SB), Z16, Z17 // r = x - k·ln2hi
-	VFNMADD231PD expc<>+128(SB), Z16, Z17 // r -= k·ln2lo
-	VMOVUPD expc<>+448(SB), Z18
-	VFMADD213PD expc<>+512(SB), Z17, Z18 // p = p·r + c11
-	VFMADD213PD expc<>+576(SB), Z17, Z18 // p = p·r + c10
-	VFMADD213PD expc<>+640(SB), Z17, Z18 // p = p·r + c9
-	VFMADD213PD expc<>+704(SB), Z17, Z18 // p = p·r + c8
-	VFMADD213PD expc<>+768(SB), Z17, Z18 // p = p·r + c7
-	VFMADD213PD expc<>+832(SB), Z17, Z18 // p = p·r + c6
-	VFMADD213PD expc<>+896(SB), Z17, Z18 // p = p·r + c5
-	VFMADD213PD expc<>+960(SB), Z17, Z18 // p = p·r + c4
-	VFMADD213PD expc<>+1024(SB), Z17, Z18 // p = p·r + c3
-	VFMADD213PD expc<>+1088(SB), Z17, Z18 // p = p·r + c2
-	VFMADD213PD expc<>+1152(SB), Z17, Z18 // p = p·r + c1
-	VFMADD213PD expc<>+1216(SB), Z17, Z18 // p = p·r + c0
-	VCVTPD2DQ Z16, Y19
-	VPMOVSXDQ Y19, Z19
-	VPADDQ expc<>+384(SB), Z19, Z19
-	VPSLLQ $52, Z19, Z19 // 2^k
-	VMULPD Z19, Z18, Z18
-	VCMPPD $0x11, expc<>+192(SB), Z15, K1 // x < lo
-	VXORPD Z18, Z18, K1, Z18
-	VCMPPD $0x1e, expc<>+256(SB), Z15, K1 // x > hi
-	VMOVUPD expc<>+320(SB), K1, Z18
-	VMULPD Z18, Z13, Z13
-	VMULPD Z8, Z13, Z13 // erfc
-	VMOVUPD geluc<>+64(SB), Z4
-	VSUBPD Z13, Z4, Z4 // 1 - erfc
-	VPANDQ geluc<>+768(SB), Z1, Z9
-	VPORQ Z9, Z4, Z4
-	VCMPPD $0x11, geluc<>+576(SB), Z2, K4 // a < 6
-	VMOVAPD Z4, K4, Z3
+	VADDPS geluc<>+448(SB), Z5, Z10 // R/S - 0.5625
+	VFMADD231PS geluc<>+320(SB), Z15, Z10 // - sl/2
+	VADDPS Z6, Z10, Z11 // hi + lo
+	VMULPS geluc<>+896(SB), Z11, Z11
+	VRNDSCALEPS $8, Z11, Z11 // k, to nearest even
+	VMOVAPS Z6, Z12
+	VFNMADD231PS geluc<>+960(SB), Z11, Z12 // r = hi - k·ln2hi
+	VFNMADD231PS geluc<>+1024(SB), Z11, Z12 // r -= k·ln2lo
+	VADDPS Z10, Z12, Z12 // r += lo
+	VMOVUPS geluc<>+5312(SB), Z9
+	VFMADD213PS geluc<>+5376(SB), Z12, Z9 // p = p·v + ex1
+	VFMADD213PS geluc<>+5440(SB), Z12, Z9 // p = p·v + ex2
+	VFMADD213PS geluc<>+5504(SB), Z12, Z9 // p = p·v + ex3
+	VFMADD213PS geluc<>+5568(SB), Z12, Z9 // p = p·v + ex4
+	VFMADD213PS geluc<>+5632(SB), Z12, Z9 // p = p·v + ex5
+	VFMADD213PS geluc<>+5696(SB), Z12, Z9 // p = p·v + ex6
+	VFMADD213PS geluc<>+5760(SB), Z12, Z9 // p = p·v + ex7
+	VCVTPS2DQ Z11, Z15
+	VPADDD geluc<>+1280(SB), Z15, Z15
+	VPSLLD $23, Z15, Z15 // 2^k
+	VMULPS Z15, Z9, Z9
+	VCMPPS $0x11, geluc<>+1088(SB), Z6, K2 // hi < cut
+	VPXORD Z9, Z9, K2, Z9
+	VMULPS Z8, Z9, Z9 // erfc
+	VMULPS geluc<>+256(SB), Z9, Z10 // ½erfc
+	VMOVUPS geluc<>+192(SB), Z11
+	VFNMADD231PS geluc<>+256(SB), Z9, Z11 // 1 - ½erfc
+	VCMPPS $0x11, geluc<>+384(SB), Z0, K2 // x < 0
+	VMOVAPS Z10, K2, Z11
+	VMOVAPS Z11, K1, Z7
 vecGeluAVX512_fwd_skipc:
-	VCMPPD $0x1d, geluc<>+384(SB), Z2, K2 // a >= 0.84375
-	KORTESTW K2, K2
+	VCMPPS $0x1d, geluc<>+640(SB), Z3, K1 // a >= 0.84375
+	KORTESTW K1, K1
 	JZ vecGeluAVX512_fwd_skipb
-	VADDPD geluc<>+320(SB), Z5, Z4
-	VPANDQ geluc<>+768(SB), Z1, Z9
-	VPORQ Z9, Z4, Z4
-	VCMPPD $0x11, geluc<>+448(SB), Z2, K4 // a < 1.25
-	VMOVAPD Z4, K4, Z3
+	VMOVUPS geluc<>+512(SB), Z9
+	VFMADD231PS geluc<>+256(SB), Z5, Z9
+	VMOVUPS geluc<>+576(SB), Z10
+	VFNMADD231PS geluc<>+256(SB), Z5, Z10
+	VCMPPS $0x11, geluc<>+384(SB), Z0, K2 // x < 0
+	VMOVAPS Z10, K2, Z9
+	VCMPPS $0x11, geluc<>+704(SB), Z3, K1 // a < 1.25
+	VMOVAPS Z9, K1, Z7
 vecGeluAVX512_fwd_skipb:
-	VCMPPD $0x11, geluc<>+384(SB), Z2, K2 // a < 0.84375
-	VFMADD213PD Z1, Z1, Z5 // u·y + u
-	VMOVAPD Z5, K2, Z3
-	VCMPPD $0x03, Z1, Z1, K2 // NaN
-	VMOVAPD Z1, K2, Z3
-	VADDPD geluc<>+64(SB), Z3, Z4 // 1 + erf
-	VMULPD geluc<>+128(SB), Z0, Z5 // 0.5·x
-	VMULPD Z4, Z5, Z5
-	VCVTPD2PS Z5, Y5
-	VMOVUPS Y5, (DI)
-	ADDQ $32, SI
-	ADDQ $32, DI
-	SUBQ $8, CX
+	VCMPPS $0x11, geluc<>+640(SB), Z3, K1 // a < 0.84375
+	KORTESTW K1, K1
+	JZ vecGeluAVX512_fwd_skipa
+	VMULPS Z1, Z1, Z11 // z = uh·uh
+	VMOVUPS geluc<>+4992(SB), Z9
+	VFMADD213PS geluc<>+5056(SB), Z11, Z9 // p = p·v + dm1
+	VFMADD213PS geluc<>+5120(SB), Z11, Z9 // p = p·v + dm2
+	VFMADD213PS geluc<>+5184(SB), Z11, Z9 // p = p·v + dm3
+	VFMADD213PS geluc<>+5248(SB), Z11, Z9 // p = p·v + dm4
+	VMULPS Z2, Z9, Z9 // ul·erf'(uh)
+	VFMADD231PS Z5, Z1, Z9 // t = uh·q + ul·erf'
+	VMOVUPS geluc<>+256(SB), Z10
+	VFMADD231PS geluc<>+256(SB), Z1, Z10 // uh·½ + ½
+	VFMADD231PS geluc<>+256(SB), Z9, Z10 // t·½ + …
+	VMOVAPS Z10, K1, Z7
+vecGeluAVX512_fwd_skipa:
+	VMULPS Z7, Z0, Z9 // y = x·Φ
+	VMOVUPS Z9, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
 	JMP vecGeluAVX512_fwd
 
 vecGeluAVX512_bwd:
 	TESTQ CX, CX
 	JZ vecGeluAVX512_done
-	VCVTPS2PD (SI), Z0
-	VDIVPD geluc<>+0(SB), Z0, Z1 // u = x/√2
-	VPANDQ geluc<>+704(SB), Z1, Z2 // a = |u|
-	VPANDQ geluc<>+768(SB), Z1, Z9
-	VPORQ geluc<>+64(SB), Z9, Z3 // ±1
-	VCMPPD $0x1d, geluc<>+448(SB), Z2, K5 // a >= 1.25
-	KORTESTW K5, K5
+	VMOVUPS (SI), Z0
+	VMULPS geluc<>+0(SB), Z0, Z1 // uh = x·(1/√2)
+	VMOVAPS Z1, Z2
+	VFMSUB231PS geluc<>+0(SB), Z0, Z2 // ul = x·(1/√2) - uh
+	VFMADD231PS geluc<>+64(SB), Z0, Z2 // ul += x·lo
+	VPANDD geluc<>+1152(SB), Z1, Z3
+	VCMPPS $0x1d, geluc<>+704(SB), Z3, K1 // a >= 1.25
+	KORTESTW K1, K1
 	JZ vecGeluAVX512_bwd_numb
-	VMOVUPD geluc<>+64(SB), Z4
-	VDIVPD Z2, Z4, Z8 // 1/a
-	VMULPD Z8, Z8, Z4 // s
-	VMOVUPD geluc<>+2496(SB), Z5
-	VFMADD213PD geluc<>+2560(SB), Z4, Z5 // Z5 = Z5·Z4 + ra1
-	VFMADD213PD geluc<>+2624(SB), Z4, Z5 // Z5 = Z5·Z4 + ra2
-	VFMADD213PD geluc<>+2688(SB), Z4, Z5 // Z5 = Z5·Z4 + ra3
-	VFMADD213PD geluc<>+2752(SB), Z4, Z5 // Z5 = Z5·Z4 + ra4
-	VFMADD213PD geluc<>+2816(SB), Z4, Z5 // Z5 = Z5·Z4 + ra5
-	VFMADD213PD geluc<>+2880(SB), Z4, Z5 // Z5 = Z5·Z4 + ra6
-	VFMADD213PD geluc<>+2944(SB), Z4, Z5 // Z5 = Z5·Z4 + ra7
-	VMOVUPD geluc<>+3008(SB), Z6
-	VFMADD213PD geluc<>+3072(SB), Z4, Z6 // Z6 = Z6·Z4 + sa1
-	VFMADD213PD geluc<>+3136(SB), Z4, Z6 // Z6 = Z6·Z4 + sa2
-	VFMADD213PD geluc<>+3200(SB), Z4, Z6 // Z6 = Z6·Z4 + sa3
-	VFMADD213PD geluc<>+3264(SB), Z4, Z6 // Z6 = Z6·Z4 + sa4
-	VFMADD213PD geluc<>+3328(SB), Z4, Z6 // Z6 = Z6·Z4 + sa5
-	VFMADD213PD geluc<>+3392(SB), Z4, Z6 // Z6 = Z6·Z4 + sa6
-	VFMADD213PD geluc<>+3456(SB), Z4, Z6 // Z6 = Z6·Z4 + sa7
-	VFMADD213PD geluc<>+3520(SB), Z4, Z6 // Z6 = Z6·Z4 + sa8
-	VCMPPD $0x1d, geluc<>+512(SB), Z2, K3 // a >= 1/0.35
-	KORTESTW K3, K3
+	VPANDD geluc<>+1152(SB), Z0, Z9
+	VMOVUPS geluc<>+128(SB), Z8
+	VDIVPS Z9, Z8, Z8 // ia = √2/|x|
+	VMULPS Z8, Z8, Z9 // q = ia·ia
+	VMOVUPS geluc<>+2944(SB), Z5
+	VFMADD213PS geluc<>+3008(SB), Z9, Z5 // p = p·v + ra1
+	VFMADD213PS geluc<>+3072(SB), Z9, Z5 // p = p·v + ra2
+	VFMADD213PS geluc<>+3136(SB), Z9, Z5 // p = p·v + ra3
+	VFMADD213PS geluc<>+3200(SB), Z9, Z5 // p = p·v + ra4
+	VFMADD213PS geluc<>+3264(SB), Z9, Z5 // p = p·v + ra5
+	VFMADD213PS geluc<>+3328(SB), Z9, Z5 // p = p·v + ra6
+	VFMADD213PS geluc<>+3392(SB), Z9, Z5 // p = p·v + ra7
+	VMOVUPS geluc<>+3456(SB), Z6
+	VFMADD213PS geluc<>+3520(SB), Z9, Z6 // p = p·v + sa1
+	VFMADD213PS geluc<>+3584(SB), Z9, Z6 // p = p·v + sa2
+	VFMADD213PS geluc<>+3648(SB), Z9, Z6 // p = p·v + sa3
+	VFMADD213PS geluc<>+3712(SB), Z9, Z6 // p = p·v + sa4
+	VFMADD213PS geluc<>+3776(SB), Z9, Z6 // p = p·v + sa5
+	VFMADD213PS geluc<>+3840(SB), Z9, Z6 // p = p·v + sa6
+	VFMADD213PS geluc<>+3904(SB), Z9, Z6 // p = p·v + sa7
+	VFMADD213PS geluc<>+3968(SB), Z9, Z6 // p = p·v + sa8
+	VCMPPS $0x1d, geluc<>+768(SB), Z3, K2 // a >= 1/0.35
+	KORTESTW K2, K2
 	JZ vecGeluAVX512_bwd_numb
-	VMOVUPD geluc<>+3584(SB), Z7
-	VFMADD213PD geluc<>+3648(SB), Z4, Z7 // Z7 = Z7·Z4 + rb1
-	VFMADD213PD geluc<>+3712(SB), Z4, Z7 // Z7 = Z7·Z4 + rb2
-	VFMADD213PD geluc<>+3776(SB), Z4, Z7 // Z7 = Z7·Z4 + rb3
-	VFMADD213PD geluc<>+3840(SB), Z4, Z7 // Z7 = Z7·Z4 + rb4
-	VFMADD213PD geluc<>+3904(SB), Z4, Z7 // Z7 = Z7·Z4 + rb5
-	VFMADD213PD geluc<>+3968(SB), Z4, Z7 // Z7 = Z7·Z4 + rb6
-	VMOVAPD Z7, K3, Z5
-	VMOVUPD geluc<>+4032(SB), Z7
-	VFMADD213PD geluc<>+4096(SB), Z4, Z7 // Z7 = Z7·Z4 + sb1
-	VFMADD213PD geluc<>+4160(SB), Z4, Z7 // Z7 = Z7·Z4 + sb2
-	VFMADD213PD geluc<>+4224(SB), Z4, Z7 // Z7 = Z7·Z4 + sb3
-	VFMADD213PD geluc<>+4288(SB), Z4, Z7 // Z7 = Z7·Z4 + sb4
-	VFMADD213PD geluc<>+4352(SB), Z4, Z7 // Z7 = Z7·Z4 + sb5
-	VFMADD213PD geluc<>+4416(SB), Z4, Z7 // Z7 = Z7·Z4 + sb6
-	VFMADD213PD geluc<>+4480(SB), Z4, Z7 // Z7 = Z7·Z4 + sb7
-	VMOVAPD Z7, K3, Z6
+	VMOVUPS geluc<>+4032(SB), Z10
+	VFMADD213PS geluc<>+4096(SB), Z9, Z10 // p = p·v + rb1
+	VFMADD213PS geluc<>+4160(SB), Z9, Z10 // p = p·v + rb2
+	VFMADD213PS geluc<>+4224(SB), Z9, Z10 // p = p·v + rb3
+	VFMADD213PS geluc<>+4288(SB), Z9, Z10 // p = p·v + rb4
+	VFMADD213PS geluc<>+4352(SB), Z9, Z10 // p = p·v + rb5
+	VFMADD213PS geluc<>+4416(SB), Z9, Z10 // p = p·v + rb6
+	VMOVAPS Z10, K2, Z5
+	VMOVUPS geluc<>+4480(SB), Z10
+	VFMADD213PS geluc<>+4544(SB), Z9, Z10 // p = p·v + sb1
+	VFMADD213PS geluc<>+4608(SB), Z9, Z10 // p = p·v + sb2
+	VFMADD213PS geluc<>+4672(SB), Z9, Z10 // p = p·v + sb3
+	VFMADD213PS geluc<>+4736(SB), Z9, Z10 // p = p·v + sb4
+	VFMADD213PS geluc<>+4800(SB), Z9, Z10 // p = p·v + sb5
+	VFMADD213PS geluc<>+4864(SB), Z9, Z10 // p = p·v + sb6
+	VFMADD213PS geluc<>+4928(SB), Z9, Z10 // p = p·v + sb7
+	VMOVAPS Z10, K2, Z6
 vecGeluAVX512_bwd_numb:
-	VCMPPD $0x1d, geluc<>+384(SB), Z2, K2 // a >= 0.84375
+	VCMPPS $0x1d, geluc<>+640(SB), Z3, K2 // a >= 0.84375
 	KORTESTW K2, K2
 	JZ vecGeluAVX512_bwd_numa
-	VSUBPD geluc<>+64(SB), Z2, Z4 // s = a - 1
-	VMOVUPD geluc<>+1600(SB), Z7
-	VFMADD213PD geluc<>+1664(SB), Z4, Z7 // Z7 = Z7·Z4 + pa1
-	VFMADD213PD geluc<>+1728(SB), Z4, Z7 // Z7 = Z7·Z4 + pa2
-	VFMADD213PD geluc<>+1792(SB), Z4, Z7 // Z7 = Z7·Z4 + pa3
-	VFMADD213PD geluc<>+1856(SB), Z4, Z7 // Z7 = Z7·Z4 + pa4
-	VFMADD213PD geluc<>+1920(SB), Z4, Z7 // Z7 = Z7·Z4 + pa5
-	VFMADD213PD geluc<>+1984(SB), Z4, Z7 // Z7 = Z7·Z4 + pa6
-	VMOVUPD geluc<>+2048(SB), Z9
-	VFMADD213PD geluc<>+2112(SB), Z4, Z9 // Z9 = Z9·Z4 + qa1
-	VFMADD213PD geluc<>+2176(SB), Z4, Z9 // Z9 = Z9·Z4 + qa2
-	VFMADD213PD geluc<>+2240(SB), Z4, Z9 // Z9 = Z9·Z4 + qa3
-	VFMADD213PD geluc<>+2304(SB), Z4, Z9 // Z9 = Z9·Z4 + qa4
-	VFMADD213PD geluc<>+2368(SB), Z4, Z9 // Z9 = Z9·Z4 + qa5
-	VFMADD213PD geluc<>+2432(SB), Z4, Z9 // Z9 = Z9·Z4 + qa6
-	VCMPPD $0x11, geluc<>+448(SB), Z2, K4 // a < 1.25
-	VMOVAPD Z7, K4, Z5
-	VMOVAPD Z9, K4, Z6
+	VPANDD geluc<>+1216(SB), Z0, Z9
+	VPXORD Z2, Z9, Z9
+	VSUBPS geluc<>+192(SB), Z3, Z10 // a - 1
+	VADDPS Z9, Z10, Z10 // s
+	VMOVUPS geluc<>+2048(SB), Z11
+	VFMADD213PS geluc<>+2112(SB), Z10, Z11 // p = p·v + pa1
+	VFMADD213PS geluc<>+2176(SB), Z10, Z11 // p = p·v + pa2
+	VFMADD213PS geluc<>+2240(SB), Z10, Z11 // p = p·v + pa3
+	VFMADD213PS geluc<>+2304(SB), Z10, Z11 // p = p·v + pa4
+	VFMADD213PS geluc<>+2368(SB), Z10, Z11 // p = p·v + pa5
+	VFMADD213PS geluc<>+2432(SB), Z10, Z11 // p = p·v + pa6
+	VMOVUPS geluc<>+2496(SB), Z12
+	VFMADD213PS geluc<>+2560(SB), Z10, Z12 // p = p·v + qa1
+	VFMADD213PS geluc<>+2624(SB), Z10, Z12 // p = p·v + qa2
+	VFMADD213PS geluc<>+2688(SB), Z10, Z12 // p = p·v + qa3
+	VFMADD213PS geluc<>+2752(SB), Z10, Z12 // p = p·v + qa4
+	VFMADD213PS geluc<>+2816(SB), Z10, Z12 // p = p·v + qa5
+	VFMADD213PS geluc<>+2880(SB), Z10, Z12 // p = p·v + qa6
+	VCMPPS $0x11, geluc<>+704(SB), Z3, K2 // a < 1.25
+	VMOVAPS Z11, K2, Z5
+	VMOVAPS Z12, K2, Z6
 vecGeluAVX512_bwd_numa:
-	VCMPPD $0x11, geluc<>+384(SB), Z2, K2 // a < 0.84375
+	VCMPPS $0x11, geluc<>+640(SB), Z3, K2 // a < 0.84375
 	KORTESTW K2, K2
 	JZ vecGeluAVX512_bwd_div
-	VMULPD Z1, Z1, Z4 // z = u·u
-	VMOVUPD geluc<>+896(SB), Z7
-	VFMADD213PD geluc<>+960(SB), Z4, Z7 // Z7 = Z7·Z4 + pp1
-	VFMADD213PD geluc<>+1024(SB), Z4, Z7 // Z7 = Z7·Z4 + pp2
-	VFMADD213PD geluc<>+1088(SB), Z4, Z7 // Z7 = Z7·Z4 + pp3
-	VFMADD213PD geluc<>+1152(SB), Z4, Z7 // Z7 = Z7·Z4 + pp4
-	VMOVUPD geluc<>+1216(SB), Z9
-	VFMADD213PD geluc<>+1280(SB), Z4, Z9 // Z9 = Z9·Z4 + qq1
-	VFMADD213PD geluc<>+1344(SB), Z4, Z9 // Z9 = Z9·Z4 + qq2
-	VFMADD213PD geluc<>+1408(SB), Z4, Z9 // Z9 = Z9·Z4 + qq3
-	VFMADD213PD geluc<>+1472(SB), Z4, Z9 // Z9 = Z9·Z4 + qq4
-	VFMADD213PD geluc<>+1536(SB), Z4, Z9 // Z9 = Z9·Z4 + qq5
-	VMOVAPD Z7, K2, Z5
-	VMOVAPD Z9, K2, Z6
+	VMULPS Z1, Z1, Z10 // z = uh·uh
+	VMOVUPS geluc<>+1344(SB), Z11
+	VFMADD213PS geluc<>+1408(SB), Z10, Z11 // p = p·v + pp1
+	VFMADD213PS geluc<>+1472(SB), Z10, Z11 // p = p·v + pp2
+	VFMADD213PS geluc<>+1536(SB), Z10, Z11 // p = p·v + pp3
+	VFMADD213PS geluc<>+1600(SB), Z10, Z11 // p = p·v + pp4
+	VMOVUPS geluc<>+1664(SB), Z12
+	VFMADD213PS geluc<>+1728(SB), Z10, Z12 // p = p·v + qq1
+	VFMADD213PS geluc<>+1792(SB), Z10, Z12 // p = p·v + qq2
+	VFMADD213PS geluc<>+1856(SB), Z10, Z12 // p = p·v + qq3
+	VFMADD213PS geluc<>+1920(SB), Z10, Z12 // p = p·v + qq4
+	VFMADD213PS geluc<>+1984(SB), Z10, Z12 // p = p·v + qq5
+	VMOVAPS Z11, K2, Z5
+	VMOVAPS Z12, K2, Z6
 vecGeluAVX512_bwd_div:
-	VDIVPD Z6, Z5, Z5 // every piece's quotient
-	KORTESTW K5, K5
+	VDIVPS Z6, Z5, Z5 // every piece's quotient
+	VMULPS Z0, Z0, Z9 // s = x·x
+	VMOVAPS Z9, Z15
+	VFMSUB231PS Z0, Z0, Z15 // sl = x·x - s
+	VMULPS geluc<>+320(SB), Z9, Z6 // hi = -s/2
+	VMULPS geluc<>+320(SB), Z15, Z10 // -sl/2
+	VADDPS Z6, Z10, Z11 // hi + lo
+	VMULPS geluc<>+896(SB), Z11, Z11
+	VRNDSCALEPS $8, Z11, Z11 // k, to nearest even
+	VMOVAPS Z6, Z12
+	VFNMADD231PS geluc<>+960(SB), Z11, Z12 // r = hi - k·ln2hi
+	VFNMADD231PS geluc<>+1024(SB), Z11, Z12 // r -= k·ln2lo
+	VADDPS Z10, Z12, Z12 // r += lo
+	VMOVUPS geluc<>+5312(SB), Z4
+	VFMADD213PS geluc<>+5376(SB), Z12, Z4 // p = p·v + ex1
+	VFMADD213PS geluc<>+5440(SB), Z12, Z4 // p = p·v + ex2
+	VFMADD213PS geluc<>+5504(SB), Z12, Z4 // p = p·v + ex3
+	VFMADD213PS geluc<>+5568(SB), Z12, Z4 // p = p·v + ex4
+	VFMADD213PS geluc<>+5632(SB), Z12, Z4 // p = p·v + ex5
+	VFMADD213PS geluc<>+5696(SB), Z12, Z4 // p = p·v + ex6
+	VFMADD213PS geluc<>+5760(SB), Z12, Z4 // p = p·v + ex7
+	VCVTPS2DQ Z11, Z9
+	VPADDD geluc<>+1280(SB), Z9, Z9
+	VPSLLD $23, Z9, Z9 // 2^k
+	VMULPS Z9, Z4, Z4
+	VCMPPS $0x11, geluc<>+1088(SB), Z6, K2 // hi < cut
+	VPXORD Z4, Z4, K2, Z4
+	VMOVAPS Z0, Z7 // Φ = x (NaN)
+	VCMPPS $0x1d, geluc<>+704(SB), Z3, K1 // a >= 1.25
+	KORTESTW K1, K1
 	JZ vecGeluAVX512_bwd_skipc
-	VPANDQ geluc<>+832(SB), Z2, Z7 // z
-	VMOVUPD geluc<>+256(SB), Z10
-	VFNMADD231PD Z7, Z7, Z10 // -z·z - 0.5625
-	VSUBPD Z2, Z7, Z15 // z - a
-	VADDPD Z2, Z7, Z9 // z + a
-	VFMADD213PD Z5, Z9, Z15 // (z-a)(z+a) + R/S
-	VMULPD expc<>+0(SB), Z10, Z11
-	VRNDSCALEPD $8, Z11, Z11 // round to nearest even
-	VMOVAPD Z10, Z12
-	VFNMADD231PD expc<>+64(SB), Z11, Z12 // r = x - k·ln2hi
-	VFNMADD231PD expc<>+128(SB), Z11, Z12 // r -= k·ln2lo
-	VMOVUPD expc<>+448(SB), Z13
-	VFMADD213PD expc<>+512(SB), Z12, Z13 // p = p·r + c11
-	VFMADD213PD expc<>+576(SB), Z12, Z13 // p = p·r + c10
-	VFMADD213PD expc<>+640(SB), Z12, Z13 // p = p·r + c9
-	VFMADD213PD expc<>+704(SB), Z12, Z13 // p = p·r + c8
-	VFMADD213PD expc<>+768(SB), Z12, Z13 // p = p·r + c7
-	VFMADD213PD expc<>+832(SB), Z12, Z13 // p = p·r + c6
-	VFMADD213PD expc<>+896(SB), Z12, Z13 // p = p·r + c5
-	VFMADD213PD expc<>+960(SB), Z12, Z13 // p = p·r + c4
-	VFMADD213PD expc<>+1024(SB), Z12, Z13 // p = p·r + c3
-	VFMADD213PD expc<>+1088(SB), Z12, Z13 // p = p·r + c2
-	VFMADD213PD expc<>+1152(SB), Z12, Z13 // p = p·r + c1
-	VFMADD213PD expc<>+1216(SB), Z12, Z13 // p = p·r + c0
-	VCVTPD2DQ Z11, Y14
-	VPMOVSXDQ Y14, Z14
-	VPADDQ expc<>+384(SB), Z14, Z14
-	VPSLLQ $52, Z14, Z14 // 2^k
-	VMULPD Z14, Z13, Z13
-	VCMPPD $0x11, expc<>+192(SB), Z10, K1 // x < lo
-	VXORPD Z13, Z13, K1, Z13
-	VCMPPD $0x1e, expc<>+256(SB), Z10, K1 // x > hi
-	VMOVUPD expc<>+320(SB), K1, Z13
-	VMULPD expc<>+0(SB), Z15, Z16
-	VRNDSCALEPD $8, Z16, Z16 // round to nearest even
-	VMOVAPD Z15, Z17
-	VFNMADD231PD expc<>+64(SB), Z16, Z17 // r = x - k·ln2hi
-	VFNMADD231PD expc<>+128(SB), Z16, Z17 // r -= k·ln2lo
-	VMOVUPD expc<>+448(SB), Z18
-	VFMADD213PD expc<>+512(SB), Z17, Z18 // p = p·r + c11
-	VFMADD213PD expc<>+576(SB), Z17, Z18 // p = p·r + c10
-	VFMADD213PD expc<>+640(SB), Z17, Z18 // p = p·r + c9
-	VFMADD213PD expc<>+704(SB), Z17, Z18 // p = p·r + c8
-	VFMADD213PD expc<>+768(SB), Z17, Z18 // p = p·r + c7
-	VFMADD213PD expc<>+832(SB), Z17, Z18 // p = p·r + c6
-	VFMADD213PD expc<>+896(SB), Z17, Z18 // p = p·r + c5
-	VFMADD213PD expc<>+960(SB), Z17, Z18 // p = p·r + c4
-	VFMADD213PD expc<>+1024(SB), Z17, Z18 // p = p·r + c3
-	VFMADD213PD expc<>+1088(SB), Z17, Z18 // p = p·r + c2
-	VFMADD213PD expc<>+1152(SB), Z17, Z18 // p = p·r + c1
-	VFMADD213PD expc<>+1216(SB), Z17, Z18 // p = p·r + c0
-	VCVTPD2DQ Z16, Y19
-	VPMOVSXDQ Y19, Z19
-	VPADDQ expc<>+384(SB), Z19, Z19
-	VPSLLQ $52, Z19, Z19 // 2^k
-	VMULPD Z19, Z18, Z18
-	VCMPPD $0x11, expc<>+192(SB), Z15, K1 // x < lo
-	VXORPD Z18, Z18, K1, Z18
-	VCMPPD $0x1e, expc<>+256(SB), Z15, K1 // x > hi
-	VMOVUPD expc<>+320(SB), K1, Z18
-	VMULPD Z18, Z13, Z13
-	VMULPD Z8, Z13, Z13 // erfc
-	VMOVUPD geluc<>+64(SB), Z4
-	VSUBPD Z13, Z4, Z4 // 1 - erfc
-	VPANDQ geluc<>+768(SB), Z1, Z9
-	VPORQ Z9, Z4, Z4
-	VCMPPD $0x11, geluc<>+576(SB), Z2, K4 // a < 6
-	VMOVAPD Z4, K4, Z3
+	VADDPS geluc<>+448(SB), Z5, Z10 // R/S - 0.5625
+	VFMADD231PS geluc<>+320(SB), Z15, Z10 // - sl/2
+	VADDPS Z6, Z10, Z11 // hi + lo
+	VMULPS geluc<>+896(SB), Z11, Z11
+	VRNDSCALEPS $8, Z11, Z11 // k, to nearest even
+	VMOVAPS Z6, Z12
+	VFNMADD231PS geluc<>+960(SB), Z11, Z12 // r = hi - k·ln2hi
+	VFNMADD231PS geluc<>+1024(SB), Z11, Z12 // r -= k·ln2lo
+	VADDPS Z10, Z12, Z12 // r += lo
+	VMOVUPS geluc<>+5312(SB), Z9
+	VFMADD213PS geluc<>+5376(SB), Z12, Z9 // p = p·v + ex1
+	VFMADD213PS geluc<>+5440(SB), Z12, Z9 // p = p·v + ex2
+	VFMADD213PS geluc<>+5504(SB), Z12, Z9 // p = p·v + ex3
+	VFMADD213PS geluc<>+5568(SB), Z12, Z9 // p = p·v + ex4
+	VFMADD213PS geluc<>+5632(SB), Z12, Z9 // p = p·v + ex5
+	VFMADD213PS geluc<>+5696(SB), Z12, Z9 // p = p·v + ex6
+	VFMADD213PS geluc<>+5760(SB), Z12, Z9 // p = p·v + ex7
+	VCVTPS2DQ Z11, Z15
+	VPADDD geluc<>+1280(SB), Z15, Z15
+	VPSLLD $23, Z15, Z15 // 2^k
+	VMULPS Z15, Z9, Z9
+	VCMPPS $0x11, geluc<>+1088(SB), Z6, K2 // hi < cut
+	VPXORD Z9, Z9, K2, Z9
+	VMULPS Z8, Z9, Z9 // erfc
+	VMULPS geluc<>+256(SB), Z9, Z10 // ½erfc
+	VMOVUPS geluc<>+192(SB), Z11
+	VFNMADD231PS geluc<>+256(SB), Z9, Z11 // 1 - ½erfc
+	VCMPPS $0x11, geluc<>+384(SB), Z0, K2 // x < 0
+	VMOVAPS Z10, K2, Z11
+	VMOVAPS Z11, K1, Z7
 vecGeluAVX512_bwd_skipc:
-	VCMPPD $0x1d, geluc<>+384(SB), Z2, K2 // a >= 0.84375
-	KORTESTW K2, K2
+	VCMPPS $0x1d, geluc<>+640(SB), Z3, K1 // a >= 0.84375
+	KORTESTW K1, K1
 	JZ vecGeluAVX512_bwd_skipb
-	VADDPD geluc<>+320(SB), Z5, Z4
-	VPANDQ geluc<>+768(SB), Z1, Z9
-	VPORQ Z9, Z4, Z4
-	VCMPPD $0x11, geluc<>+448(SB), Z2, K4 // a < 1.25
-	VMOVAPD Z4, K4, Z3
+	VMOVUPS geluc<>+512(SB), Z9
+	VFMADD231PS geluc<>+256(SB), Z5, Z9
+	VMOVUPS geluc<>+576(SB), Z10
+	VFNMADD231PS geluc<>+256(SB), Z5, Z10
+	VCMPPS $0x11, geluc<>+384(SB), Z0, K2 // x < 0
+	VMOVAPS Z10, K2, Z9
+	VCMPPS $0x11, geluc<>+704(SB), Z3, K1 // a < 1.25
+	VMOVAPS Z9, K1, Z7
 vecGeluAVX512_bwd_skipb:
-	VCMPPD $0x11, geluc<>+384(SB), Z2, K2 // a < 0.84375
-	VFMADD213PD Z1, Z1, Z5 // u·y + u
-	VMOVAPD Z5, K2, Z3
-	VCMPPD $0x03, Z1, Z1, K2 // NaN
-	VMOVAPD Z1, K2, Z3
-	VADDPD geluc<>+64(SB), Z3, Z4
-	VMULPD geluc<>+128(SB), Z4, Z4 // cdf
-	VMULPD geluc<>+192(SB), Z0, Z10
-	VMULPD Z0, Z10, Z10 // -0.5·x·x
-	VMULPD expc<>+0(SB), Z10, Z11
-	VRNDSCALEPD $8, Z11, Z11 // round to nearest even
-	VMOVAPD Z10, Z12
-	VFNMADD231PD expc<>+64(SB), Z11, Z12 // r = x - k·ln2hi
-	VFNMADD231PD expc<>+128(SB), Z11, Z12 // r -= k·ln2lo
-	VMOVUPD expc<>+448(SB), Z13
-	VFMADD213PD expc<>+512(SB), Z12, Z13 // p = p·r + c11
-	VFMADD213PD expc<>+576(SB), Z12, Z13 // p = p·r + c10
-	VFMADD213PD expc<>+640(SB), Z12, Z13 // p = p·r + c9
-	VFMADD213PD expc<>+704(SB), Z12, Z13 // p = p·r + c8
-	VFMADD213PD expc<>+768(SB), Z12, Z13 // p = p·r + c7
-	VFMADD213PD expc<>+832(SB), Z12, Z13 // p = p·r + c6
-	VFMADD213PD expc<>+896(SB), Z12, Z13 // p = p·r + c5
-	VFMADD213PD expc<>+960(SB), Z12, Z13 // p = p·r + c4
-	VFMADD213PD expc<>+1024(SB), Z12, Z13 // p = p·r + c3
-	VFMADD213PD expc<>+1088(SB), Z12, Z13 // p = p·r + c2
-	VFMADD213PD expc<>+1152(SB), Z12, Z13 // p = p·r + c1
-	VFMADD213PD expc<>+1216(SB), Z12, Z13 // p = p·r + c0
-	VCVTPD2DQ Z11, Y14
-	VPMOVSXDQ Y14, Z14
-	VPADDQ expc<>+384(SB), Z14, Z14
-	VPSLLQ $52, Z14, Z14 // 2^k
-	VMULPD Z14, Z13, Z13
-	VCMPPD $0x11, expc<>+192(SB), Z10, K1 // x < lo
-	VXORPD Z13, Z13, K1, Z13
-	VCMPPD $0x1e, expc<>+256(SB), Z10, K1 // x > hi
-	VMOVUPD expc<>+320(SB), K1, Z13
-	VMULPD geluc<>+640(SB), Z13, Z13 // pdf
-	VFMADD231PD Z0, Z13, Z4 // cdf + x·pdf
-	VCVTPS2PD (DX), Z20
-	VMULPD Z20, Z4, Z5
-	ADDQ $32, DX
-	VCVTPD2PS Z5, Y5
-	VMOVUPS Y5, (DI)
-	ADDQ $32, SI
-	ADDQ $32, DI
-	SUBQ $8, CX
+	VCMPPS $0x11, geluc<>+640(SB), Z3, K1 // a < 0.84375
+	KORTESTW K1, K1
+	JZ vecGeluAVX512_bwd_skipa
+	VMULPS Z1, Z1, Z11 // z = uh·uh
+	VMOVUPS geluc<>+4992(SB), Z9
+	VFMADD213PS geluc<>+5056(SB), Z11, Z9 // p = p·v + dm1
+	VFMADD213PS geluc<>+5120(SB), Z11, Z9 // p = p·v + dm2
+	VFMADD213PS geluc<>+5184(SB), Z11, Z9 // p = p·v + dm3
+	VFMADD213PS geluc<>+5248(SB), Z11, Z9 // p = p·v + dm4
+	VMULPS Z2, Z9, Z9 // ul·erf'(uh)
+	VFMADD231PS Z5, Z1, Z9 // t = uh·q + ul·erf'
+	VMOVUPS geluc<>+256(SB), Z10
+	VFMADD231PS geluc<>+256(SB), Z1, Z10 // uh·½ + ½
+	VFMADD231PS geluc<>+256(SB), Z9, Z10 // t·½ + …
+	VMOVAPS Z10, K1, Z7
+vecGeluAVX512_bwd_skipa:
+	VMULPS geluc<>+832(SB), Z4, Z9 // φ
+	VFMADD213PS Z7, Z0, Z9 // Φ + x·φ
+	VMULPS (DX), Z9, Z9 // gy·(Φ + x·φ)
+	ADDQ $64, DX
+	VMOVUPS Z9, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
 	JMP vecGeluAVX512_bwd
 
 vecGeluAVX512_done:
+	VZEROUPPER
+	RET
+
+// func vecGeluAVX2(dst, x, gy *float32, n int)
+TEXT ·vecGeluAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ gy+16(FP), DX
+	MOVQ n+24(FP), CX
+	TESTQ DX, DX
+	JNZ vecGeluAVX2_bwd
+
+vecGeluAVX2_fwd:
+	TESTQ CX, CX
+	JZ vecGeluAVX2_done
+	VMOVUPS (SI), Y0
+	VMULPS geluc<>+0(SB), Y0, Y1 // uh = x·(1/√2)
+	VMOVAPS Y1, Y2
+	VFMSUB231PS geluc<>+0(SB), Y0, Y2 // ul = x·(1/√2) - uh
+	VFMADD231PS geluc<>+64(SB), Y0, Y2 // ul += x·lo
+	VANDPS geluc<>+1152(SB), Y1, Y3
+	VCMPPS $0x1d, geluc<>+704(SB), Y3, Y13 // a >= 1.25
+	VMOVMSKPS Y13, AX
+	TESTL AX, AX
+	JZ vecGeluAVX2_fwd_numb
+	VANDPS geluc<>+1152(SB), Y0, Y9
+	VMOVUPS geluc<>+128(SB), Y8
+	VDIVPS Y9, Y8, Y8 // ia = √2/|x|
+	VMULPS Y8, Y8, Y9 // q = ia·ia
+	VMOVUPS geluc<>+2944(SB), Y5
+	VFMADD213PS geluc<>+3008(SB), Y9, Y5 // p = p·v + ra1
+	VFMADD213PS geluc<>+3072(SB), Y9, Y5 // p = p·v + ra2
+	VFMADD213PS geluc<>+3136(SB), Y9, Y5 // p = p·v + ra3
+	VFMADD213PS geluc<>+3200(SB), Y9, Y5 // p = p·v + ra4
+	VFMADD213PS geluc<>+3264(SB), Y9, Y5 // p = p·v + ra5
+	VFMADD213PS geluc<>+3328(SB), Y9, Y5 // p = p·v + ra6
+	VFMADD213PS geluc<>+3392(SB), Y9, Y5 // p = p·v + ra7
+	VMOVUPS geluc<>+3456(SB), Y6
+	VFMADD213PS geluc<>+3520(SB), Y9, Y6 // p = p·v + sa1
+	VFMADD213PS geluc<>+3584(SB), Y9, Y6 // p = p·v + sa2
+	VFMADD213PS geluc<>+3648(SB), Y9, Y6 // p = p·v + sa3
+	VFMADD213PS geluc<>+3712(SB), Y9, Y6 // p = p·v + sa4
+	VFMADD213PS geluc<>+3776(SB), Y9, Y6 // p = p·v + sa5
+	VFMADD213PS geluc<>+3840(SB), Y9, Y6 // p = p·v + sa6
+	VFMADD213PS geluc<>+3904(SB), Y9, Y6 // p = p·v + sa7
+	VFMADD213PS geluc<>+3968(SB), Y9, Y6 // p = p·v + sa8
+	VCMPPS $0x1d, geluc<>+768(SB), Y3, Y14 // a >= 1/0.35
+	VMOVMSKPS Y14, AX
+	TESTL AX, AX
+	JZ vecGeluAVX2_fwd_numb
+	VMOVUPS geluc<>+4032(SB), Y10
+	VFMADD213PS geluc<>+4096(SB), Y9, Y10 // p = p·v + rb1
+	VFMADD213PS geluc<>+4160(SB), Y9, Y10 // p = p·v + rb2
+	VFMADD213PS geluc<>+4224(SB), Y9, Y10 // p = p·v + rb3
+	VFMADD213PS geluc<>+4288(SB), Y9, Y10 // p = p·v + rb4
+	VFMADD213PS geluc<>+4352(SB), Y9, Y10 // p = p·v + rb5
+	VFMADD213PS geluc<>+4416(SB), Y9, Y10 // p = p·v + rb6
+	VBLENDVPS Y14, Y10, Y5, Y5
+	VMOVUPS geluc<>+4480(SB), Y10
+	VFMADD213PS geluc<>+4544(SB), Y9, Y10 // p = p·v + sb1
+	VFMADD213PS geluc<>+4608(SB), Y9, Y10 // p = p·v + sb2
+	VFMADD213PS geluc<>+4672(SB), Y9, Y10 // p = p·v + sb3
+	VFMADD213PS geluc<>+4736(SB), Y9, Y10 // p = p·v + sb4
+	VFMADD213PS geluc<>+4800(SB), Y9, Y10 // p = p·v + sb5
+	VFMADD213PS geluc<>+4864(SB), Y9, Y10 // p = p·v + sb6
+	VFMADD213PS geluc<>+4928(SB), Y9, Y10 // p = p·v + sb7
+	VBLENDVPS Y14, Y10, Y6, Y6
+vecGeluAVX2_fwd_numb:
+	VCMPPS $0x1d, geluc<>+640(SB), Y3, Y14 // a >= 0.84375
+	VMOVMSKPS Y14, AX
+	TESTL AX, AX
+	JZ vecGeluAVX2_fwd_numa
+	VANDPS geluc<>+1216(SB), Y0, Y9
+	VXORPS Y2, Y9, Y9
+	VSUBPS geluc<>+192(SB), Y3, Y10 // a - 1
+	VADDPS Y9, Y10, Y10 // s
+	VMOVUPS geluc<>+2048(SB), Y11
+	VFMADD213PS geluc<>+2112(SB), Y10, Y11 // p = p·v + pa1
+	VFMADD213PS geluc<>+2176(SB), Y10, Y11 // p = p·v + pa2
+	VFMADD213PS geluc<>+2240(SB), Y10, Y11 // p = p·v + pa3
+	VFMADD213PS geluc<>+2304(SB), Y10, Y11 // p = p·v + pa4
+	VFMADD213PS geluc<>+2368(SB), Y10, Y11 // p = p·v + pa5
+	VFMADD213PS geluc<>+2432(SB), Y10, Y11 // p = p·v + pa6
+	VMOVUPS geluc<>+2496(SB), Y12
+	VFMADD213PS geluc<>+2560(SB), Y10, Y12 // p = p·v + qa1
+	VFMADD213PS geluc<>+2624(SB), Y10, Y12 // p = p·v + qa2
+	VFMADD213PS geluc<>+2688(SB), Y10, Y12 // p = p·v + qa3
+	VFMADD213PS geluc<>+2752(SB), Y10, Y12 // p = p·v + qa4
+	VFMADD213PS geluc<>+2816(SB), Y10, Y12 // p = p·v + qa5
+	VFMADD213PS geluc<>+2880(SB), Y10, Y12 // p = p·v + qa6
+	VCMPPS $0x11, geluc<>+704(SB), Y3, Y14 // a < 1.25
+	VBLENDVPS Y14, Y11, Y5, Y5
+	VBLENDVPS Y14, Y12, Y6, Y6
+vecGeluAVX2_fwd_numa:
+	VCMPPS $0x11, geluc<>+640(SB), Y3, Y14 // a < 0.84375
+	VMOVMSKPS Y14, AX
+	TESTL AX, AX
+	JZ vecGeluAVX2_fwd_div
+	VMULPS Y1, Y1, Y10 // z = uh·uh
+	VMOVUPS geluc<>+1344(SB), Y11
+	VFMADD213PS geluc<>+1408(SB), Y10, Y11 // p = p·v + pp1
+	VFMADD213PS geluc<>+1472(SB), Y10, Y11 // p = p·v + pp2
+	VFMADD213PS geluc<>+1536(SB), Y10, Y11 // p = p·v + pp3
+	VFMADD213PS geluc<>+1600(SB), Y10, Y11 // p = p·v + pp4
+	VMOVUPS geluc<>+1664(SB), Y12
+	VFMADD213PS geluc<>+1728(SB), Y10, Y12 // p = p·v + qq1
+	VFMADD213PS geluc<>+1792(SB), Y10, Y12 // p = p·v + qq2
+	VFMADD213PS geluc<>+1856(SB), Y10, Y12 // p = p·v + qq3
+	VFMADD213PS geluc<>+1920(SB), Y10, Y12 // p = p·v + qq4
+	VFMADD213PS geluc<>+1984(SB), Y10, Y12 // p = p·v + qq5
+	VBLENDVPS Y14, Y11, Y5, Y5
+	VBLENDVPS Y14, Y12, Y6, Y6
+vecGeluAVX2_fwd_div:
+	VDIVPS Y6, Y5, Y5 // every piece's quotient
+	VMULPS Y0, Y0, Y9 // s = x·x
+	VMOVAPS Y9, Y15
+	VFMSUB231PS Y0, Y0, Y15 // sl = x·x - s
+	VMULPS geluc<>+320(SB), Y9, Y6 // hi = -s/2
+	VMOVAPS Y0, Y7 // Φ = x (NaN)
+	VCMPPS $0x1d, geluc<>+704(SB), Y3, Y13 // a >= 1.25
+	VMOVMSKPS Y13, AX
+	TESTL AX, AX
+	JZ vecGeluAVX2_fwd_skipc
+	VADDPS geluc<>+448(SB), Y5, Y10 // R/S - 0.5625
+	VFMADD231PS geluc<>+320(SB), Y15, Y10 // - sl/2
+	VADDPS Y6, Y10, Y11 // hi + lo
+	VMULPS geluc<>+896(SB), Y11, Y11
+	VROUNDPS $8, Y11, Y11 // k, to nearest even
+	VMOVAPS Y6, Y12
+	VFNMADD231PS geluc<>+960(SB), Y11, Y12 // r = hi - k·ln2hi
+	VFNMADD231PS geluc<>+1024(SB), Y11, Y12 // r -= k·ln2lo
+	VADDPS Y10, Y12, Y12 // r += lo
+	VMOVUPS geluc<>+5312(SB), Y9
+	VFMADD213PS geluc<>+5376(SB), Y12, Y9 // p = p·v + ex1
+	VFMADD213PS geluc<>+5440(SB), Y12, Y9 // p = p·v + ex2
+	VFMADD213PS geluc<>+5504(SB), Y12, Y9 // p = p·v + ex3
+	VFMADD213PS geluc<>+5568(SB), Y12, Y9 // p = p·v + ex4
+	VFMADD213PS geluc<>+5632(SB), Y12, Y9 // p = p·v + ex5
+	VFMADD213PS geluc<>+5696(SB), Y12, Y9 // p = p·v + ex6
+	VFMADD213PS geluc<>+5760(SB), Y12, Y9 // p = p·v + ex7
+	VCVTPS2DQ Y11, Y15
+	VPADDD geluc<>+1280(SB), Y15, Y15
+	VPSLLD $23, Y15, Y15 // 2^k
+	VMULPS Y15, Y9, Y9
+	VCMPPS $0x11, geluc<>+1088(SB), Y6, Y11 // hi < cut
+	VANDNPS Y9, Y11, Y9
+	VMULPS Y8, Y9, Y9 // erfc
+	VMULPS geluc<>+256(SB), Y9, Y10 // ½erfc
+	VMOVUPS geluc<>+192(SB), Y11
+	VFNMADD231PS geluc<>+256(SB), Y9, Y11 // 1 - ½erfc
+	VBLENDVPS Y0, Y10, Y11, Y11 // where x < 0
+	VBLENDVPS Y13, Y11, Y7, Y7
+vecGeluAVX2_fwd_skipc:
+	VCMPPS $0x1d, geluc<>+640(SB), Y3, Y13 // a >= 0.84375
+	VMOVMSKPS Y13, AX
+	TESTL AX, AX
+	JZ vecGeluAVX2_fwd_skipb
+	VMOVUPS geluc<>+512(SB), Y9
+	VFMADD231PS geluc<>+256(SB), Y5, Y9
+	VMOVUPS geluc<>+576(SB), Y10
+	VFNMADD231PS geluc<>+256(SB), Y5, Y10
+	VBLENDVPS Y0, Y10, Y9, Y9 // where x < 0
+	VCMPPS $0x11, geluc<>+704(SB), Y3, Y13 // a < 1.25
+	VBLENDVPS Y13, Y9, Y7, Y7
+vecGeluAVX2_fwd_skipb:
+	VCMPPS $0x11, geluc<>+640(SB), Y3, Y13 // a < 0.84375
+	VMOVMSKPS Y13, AX
+	TESTL AX, AX
+	JZ vecGeluAVX2_fwd_skipa
+	VMULPS Y1, Y1, Y11 // z = uh·uh
+	VMOVUPS geluc<>+4992(SB), Y9
+	VFMADD213PS geluc<>+5056(SB), Y11, Y9 // p = p·v + dm1
+	VFMADD213PS geluc<>+5120(SB), Y11, Y9 // p = p·v + dm2
+	VFMADD213PS geluc<>+5184(SB), Y11, Y9 // p = p·v + dm3
+	VFMADD213PS geluc<>+5248(SB), Y11, Y9 // p = p·v + dm4
+	VMULPS Y2, Y9, Y9 // ul·erf'(uh)
+	VFMADD231PS Y5, Y1, Y9 // t = uh·q + ul·erf'
+	VMOVUPS geluc<>+256(SB), Y10
+	VFMADD231PS geluc<>+256(SB), Y1, Y10 // uh·½ + ½
+	VFMADD231PS geluc<>+256(SB), Y9, Y10 // t·½ + …
+	VBLENDVPS Y13, Y10, Y7, Y7
+vecGeluAVX2_fwd_skipa:
+	VMULPS Y7, Y0, Y9 // y = x·Φ
+	VMOVUPS Y9, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP vecGeluAVX2_fwd
+
+vecGeluAVX2_bwd:
+	TESTQ CX, CX
+	JZ vecGeluAVX2_done
+	VMOVUPS (SI), Y0
+	VMULPS geluc<>+0(SB), Y0, Y1 // uh = x·(1/√2)
+	VMOVAPS Y1, Y2
+	VFMSUB231PS geluc<>+0(SB), Y0, Y2 // ul = x·(1/√2) - uh
+	VFMADD231PS geluc<>+64(SB), Y0, Y2 // ul += x·lo
+	VANDPS geluc<>+1152(SB), Y1, Y3
+	VCMPPS $0x1d, geluc<>+704(SB), Y3, Y13 // a >= 1.25
+	VMOVMSKPS Y13, AX
+	TESTL AX, AX
+	JZ vecGeluAVX2_bwd_numb
+	VANDPS geluc<>+1152(SB), Y0, Y9
+	VMOVUPS geluc<>+128(SB), Y8
+	VDIVPS Y9, Y8, Y8 // ia = √2/|x|
+	VMULPS Y8, Y8, Y9 // q = ia·ia
+	VMOVUPS geluc<>+2944(SB), Y5
+	VFMADD213PS geluc<>+3008(SB), Y9, Y5 // p = p·v + ra1
+	VFMADD213PS geluc<>+3072(SB), Y9, Y5 // p = p·v + ra2
+	VFMADD213PS geluc<>+3136(SB), Y9, Y5 // p = p·v + ra3
+	VFMADD213PS geluc<>+3200(SB), Y9, Y5 // p = p·v + ra4
+	VFMADD213PS geluc<>+3264(SB), Y9, Y5 // p = p·v + ra5
+	VFMADD213PS geluc<>+3328(SB), Y9, Y5 // p = p·v + ra6
+	VFMADD213PS geluc<>+3392(SB), Y9, Y5 // p = p·v + ra7
+	VMOVUPS geluc<>+3456(SB), Y6
+	VFMADD213PS geluc<>+3520(SB), Y9, Y6 // p = p·v + sa1
+	VFMADD213PS geluc<>+3584(SB), Y9, Y6 // p = p·v + sa2
+	VFMADD213PS geluc<>+3648(SB), Y9, Y6 // p = p·v + sa3
+	VFMADD213PS geluc<>+3712(SB), Y9, Y6 // p = p·v + sa4
+	VFMADD213PS geluc<>+3776(SB), Y9, Y6 // p = p·v + sa5
+	VFMADD213PS geluc<>+3840(SB), Y9, Y6 // p = p·v + sa6
+	VFMADD213PS geluc<>+3904(SB), Y9, Y6 // p = p·v + sa7
+	VFMADD213PS geluc<>+3968(SB), Y9, Y6 // p = p·v + sa8
+	VCMPPS $0x1d, geluc<>+768(SB), Y3, Y14 // a >= 1/0.35
+	VMOVMSKPS Y14, AX
+	TESTL AX, AX
+	JZ vecGeluAVX2_bwd_numb
+	VMOVUPS geluc<>+4032(SB), Y10
+	VFMADD213PS geluc<>+4096(SB), Y9, Y10 // p = p·v + rb1
+	VFMADD213PS geluc<>+4160(SB), Y9, Y10 // p = p·v + rb2
+	VFMADD213PS geluc<>+4224(SB), Y9, Y10 // p = p·v + rb3
+	VFMADD213PS geluc<>+4288(SB), Y9, Y10 // p = p·v + rb4
+	VFMADD213PS geluc<>+4352(SB), Y9, Y10 // p = p·v + rb5
+	VFMADD213PS geluc<>+4416(SB), Y9, Y10 // p = p·v + rb6
+	VBLENDVPS Y14, Y10, Y5, Y5
+	VMOVUPS geluc<>+4480(SB), Y10
+	VFMADD213PS geluc<>+4544(SB), Y9, Y10 // p = p·v + sb1
+	VFMADD213PS geluc<>+4608(SB), Y9, Y10 // p = p·v + sb2
+	VFMADD213PS geluc<>+4672(SB), Y9, Y10 // p = p·v + sb3
+	VFMADD213PS geluc<>+4736(SB), Y9, Y10 // p = p·v + sb4
+	VFMADD213PS geluc<>+4800(SB), Y9, Y10 // p = p·v + sb5
+	VFMADD213PS geluc<>+4864(SB), Y9, Y10 // p = p·v + sb6
+	VFMADD213PS geluc<>+4928(SB), Y9, Y10 // p = p·v + sb7
+	VBLENDVPS Y14, Y10, Y6, Y6
+vecGeluAVX2_bwd_numb:
+	VCMPPS $0x1d, geluc<>+640(SB), Y3, Y14 // a >= 0.84375
+	VMOVMSKPS Y14, AX
+	TESTL AX, AX
+	JZ vecGeluAVX2_bwd_numa
+	VANDPS geluc<>+1216(SB), Y0, Y9
+	VXORPS Y2, Y9, Y9
+	VSUBPS geluc<>+192(SB), Y3, Y10 // a - 1
+	VADDPS Y9, Y10, Y10 // s
+	VMOVUPS geluc<>+2048(SB), Y11
+	VFMADD213PS geluc<>+2112(SB), Y10, Y11 // p = p·v + pa1
+	VFMADD213PS geluc<>+2176(SB), Y10, Y11 // p = p·v + pa2
+	VFMADD213PS geluc<>+2240(SB), Y10, Y11 // p = p·v + pa3
+	VFMADD213PS geluc<>+2304(SB), Y10, Y11 // p = p·v + pa4
+	VFMADD213PS geluc<>+2368(SB), Y10, Y11 // p = p·v + pa5
+	VFMADD213PS geluc<>+2432(SB), Y10, Y11 // p = p·v + pa6
+	VMOVUPS geluc<>+2496(SB), Y12
+	VFMADD213PS geluc<>+2560(SB), Y10, Y12 // p = p·v + qa1
+	VFMADD213PS geluc<>+2624(SB), Y10, Y12 // p = p·v + qa2
+	VFMADD213PS geluc<>+2688(SB), Y10, Y12 // p = p·v + qa3
+	VFMADD213PS geluc<>+2752(SB), Y10, Y12 // p = p·v + qa4
+	VFMADD213PS geluc<>+2816(SB), Y10, Y12 // p = p·v + qa5
+	VFMADD213PS geluc<>+2880(SB), Y10, Y12 // p = p·v + qa6
+	VCMPPS $0x11, geluc<>+704(SB), Y3, Y14 // a < 1.25
+	VBLENDVPS Y14, Y11, Y5, Y5
+	VBLENDVPS Y14, Y12, Y6, Y6
+vecGeluAVX2_bwd_numa:
+	VCMPPS $0x11, geluc<>+640(SB), Y3, Y14 // a < 0.84375
+	VMOVMSKPS Y14, AX
+	TESTL AX, AX
+	JZ vecGeluAVX2_bwd_div
+	VMULPS Y1, Y1, Y10 // z = uh·uh
+	VMOVUPS geluc<>+1344(SB), Y11
+	VFMADD213PS geluc<>+1408(SB), Y10, Y11 // p = p·v + pp1
+	VFMADD213PS geluc<>+1472(SB), Y10, Y11 // p = p·v + pp2
+	VFMADD213PS geluc<>+1536(SB), Y10, Y11 // p = p·v + pp3
+	VFMADD213PS geluc<>+1600(SB), Y10, Y11 // p = p·v + pp4
+	VMOVUPS geluc<>+1664(SB), Y12
+	VFMADD213PS geluc<>+1728(SB), Y10, Y12 // p = p·v + qq1
+	VFMADD213PS geluc<>+1792(SB), Y10, Y12 // p = p·v + qq2
+	VFMADD213PS geluc<>+1856(SB), Y10, Y12 // p = p·v + qq3
+	VFMADD213PS geluc<>+1920(SB), Y10, Y12 // p = p·v + qq4
+	VFMADD213PS geluc<>+1984(SB), Y10, Y12 // p = p·v + qq5
+	VBLENDVPS Y14, Y11, Y5, Y5
+	VBLENDVPS Y14, Y12, Y6, Y6
+vecGeluAVX2_bwd_div:
+	VDIVPS Y6, Y5, Y5 // every piece's quotient
+	VMULPS Y0, Y0, Y9 // s = x·x
+	VMOVAPS Y9, Y15
+	VFMSUB231PS Y0, Y0, Y15 // sl = x·x - s
+	VMULPS geluc<>+320(SB), Y9, Y6 // hi = -s/2
+	VMULPS geluc<>+320(SB), Y15, Y10 // -sl/2
+	VADDPS Y6, Y10, Y11 // hi + lo
+	VMULPS geluc<>+896(SB), Y11, Y11
+	VROUNDPS $8, Y11, Y11 // k, to nearest even
+	VMOVAPS Y6, Y12
+	VFNMADD231PS geluc<>+960(SB), Y11, Y12 // r = hi - k·ln2hi
+	VFNMADD231PS geluc<>+1024(SB), Y11, Y12 // r -= k·ln2lo
+	VADDPS Y10, Y12, Y12 // r += lo
+	VMOVUPS geluc<>+5312(SB), Y4
+	VFMADD213PS geluc<>+5376(SB), Y12, Y4 // p = p·v + ex1
+	VFMADD213PS geluc<>+5440(SB), Y12, Y4 // p = p·v + ex2
+	VFMADD213PS geluc<>+5504(SB), Y12, Y4 // p = p·v + ex3
+	VFMADD213PS geluc<>+5568(SB), Y12, Y4 // p = p·v + ex4
+	VFMADD213PS geluc<>+5632(SB), Y12, Y4 // p = p·v + ex5
+	VFMADD213PS geluc<>+5696(SB), Y12, Y4 // p = p·v + ex6
+	VFMADD213PS geluc<>+5760(SB), Y12, Y4 // p = p·v + ex7
+	VCVTPS2DQ Y11, Y9
+	VPADDD geluc<>+1280(SB), Y9, Y9
+	VPSLLD $23, Y9, Y9 // 2^k
+	VMULPS Y9, Y4, Y4
+	VCMPPS $0x11, geluc<>+1088(SB), Y6, Y11 // hi < cut
+	VANDNPS Y4, Y11, Y4
+	VMOVAPS Y0, Y7 // Φ = x (NaN)
+	VCMPPS $0x1d, geluc<>+704(SB), Y3, Y13 // a >= 1.25
+	VMOVMSKPS Y13, AX
+	TESTL AX, AX
+	JZ vecGeluAVX2_bwd_skipc
+	VADDPS geluc<>+448(SB), Y5, Y10 // R/S - 0.5625
+	VFMADD231PS geluc<>+320(SB), Y15, Y10 // - sl/2
+	VADDPS Y6, Y10, Y11 // hi + lo
+	VMULPS geluc<>+896(SB), Y11, Y11
+	VROUNDPS $8, Y11, Y11 // k, to nearest even
+	VMOVAPS Y6, Y12
+	VFNMADD231PS geluc<>+960(SB), Y11, Y12 // r = hi - k·ln2hi
+	VFNMADD231PS geluc<>+1024(SB), Y11, Y12 // r -= k·ln2lo
+	VADDPS Y10, Y12, Y12 // r += lo
+	VMOVUPS geluc<>+5312(SB), Y9
+	VFMADD213PS geluc<>+5376(SB), Y12, Y9 // p = p·v + ex1
+	VFMADD213PS geluc<>+5440(SB), Y12, Y9 // p = p·v + ex2
+	VFMADD213PS geluc<>+5504(SB), Y12, Y9 // p = p·v + ex3
+	VFMADD213PS geluc<>+5568(SB), Y12, Y9 // p = p·v + ex4
+	VFMADD213PS geluc<>+5632(SB), Y12, Y9 // p = p·v + ex5
+	VFMADD213PS geluc<>+5696(SB), Y12, Y9 // p = p·v + ex6
+	VFMADD213PS geluc<>+5760(SB), Y12, Y9 // p = p·v + ex7
+	VCVTPS2DQ Y11, Y15
+	VPADDD geluc<>+1280(SB), Y15, Y15
+	VPSLLD $23, Y15, Y15 // 2^k
+	VMULPS Y15, Y9, Y9
+	VCMPPS $0x11, geluc<>+1088(SB), Y6, Y11 // hi < cut
+	VANDNPS Y9, Y11, Y9
+	VMULPS Y8, Y9, Y9 // erfc
+	VMULPS geluc<>+256(SB), Y9, Y10 // ½erfc
+	VMOVUPS geluc<>+192(SB), Y11
+	VFNMADD231PS geluc<>+256(SB), Y9, Y11 // 1 - ½erfc
+	VBLENDVPS Y0, Y10, Y11, Y11 // where x < 0
+	VBLENDVPS Y13, Y11, Y7, Y7
+vecGeluAVX2_bwd_skipc:
+	VCMPPS $0x1d, geluc<>+640(SB), Y3, Y13 // a >= 0.84375
+	VMOVMSKPS Y13, AX
+	TESTL AX, AX
+	JZ vecGeluAVX2_bwd_skipb
+	VMOVUPS geluc<>+512(SB), Y9
+	VFMADD231PS geluc<>+256(SB), Y5, Y9
+	VMOVUPS geluc<>+576(SB), Y10
+	VFNMADD231PS geluc<>+256(SB), Y5, Y10
+	VBLENDVPS Y0, Y10, Y9, Y9 // where x < 0
+	VCMPPS $0x11, geluc<>+704(SB), Y3, Y13 // a < 1.25
+	VBLENDVPS Y13, Y9, Y7, Y7
+vecGeluAVX2_bwd_skipb:
+	VCMPPS $0x11, geluc<>+640(SB), Y3, Y13 // a < 0.84375
+	VMOVMSKPS Y13, AX
+	TESTL AX, AX
+	JZ vecGeluAVX2_bwd_skipa
+	VMULPS Y1, Y1, Y11 // z = uh·uh
+	VMOVUPS geluc<>+4992(SB), Y9
+	VFMADD213PS geluc<>+5056(SB), Y11, Y9 // p = p·v + dm1
+	VFMADD213PS geluc<>+5120(SB), Y11, Y9 // p = p·v + dm2
+	VFMADD213PS geluc<>+5184(SB), Y11, Y9 // p = p·v + dm3
+	VFMADD213PS geluc<>+5248(SB), Y11, Y9 // p = p·v + dm4
+	VMULPS Y2, Y9, Y9 // ul·erf'(uh)
+	VFMADD231PS Y5, Y1, Y9 // t = uh·q + ul·erf'
+	VMOVUPS geluc<>+256(SB), Y10
+	VFMADD231PS geluc<>+256(SB), Y1, Y10 // uh·½ + ½
+	VFMADD231PS geluc<>+256(SB), Y9, Y10 // t·½ + …
+	VBLENDVPS Y13, Y10, Y7, Y7
+vecGeluAVX2_bwd_skipa:
+	VMULPS geluc<>+832(SB), Y4, Y9 // φ
+	VFMADD213PS Y7, Y0, Y9 // Φ + x·φ
+	VMULPS (DX), Y9, Y9 // gy·(Φ + x·φ)
+	ADDQ $32, DX
+	VMOVUPS Y9, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP vecGeluAVX2_bwd
+
+vecGeluAVX2_done:
 	VZEROUPPER
 	RET
 

@@ -99,7 +99,11 @@ func vecLnRowRun(s *[32]float64, gw *float64, gb *float64, g *float32, gy *float
 }
 
 func vecGeluRun(dst *float32, x *float32, gy *float32, n int) {
-	vecGeluAVX512(dst, x, gy, n)
+	if vec == vecAVX512 {
+		vecGeluAVX512(dst, x, gy, n)
+		return
+	}
+	vecGeluAVX2(dst, x, gy, n)
 }
 
 func vecMaxPool2x2Run(out *float32, idx *int64, r0 *float32, r1 *float32, n int, base int, w int) {

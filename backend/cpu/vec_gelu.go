@@ -2,99 +2,216 @@ package cpu
 
 import "math"
 
-// The exact (erf) GELU of the float32 kernels, forward and backward, as a vector loop
-// (vec_amd64.s, AVX-512) with the pure-Go twin geluGo. Its erf, erfF64, is the
-// piecewise rational approximation of FreeBSD's s_erf.c that Go's math.Erf also uses,
-// evaluated with FMA Horner steps and expF64, so that every lane can compute every
-// piece and keep its own: within a few float64 ulp of math.Erf (TestErfF64), and after
-// rounding to float32 the same as the math.Erf formula but for rare ties
-// (TestVecGeluMatchesMath counts them).
+// The exact (erf) GELU of the float32 kernels, forward and backward, in float32
+// arithmetic: vector loops (vec_amd64.s, AVX-512 and AVX2, from internal/vecgen) and
+// their pure-Go twin geluGo, equal bit for bit. Φ(x) = ½(1 + erf(x/√2)) comes from the
+// pieces of FreeBSD's s_erf.c (those of Go's math.Erf), with the coefficients rounded to
+// float32 and evaluated with float32 FMA Horner steps, rearranged so that nothing cancels:
+//
+//   - u = x/√2 is carried as uh + ul (uh rounded, ul its error, from FMAs), a = |uh|;
+//   - a < 0.84375: Φ = ½ + ½uh + ½(uh·P/Q(uh²) + ul);
+//   - a < 1.25: Φ = ½(1 ± erx) ± ½·P/Q(s), s = (a - 1) + |ul|-with-u's-sign, erx = erf(1)
+//     to 24 bits, + for x > 0 and - for x < 0;
+//   - a ≥ 1.25: erfc(|u|) = exp(-x²/2 - 0.5625 + R/S(1/a²))·(√2/|x|), one exp32 whose
+//     argument is -s/2 + (R/S - 0.5625 - e/2), with x² split exactly into s + e by an FMA
+//     so that the exponential sees x² to float32's precision twice over; Φ = ½erfc for
+//     x < 0 and 1 - ½erfc for x > 0.
+//
+// Forward y = x·Φ; backward gx = gy·(Φ + x·φ), φ = exp(-x²/2)/√(2π), the sum one FMA.
+// Against the float64 formulas (math.Erfc, math.Exp), over every float32 in [-10, 10]
+// (TestGeluUlp): y is within geluFwdUlp ulp; gx within geluBwdUlp ulp of gy·(Φ + |x|φ),
+// the size of the terms (the derivative crosses zero at x ≈ -0.75, where no bound relative
+// to the result exists). Below x ≈ -13.1 (x² > 172) exp32 flushes to zero and y is -0
+// where the exact |y| < 2^-125. NaN gives NaN; y(+Inf) = +Inf, and y(-Inf) and the
+// backward at ±Inf are NaN, as the float64 formulas give.
 
-// The coefficients of erfF64's pieces, highest degree first (math/erf.go's pp, qq, pa,
-// qa, ra, sa, rb, sb). The denominators' constant term 1 is implied.
-var (
-	erfPP = [...]float64{-2.37630166566501626084e-05, -5.77027029648944159157e-03, -2.84817495755985104766e-02, -3.25042107247001499370e-01, 1.28379167095512558561e-01}
-	erfQQ = [...]float64{-3.96022827877536812320e-06, 1.32494738004321644526e-04, 5.08130628187576562776e-03, 6.50222499887672944485e-02, 3.97917223959155352819e-01, 1}
-	erfPA = [...]float64{-2.16637559486879084300e-03, 3.54783043256182359371e-02, -1.10894694282396677476e-01, 3.18346619901161753674e-01, -3.72207876035701323847e-01, 4.14856118683748331666e-01, -2.36211856075265944077e-03}
-	erfQA = [...]float64{1.19844998467991074170e-02, 1.36370839120290507362e-02, 1.26171219808761642112e-01, 7.18286544141962662868e-02, 5.40397917702171048937e-01, 1.06420880400844228286e-01, 1}
-	erfRA = [...]float64{-9.81432934416914548592e+00, -8.12874355063065934246e+01, -1.84605092906711035994e+02, -1.62396669462573470355e+02, -6.23753324503260060396e+01, -1.05586262253232909814e+01, -6.93858572707181764372e-01, -9.86494403484714822705e-03}
-	erfSA = [...]float64{-6.04244152148580987438e-02, 6.57024977031928170135e+00, 1.08635005541779435134e+02, 4.29008140027567833386e+02, 6.45387271733267880336e+02, 4.34565877475229228821e+02, 1.37657754143519042600e+02, 1.96512716674392571292e+01, 1}
-	erfRB = [...]float64{-4.83519191608651397019e+02, -1.02509513161107724954e+03, -6.37566443368389627722e+02, -1.60636384855821916062e+02, -1.77579549177547519889e+01, -7.99283237680523006574e-01, -9.86494292470009928597e-03}
-	erfSB = [...]float64{-2.24409524465858183362e+01, 4.74528541206955367215e+02, 2.55305040643316442583e+03, 3.19985821950859553908e+03, 1.53672958608443695994e+03, 3.25792512996573918826e+02, 3.03380607434824582924e+01, 1}
-)
-
+// The ulp bounds TestGeluUlp asserts over every float32 in [-10, 10].
 const (
-	erfErx     = 8.45062911510467529297e-01 // erf(1) rounded to 24 bits
-	erfA       = 0.84375                    // the pieces' bounds on |x|
-	erfB       = 1.25
-	erfC       = 1 / 0.35
-	erfD       = 6
-	invSqrt2Pi = 0.3989422804014327 // 1/√(2π)
+	geluFwdUlp = 4
+	geluBwdUlp = 4
 )
 
-// horner returns c[0]·x^(len(c)-1) + … + c[len(c)-1], one FMA per step.
-func horner(c []float64, x float64) float64 {
+// The coefficients of the erf pieces, highest degree first (math/erf.go's pp, qq, pa, qa,
+// ra, sa, rb, sb), rounded to float32. The denominators' constant term 1 is implied.
+var (
+	erfPP = f32s(-2.37630166566501626084e-05, -5.77027029648944159157e-03, -2.84817495755985104766e-02, -3.25042107247001499370e-01, 1.28379167095512558561e-01)
+	erfQQ = f32s(-3.96022827877536812320e-06, 1.32494738004321644526e-04, 5.08130628187576562776e-03, 6.50222499887672944485e-02, 3.97917223959155352819e-01, 1)
+	erfPA = f32s(-2.16637559486879084300e-03, 3.54783043256182359371e-02, -1.10894694282396677476e-01, 3.18346619901161753674e-01, -3.72207876035701323847e-01, 4.14856118683748331666e-01, -2.36211856075265944077e-03)
+	erfQA = f32s(1.19844998467991074170e-02, 1.36370839120290507362e-02, 1.26171219808761642112e-01, 7.18286544141962662868e-02, 5.40397917702171048937e-01, 1.06420880400844228286e-01, 1)
+	erfRA = f32s(-9.81432934416914548592e+00, -8.12874355063065934246e+01, -1.84605092906711035994e+02, -1.62396669462573470355e+02, -6.23753324503260060396e+01, -1.05586262253232909814e+01, -6.93858572707181764372e-01, -9.86494403484714822705e-03)
+	erfSA = f32s(-6.04244152148580987438e-02, 6.57024977031928170135e+00, 1.08635005541779435134e+02, 4.29008140027567833386e+02, 6.45387271733267880336e+02, 4.34565877475229228821e+02, 1.37657754143519042600e+02, 1.96512716674392571292e+01, 1)
+	erfRB = f32s(-4.83519191608651397019e+02, -1.02509513161107724954e+03, -6.37566443368389627722e+02, -1.60636384855821916062e+02, -1.77579549177547519889e+01, -7.99283237680523006574e-01, -9.86494292470009928597e-03)
+	erfSB = f32s(-2.24409524465858183362e+01, 4.74528541206955367215e+02, 2.55305040643316442583e+03, 3.19985821950859553908e+03, 1.53672958608443695994e+03, 3.25792512996573918826e+02, 3.03380607434824582924e+01, 1)
+	// erfDM is erf'(u) = (2/√π)·exp(-z), z = u², to degree 4 in z: enough for the
+	// correction ul·erf'(uh) of the first piece.
+	erfDM = f32s(2/math.SqrtPi/24, -2/math.SqrtPi/6, 2/math.SqrtPi/2, -2/math.SqrtPi, 2/math.SqrtPi)
+	// expC are the Taylor coefficients 1/i!, i = 7 … 0, of exp32's polynomial.
+	expC = f32s(1.0/5040, 1.0/720, 1.0/120, 1.0/24, 1.0/6, 0.5, 1, 1)
+)
+
+// The float32 constants of the GELU loops; internal/vecgen holds the same values.
+const (
+	erfA       float32 = 0.84375 // the pieces' bounds on a = |x/√2|
+	erfB       float32 = 1.25
+	erfC       float32 = 1 / 0.35
+	erfErx             = 8.45062911510467529297e-01 // erf(1) rounded to 24 bits
+	geluChp    float32 = 0.5 + 0.5*erfErx           // ½(1 ± erx); the minus one is exact
+	geluChm    float32 = 0.5 - 0.5*erfErx
+	invSqrt2   float32 = math.Sqrt2 / 2
+	geluSqrt2  float32 = math.Sqrt2
+	invSqrt2Pi float32 = 0.3989422804014327 // 1/√(2π)
+	expLog2e32 float32 = math.Log2E
+	expLn2Hi32 float32 = math.Ln2
+	expCut32   float32 = -86 // exp32(hi, lo) is 0 below: keeps 2^k normal for lo > -1
+)
+
+var (
+	invSqrt2Lo = float32(math.Sqrt2/2 - float64(invSqrt2)) // 1/√2 - invSqrt2
+	expLn2Lo32 = float32(math.Ln2 - float64(expLn2Hi32))
+)
+
+// f32s rounds c to float32.
+func f32s(c ...float64) []float32 {
+	r := make([]float32, len(c))
+	for i, v := range c {
+		r[i] = float32(v)
+	}
+	return r
+}
+
+// fma32 returns a·b + c rounded once to float32, as VFMADD…PS computes it. The product of
+// two float32s is exact in float64, so math.FMA rounds the exact sum once to float64; a
+// second rounding to float32 then errs only when that float64 is exactly halfway between
+// two float32s and the exact sum was not (double rounding), which fma32Slow settles.
+func fma32(a, b, c float32) float32 {
+	s := math.FMA(float64(a), float64(b), float64(c))
+	bits := math.Float64bits(s)
+	// Halfway between two normal float32s: the 29 bits below float32's last are 1000….
+	if bits&(1<<29-1) != 1<<28 && (math.Abs(s) >= 0x1p-126 || s == 0) {
+		return float32(s)
+	}
+	return fma32Slow(a, b, c)
+}
+
+// fma32Slow is fma32 for a float64 sum that may be a float32 halfway point (or in
+// float32's subnormal range): the exact sum's error (TwoSum) breaks the tie.
+func fma32Slow(a, b, c float32) float32 {
+	p, cc := float64(a)*float64(b), float64(c)
+	s := p + cc
+	r := float32(s)
+	if s != s || math.IsInf(s, 0) || float64(r) == s {
+		return r
+	}
+	// The other float32 neighbour of s; s is a tie if it lies halfway.
+	o := math.Nextafter32(r, float32(math.Copysign(math.Inf(1), s-float64(r))))
+	if float64(r)+float64(o) != 2*s {
+		return r
+	}
+	bb := s - p
+	e := (p - (s - bb)) + (cc - bb)
+	switch {
+	case e > 0:
+		s = math.Nextafter(s, math.Inf(1))
+	case e < 0:
+		s = math.Nextafter(s, math.Inf(-1))
+	}
+	return float32(s)
+}
+
+// horner32 returns c[0]·x^(len(c)-1) + … + c[len(c)-1], one fma32 per step.
+func horner32(c []float32, x float32) float32 {
 	p := c[0]
 	for _, k := range c[1:] {
-		p = math.FMA(p, x, k)
+		p = fma32(p, x, k)
 	}
 	return p
 }
 
-// erfF64 returns erf(x). Its pieces on |x| are those of math.Erf: [0, 0.84375) x +
-// x·P(x²)/Q(x²); [0.84375, 1.25) erx + P(s)/Q(s) with s = |x|-1; [1.25, 6) 1 - erfc
-// with erfc = exp(-z²-0.5625)·exp((z-|x|)(z+|x|) + R(s)/S(s))·(1/|x|), s = (1/|x|)², z
-// = |x| with its low 32 bits cleared, R and S from ra, sa below 1/0.35 and from rb, sb
-// above; 1 from 6 on. NaN gives NaN. (The reciprocal stands in for two of math.Erf's
-// divisions, and the vector loop divides once for the three pieces' quotients.)
-func erfF64(x float64) float64 {
-	a := math.Abs(x)
-	var e float64
-	switch {
-	case a < erfA:
-		z := x * x
-		return math.FMA(x, horner(erfPP[:], z)/horner(erfQQ[:], z), x)
-	case a < erfB:
-		s := a - 1
-		e = erfErx + horner(erfPA[:], s)/horner(erfQA[:], s)
-	case a < erfD:
-		ia := 1 / a
-		s := ia * ia
-		var r, q float64
-		if a < erfC {
-			r, q = horner(erfRA[:], s), horner(erfSA[:], s)
-		} else {
-			r, q = horner(erfRB[:], s), horner(erfSB[:], s)
-		}
-		z := math.Float64frombits(math.Float64bits(a) & 0xffffffff00000000)
-		erfc := expF64(math.FMA(-z, z, -0.5625)) * expF64(math.FMA(z-a, z+a, r/q)) * ia
-		e = 1 - erfc
-	case a >= erfD:
-		e = 1
-	default:
-		return x // NaN
+// abs32 clears the sign bit.
+func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
+
+// exp32 returns exp(hi + lo) for hi ≤ 0 and |lo| < 1: k = round((hi+lo)·log₂e), r =
+// hi - k·ln2 (two FMAs with ln2 split in two) + lo, the degree-7 Taylor polynomial of
+// exp(r) by Horner, times 2^k; 0 when hi < -86.
+func exp32(hi, lo float32) float32 {
+	k := float32(math.RoundToEven(float64((hi + lo) * expLog2e32)))
+	r := fma32(-k, expLn2Hi32, hi)
+	r = fma32(-k, expLn2Lo32, r)
+	r += lo
+	p := horner32(expC, r)
+	if hi < expCut32 {
+		return 0
 	}
-	return math.Copysign(e, x)
+	return p * math.Float32frombits(uint32(int32(k)+127)<<23)
 }
 
-// geluGo is the twin of the gelu loops. Forward (gy nil): dst[i] =
-// float32(0.5·x·(1 + erf(x/√2))). Backward: dst[i] = float32(g·(Φ + x·φ)), with
-// Φ = 0.5·(1 + erf(x/√2)), φ = exp(-0.5·x·x)/√(2π) and the last step an FMA.
+// geluParts returns Φ(x) as the loops compute it, and exp(-x²/2) when withE is set (the
+// backward's φ needs it), else 0.
+func geluParts(x float32, withE bool) (cdf, e float32) {
+	uh := x * invSqrt2
+	ul := fma32(x, invSqrt2, -uh)
+	ul = fma32(x, invSqrt2Lo, ul)
+	a := abs32(uh)
+	s := x * x
+	sl := fma32(x, x, -s)
+	if withE {
+		e = exp32(-0.5*s, -0.5*sl)
+	}
+	switch {
+	case a < erfA:
+		z := uh * uh
+		q := horner32(erfPP, z) / horner32(erfQQ, z)
+		// erf(uh + ul) ≈ uh + uh·q + ul·erf'(uh), erf' from its Taylor polynomial.
+		t := fma32(uh, q, ul*horner32(erfDM, z))
+		cdf = fma32(t, 0.5, fma32(uh, 0.5, 0.5))
+	case a < erfB:
+		if x < 0 {
+			ul = -ul
+		}
+		sb := (a - 1) + ul
+		q := horner32(erfPA, sb) / horner32(erfQA, sb)
+		if x < 0 {
+			cdf = fma32(q, -0.5, geluChm)
+		} else {
+			cdf = fma32(q, 0.5, geluChp)
+		}
+	case a >= erfB:
+		ia := geluSqrt2 / abs32(x)
+		qq := ia * ia
+		var q float32
+		if a < erfC {
+			q = horner32(erfRA, qq) / horner32(erfSA, qq)
+		} else {
+			q = horner32(erfRB, qq) / horner32(erfSB, qq)
+		}
+		ec := exp32(-0.5*s, fma32(sl, -0.5, q-0.5625)) * ia
+		if x < 0 {
+			cdf = ec * 0.5
+		} else {
+			cdf = fma32(ec, -0.5, 1)
+		}
+	default:
+		cdf = x // NaN
+	}
+	return cdf, e
+}
+
+// geluGo is the twin of the gelu loops. Forward (gy nil): dst[i] = x·Φ(x). Backward:
+// dst[i] = gy[i]·fma(x, φ(x), Φ(x)), φ = exp(-x²/2)·(1/√(2π)); see above.
 func geluGo(dst, x, gy []float32) {
 	x = x[:len(dst)]
 	if gy == nil {
 		for i, v := range x {
-			f := float64(v)
-			dst[i] = float32(0.5 * f * (1 + erfF64(f/math.Sqrt2)))
+			cdf, _ := geluParts(v, false)
+			dst[i] = v * cdf
 		}
 		return
 	}
 	gy = gy[:len(dst)]
 	for i, v := range x {
-		f := float64(v)
-		cdf := 0.5 * (1 + erfF64(f/math.Sqrt2))
-		pdf := invSqrt2Pi * expF64(-0.5*f*f)
-		dst[i] = float32(float64(gy[i]) * math.FMA(f, pdf, cdf))
+		cdf, e := geluParts(v, true)
+		pdf := e * invSqrt2Pi
+		dst[i] = gy[i] * fma32(v, pdf, cdf)
 	}
 }
 
@@ -108,7 +225,7 @@ func vecGelu(dst, x, gy []float32) {
 		gy = gy[:n]
 	}
 	m := 0
-	if vecAVX512OK() {
+	if vec != nil {
 		if m = n &^ 15; m > 0 {
 			if gy != nil {
 				gp = &gy[0]

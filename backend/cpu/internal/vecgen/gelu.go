@@ -5,25 +5,31 @@ import (
 	"math"
 )
 
-// The constants of the GELU loop (vecGelu), each stored eight times: the erf
-// coefficients of vec_gelu.go (erfPP, …, highest degree first), its bounds
-// and masks. TestVecGelu compares the loop with its twin bit for bit, which
-// catches a value that differs from vec_gelu.go's.
+// The float32 constants of the GELU loops (vecGelu), each stored sixteen
+// times (64 bytes, so that a zmm or ymm operand reads it from memory): the erf
+// coefficients of vec_gelu.go (erfPP, …, highest degree first) and exp32's,
+// rounded to float32, its bounds and masks. TestVecGelu compares the loops with
+// their twin bit for bit, which catches a value that differs from
+// vec_gelu.go's.
 var geluConsts = func() []struct {
 	name string
-	bits uint64
+	bits uint32
 } {
 	type c = struct {
 		name string
-		bits uint64
+		bits uint32
 	}
-	f := func(name string, v float64) c { return c{name, math.Float64bits(v)} }
+	f := func(name string, v float64) c { return c{name, math.Float32bits(float32(v))} }
+	const erx = 8.45062911510467529297e-01
+	inv := float32(math.Sqrt2 / 2)
+	ln2 := float32(math.Ln2)
 	cs := []c{
-		f("sqrt2", math.Sqrt2), f("one", 1), f("half", 0.5), f("neghalf", -0.5),
-		f("m05625", -0.5625), f("erx", 8.45062911510467529297e-01),
-		f("a", 0.84375), f("b", 1.25), f("c", 1/0.35), f("d", 6),
-		f("invsqrt2pi", 0.3989422804014327),
-		{"abs", 0x7fffffffffffffff}, {"sign", 0x8000000000000000}, {"hi", 0xffffffff00000000},
+		f("invsqrt2", float64(inv)), f("invsqrt2lo", math.Sqrt2/2-float64(inv)), f("sqrt2", math.Sqrt2),
+		f("one", 1), f("half", 0.5), f("neghalf", -0.5), f("zero", 0), f("m05625", -0.5625),
+		f("chp", 0.5+0.5*erx), f("chm", 0.5-0.5*erx),
+		f("a", 0.84375), f("b", 1.25), f("c", 1/0.35), f("invsqrt2pi", 0.3989422804014327),
+		f("log2e", math.Log2E), f("ln2hi", float64(ln2)), f("ln2lo", math.Ln2-float64(ln2)), f("cut", -86),
+		{"abs", 0x7fffffff}, {"sign", 0x80000000}, {"bias", 127},
 	}
 	polys := []struct {
 		name string
@@ -37,6 +43,8 @@ var geluConsts = func() []struct {
 		{"sa", []float64{-6.04244152148580987438e-02, 6.57024977031928170135e+00, 1.08635005541779435134e+02, 4.29008140027567833386e+02, 6.45387271733267880336e+02, 4.34565877475229228821e+02, 1.37657754143519042600e+02, 1.96512716674392571292e+01, 1}},
 		{"rb", []float64{-4.83519191608651397019e+02, -1.02509513161107724954e+03, -6.37566443368389627722e+02, -1.60636384855821916062e+02, -1.77579549177547519889e+01, -7.99283237680523006574e-01, -9.86494292470009928597e-03}},
 		{"sb", []float64{-2.24409524465858183362e+01, 4.74528541206955367215e+02, 2.55305040643316442583e+03, 3.19985821950859553908e+03, 1.53672958608443695994e+03, 3.25792512996573918826e+02, 3.03380607434824582924e+01, 1}},
+		{"dm", []float64{2 / math.SqrtPi / 24, -2 / math.SqrtPi / 6, 2 / math.SqrtPi / 2, -2 / math.SqrtPi, 2 / math.SqrtPi}},
+		{"ex", []float64{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1}},
 	}
 	for _, p := range polys {
 		for i, v := range p.c {
@@ -76,33 +84,130 @@ func gcHas(name string) bool {
 
 func (g *gen) geluConsts() {
 	g.p("")
-	g.p("// Constants of the GELU loop (vecGelu), each eight times.")
+	g.p("// Constants of the GELU loops (vecGelu), float32, each sixteen times.")
 	for i, c := range geluConsts {
 		for j := range 8 {
-			g.p("DATA geluc<>+%d(SB)/8, $0x%016x // %s", 64*i+8*j, c.bits, c.name)
+			g.p("DATA geluc<>+%d(SB)/8, $0x%08x%08x // %s", 64*i+8*j, c.bits, c.bits, c.name)
 		}
 	}
 	g.p("GLOBL geluc<>(SB), RODATA|NOPTR, $%d", 64*len(geluConsts))
 }
 
-// horner emits dst = poly(v) by Horner's rule, one FMA per coefficient, as
-// vec_gelu.go's horner.
-func (g *gen) horner(poly string, v, dst string) {
-	g.p("\tVMOVUPD %s, %s", gc(poly+"0"), dst)
-	for i := 1; i < polyLen(poly); i++ {
-		g.p("\tVFMADD213PD %s, %s, %s // %s = %s·%s + %s%d", gc(fmt.Sprintf("%s%d", poly, i)), v, dst, dst, dst, v, poly, i)
+// geluEm emits the instructions of one instruction set's GELU loop. Masks
+// live in K registers (AVX-512) or in vector registers (AVX2), named by
+// mask(i): K<i> or the i-th spare vector register.
+type geluEm struct {
+	*gen
+	x isa
+}
+
+func (e geluEm) r(i int) string { return e.x.reg(i) }
+
+// mask names mask slot i: K1 or K2, or registers 13 or 14 on AVX2.
+func (e geluEm) mask(i int) string {
+	if e.x.masks {
+		return fmt.Sprintf("K%d", i+1)
+	}
+	return e.x.reg(13 + i)
+}
+
+// cmp sets mask m to the lanes where reg pred constant c holds.
+func (e geluEm) cmp(pred int, c string, reg int, m int, comment string) {
+	e.p("\tVCMPPS $0x%02x, %s, %s, %s // %s", pred, gc(c), e.r(reg), e.mask(m), comment)
+}
+
+// logic emits the bitwise op ("AND" or "XOR") dst = a op b; AVX-512 uses
+// the integer forms (VPANDD, VPXORD), which need only AVX512F.
+func (e geluEm) logic(op, a, b, dst string) {
+	if e.x.masks {
+		e.p("\tVP%sD %s, %s, %s", op, a, b, dst)
+	} else {
+		e.p("\tV%sPS %s, %s, %s", op, a, b, dst)
 	}
 }
 
-// gelu emits vecGeluAVX512(dst, x, gy *float32, n int): the GELU forward (gy
-// nil) or backward of geluGo, eight float64 lanes at a time. Every lane's erf
-// starts as ±1 (|u| ≥ 6) and the pieces for [1.25, 6), [0.84375, 1.25) and
-// [0, 0.84375) overwrite it in turn, each computed only when some lane needs
-// it and moved in under the mask of its upper bound; NaN lanes keep u.
-func (g *gen) gelu(x isa) {
-	if !x.masks {
-		panic("vecgen: the GELU loop needs AVX-512 masks")
+// none jumps to label when mask m has no lane set.
+func (e geluEm) none(m int, label string) {
+	if e.x.masks {
+		e.p("\tKORTESTW %s, %s", e.mask(m), e.mask(m))
+	} else {
+		e.p("\tVMOVMSKPS %s, AX", e.mask(m))
+		e.p("\tTESTL AX, AX")
 	}
+	e.p("\tJZ %s", label)
+}
+
+// sel moves register src into dst in the lanes of mask m.
+func (e geluEm) sel(m, src, dst int) {
+	if e.x.masks {
+		e.p("\tVMOVAPS %s, %s, %s", e.r(src), e.mask(m), e.r(dst))
+	} else {
+		e.p("\tVBLENDVPS %s, %s, %s, %s", e.mask(m), e.r(src), e.r(dst), e.r(dst))
+	}
+}
+
+// selNeg moves register src into dst in the lanes where x (register 0) is
+// negative (AVX2: its sign bit; the lanes that use it are neither zero nor
+// NaN), with mask slot m as scratch.
+func (e geluEm) selNeg(m, src, dst int) {
+	if e.x.masks {
+		e.cmp(cmpLTOQ, "zero", 0, m, "x < 0")
+		e.sel(m, src, dst)
+	} else {
+		e.p("\tVBLENDVPS %s, %s, %s, %s // where x < 0", e.r(0), e.r(src), e.r(dst), e.r(dst))
+	}
+}
+
+// horner emits dst = poly(v) by Horner's rule, one FMA per coefficient, as
+// vec_gelu.go's horner32.
+func (e geluEm) horner(poly string, v, dst int) {
+	e.p("\tVMOVUPS %s, %s", gc(poly+"0"), e.r(dst))
+	for i := 1; i < polyLen(poly); i++ {
+		e.p("\tVFMADD213PS %s, %s, %s // p = p·v + %s%d", gc(fmt.Sprintf("%s%d", poly, i)), e.r(v), e.r(dst), poly, i)
+	}
+}
+
+// exp32 emits p = exp32(hi, lo) of vec_gelu.go, with k, r and i as scratch;
+// mask slot m is scratch for the cut on AVX-512 (AVX2 reuses k).
+func (e geluEm) exp32(hi, lo, p, k, r, i, m int) {
+	e.p("\tVADDPS %s, %s, %s // hi + lo", e.r(hi), e.r(lo), e.r(k))
+	e.p("\tVMULPS %s, %s, %s", gc("log2e"), e.r(k), e.r(k))
+	if e.x.masks {
+		e.p("\tVRNDSCALEPS $8, %s, %s // k, to nearest even", e.r(k), e.r(k))
+	} else {
+		e.p("\tVROUNDPS $8, %s, %s // k, to nearest even", e.r(k), e.r(k))
+	}
+	e.p("\tVMOVAPS %s, %s", e.r(hi), e.r(r))
+	e.p("\tVFNMADD231PS %s, %s, %s // r = hi - k·ln2hi", gc("ln2hi"), e.r(k), e.r(r))
+	e.p("\tVFNMADD231PS %s, %s, %s // r -= k·ln2lo", gc("ln2lo"), e.r(k), e.r(r))
+	e.p("\tVADDPS %s, %s, %s // r += lo", e.r(lo), e.r(r), e.r(r))
+	e.horner("ex", r, p)
+	e.p("\tVCVTPS2DQ %s, %s", e.r(k), e.r(i))
+	e.p("\tVPADDD %s, %s, %s", gc("bias"), e.r(i), e.r(i))
+	e.p("\tVPSLLD $23, %s, %s // 2^k", e.r(i), e.r(i))
+	e.p("\tVMULPS %s, %s, %s", e.r(i), e.r(p), e.r(p))
+	if e.x.masks {
+		km := e.mask(m)
+		e.p("\tVCMPPS $0x%02x, %s, %s, %s // hi < cut", cmpLTOQ, gc("cut"), e.r(hi), km)
+		e.p("\tVPXORD %s, %s, %s, %s", e.r(p), e.r(p), km, e.r(p))
+	} else {
+		e.p("\tVCMPPS $0x%02x, %s, %s, %s // hi < cut", cmpLTOQ, gc("cut"), e.r(hi), e.r(k))
+		e.p("\tVANDNPS %s, %s, %s", e.r(p), e.r(k), e.r(p))
+	}
+}
+
+// gelu emits vecGelu<ISA>(dst, x, gy *float32, n int): the GELU forward (gy
+// nil) or backward of geluGo, one register of float32 lanes at a time.
+// Registers: 0 x, 1 uh, 2 ul, 3 a = |uh|, 4 exp(-x²/2) (backward), 5 the
+// pieces' numerators, then their quotients, 6 denominators, then -x²/2
+// rounded, 7 Φ, 8 √2/|x|, 9–12 scratch, 15 x²'s rounding error, then scratch;
+// AVX2 keeps its masks in 13 and 14. Each piece's numerator and
+// denominator are computed only when some lane needs them and moved in under
+// its lanes' mask; one VDIVPS makes every lane's quotient; Φ starts as x (NaN
+// lanes keep it) and the pieces for a ≥ 1.25, [0.84375, 1.25) and [0, 0.84375)
+// overwrite it in turn, each again only when some lane needs it.
+func (g *gen) gelu(x isa) {
+	e := geluEm{g, x}
 	name := "vecGelu" + x.name
 	g.p("")
 	g.p("// func %s(dst, x, gy *float32, n int)", name)
@@ -122,30 +227,19 @@ func (g *gen) gelu(x isa) {
 		g.p("%s:", label)
 		g.p("\tTESTQ CX, CX")
 		g.p("\tJZ %s_done", name)
-		g.erfBody(label)
+		e.body(label, bwd)
 		if !bwd {
-			g.p("\tVADDPD %s, Z3, Z4 // 1 + erf", gc("one"))
-			g.p("\tVMULPD %s, Z0, Z5 // 0.5·x", gc("half"))
-			g.p("\tVMULPD Z4, Z5, Z5")
+			g.p("\tVMULPS %s, %s, %s // y = x·Φ", e.r(7), e.r(0), e.r(9))
 		} else {
-			g.p("\tVADDPD %s, Z3, Z4", gc("one"))
-			g.p("\tVMULPD %s, Z4, Z4 // cdf", gc("half"))
-			g.p("\tVMULPD %s, Z0, Z10", gc("neghalf"))
-			g.p("\tVMULPD Z0, Z10, Z10 // -0.5·x·x")
-			for _, l := range expCore(x, 10, 11, 12, 13, 14, 1) {
-				g.p("%s", l)
-			}
-			g.p("\tVMULPD %s, Z13, Z13 // pdf", gc("invsqrt2pi"))
-			g.p("\tVFMADD231PD Z0, Z13, Z4 // cdf + x·pdf")
-			g.p("\tVCVTPS2PD (DX), Z20")
-			g.p("\tVMULPD Z20, Z4, Z5")
-			g.p("\tADDQ $32, DX")
+			g.p("\tVMULPS %s, %s, %s // φ", gc("invsqrt2pi"), e.r(4), e.r(9))
+			g.p("\tVFMADD213PS %s, %s, %s // Φ + x·φ", e.r(7), e.r(0), e.r(9))
+			g.p("\tVMULPS (DX), %s, %s // gy·(Φ + x·φ)", e.r(9), e.r(9))
+			g.p("\tADDQ $%d, DX", x.vb())
 		}
-		g.p("\tVCVTPD2PS Z5, Y5")
-		g.p("\tVMOVUPS Y5, (DI)")
-		g.p("\tADDQ $32, SI")
-		g.p("\tADDQ $32, DI")
-		g.p("\tSUBQ $8, CX")
+		g.p("\tVMOVUPS %s, (DI)", e.r(9))
+		g.p("\tADDQ $%d, SI", x.vb())
+		g.p("\tADDQ $%d, DI", x.vb())
+		g.p("\tSUBQ $%d, CX", x.lanes)
 		g.p("\tJMP %s", label)
 	}
 	g.p("")
@@ -154,101 +248,108 @@ func (g *gen) gelu(x isa) {
 	g.p("\tRET")
 }
 
-// erfBody emits the load of eight x (Z0, as float64), u = x/√2 (Z1), |u| (Z2)
-// and erf(u) (Z3), as vec_gelu.go's erfF64; labels start with label. Each
-// piece's numerator and denominator go into Z5 and Z6 under its lanes' mask,
-// one VDIVPD makes every lane's quotient, and the pieces then finish in turn.
-func (g *gen) erfBody(label string) {
-	g.p("\tVCVTPS2PD (SI), Z0")
-	g.p("\tVDIVPD %s, Z0, Z1 // u = x/√2", gc("sqrt2"))
-	g.p("\tVPANDQ %s, Z1, Z2 // a = |u|", gc("abs"))
-	g.p("\tVPANDQ %s, Z1, Z9", gc("sign"))
-	g.p("\tVPORQ %s, Z9, Z3 // ±1", gc("one"))
+// body emits the load of x and Φ(x) into register 7, for the backward
+// exp(-x²/2) into 4 too, as vec_gelu.go's geluParts; labels start with label.
+func (e geluEm) body(label string, bwd bool) {
+	r := e.r
+	e.p("\tVMOVUPS (SI), %s", r(0))
+	e.p("\tVMULPS %s, %s, %s // uh = x·(1/√2)", gc("invsqrt2"), r(0), r(1))
+	e.p("\tVMOVAPS %s, %s", r(1), r(2))
+	e.p("\tVFMSUB231PS %s, %s, %s // ul = x·(1/√2) - uh", gc("invsqrt2"), r(0), r(2))
+	e.p("\tVFMADD231PS %s, %s, %s // ul += x·lo", gc("invsqrt2lo"), r(0), r(2))
+	e.logic("AND", gc("abs"), r(1), r(3)) // a = |uh|
 
-	// [1.25, 6): R/S in s = (1/a)², ra/sa or rb/sb; 1/a kept in Z8.
-	g.p("\tVCMPPD $0x1d, %s, Z2, K5 // a >= 1.25", gc("b"))
-	g.p("\tKORTESTW K5, K5")
-	g.p("\tJZ %s_numb", label)
-	g.p("\tVMOVUPD %s, Z4", gc("one"))
-	g.p("\tVDIVPD Z2, Z4, Z8 // 1/a")
-	g.p("\tVMULPD Z8, Z8, Z4 // s")
-	g.horner("ra", "Z4", "Z5")
-	g.horner("sa", "Z4", "Z6")
-	g.p("\tVCMPPD $0x1d, %s, Z2, K3 // a >= 1/0.35", gc("c"))
-	g.p("\tKORTESTW K3, K3")
-	g.p("\tJZ %s_numb", label)
-	g.horner("rb", "Z4", "Z7")
-	g.p("\tVMOVAPD Z7, K3, Z5")
-	g.horner("sb", "Z4", "Z7")
-	g.p("\tVMOVAPD Z7, K3, Z6")
+	// a ≥ 1.25: R/S in q = (√2/|x|)², ra/sa or rb/sb.
+	e.cmp(0x1d, "b", 3, 0, "a >= 1.25")
+	e.none(0, label+"_numb")
+	e.logic("AND", gc("abs"), r(0), r(9)) // |x|
+	e.p("\tVMOVUPS %s, %s", gc("sqrt2"), r(8))
+	e.p("\tVDIVPS %s, %s, %s // ia = √2/|x|", r(9), r(8), r(8))
+	e.p("\tVMULPS %s, %s, %s // q = ia·ia", r(8), r(8), r(9))
+	e.horner("ra", 9, 5)
+	e.horner("sa", 9, 6)
+	e.cmp(0x1d, "c", 3, 1, "a >= 1/0.35")
+	e.none(1, label+"_numb")
+	e.horner("rb", 9, 10)
+	e.sel(1, 10, 5)
+	e.horner("sb", 9, 10)
+	e.sel(1, 10, 6)
 
-	// [0.84375, 1.25): P/Q in s = a - 1.
-	g.p("%s_numb:", label)
-	g.p("\tVCMPPD $0x1d, %s, Z2, K2 // a >= 0.84375", gc("a"))
-	g.p("\tKORTESTW K2, K2")
-	g.p("\tJZ %s_numa", label)
-	g.p("\tVSUBPD %s, Z2, Z4 // s = a - 1", gc("one"))
-	g.horner("pa", "Z4", "Z7")
-	g.horner("qa", "Z4", "Z9")
-	g.p("\tVCMPPD $0x%02x, %s, Z2, K4 // a < 1.25", cmpLTOQ, gc("b"))
-	g.p("\tVMOVAPD Z7, K4, Z5")
-	g.p("\tVMOVAPD Z9, K4, Z6")
+	// [0.84375, 1.25): P/Q in s = (a - 1) + ul with u's sign.
+	e.p("%s_numb:", label)
+	e.cmp(0x1d, "a", 3, 1, "a >= 0.84375")
+	e.none(1, label+"_numa")
+	e.logic("AND", gc("sign"), r(0), r(9))
+	e.logic("XOR", r(2), r(9), r(9)) // ul with u's sign
+	e.p("\tVSUBPS %s, %s, %s // a - 1", gc("one"), r(3), r(10))
+	e.p("\tVADDPS %s, %s, %s // s", r(9), r(10), r(10))
+	e.horner("pa", 10, 11)
+	e.horner("qa", 10, 12)
+	e.cmp(cmpLTOQ, "b", 3, 1, "a < 1.25")
+	e.sel(1, 11, 5)
+	e.sel(1, 12, 6)
 
-	// [0, 0.84375): P/Q in z = u².
-	g.p("%s_numa:", label)
-	g.p("\tVCMPPD $0x%02x, %s, Z2, K2 // a < 0.84375", cmpLTOQ, gc("a"))
-	g.p("\tKORTESTW K2, K2")
-	g.p("\tJZ %s_div", label)
-	g.p("\tVMULPD Z1, Z1, Z4 // z = u·u")
-	g.horner("pp", "Z4", "Z7")
-	g.horner("qq", "Z4", "Z9")
-	g.p("\tVMOVAPD Z7, K2, Z5")
-	g.p("\tVMOVAPD Z9, K2, Z6")
+	// [0, 0.84375): P/Q in z = uh².
+	e.p("%s_numa:", label)
+	e.cmp(cmpLTOQ, "a", 3, 1, "a < 0.84375")
+	e.none(1, label+"_div")
+	e.p("\tVMULPS %s, %s, %s // z = uh·uh", r(1), r(1), r(10))
+	e.horner("pp", 10, 11)
+	e.horner("qq", 10, 12)
+	e.sel(1, 11, 5)
+	e.sel(1, 12, 6)
 
-	g.p("%s_div:", label)
-	g.p("\tVDIVPD Z6, Z5, Z5 // every piece's quotient")
+	e.p("%s_div:", label)
+	e.p("\tVDIVPS %s, %s, %s // every piece's quotient", r(6), r(5), r(5))
 
-	// [1.25, 6): 1 - erfc.
-	g.p("\tKORTESTW K5, K5")
-	g.p("\tJZ %s_skipc", label)
-	g.p("\tVPANDQ %s, Z2, Z7 // z", gc("hi"))
-	g.p("\tVMOVUPD %s, Z10", gc("m05625"))
-	g.p("\tVFNMADD231PD Z7, Z7, Z10 // -z·z - 0.5625")
-	g.p("\tVSUBPD Z2, Z7, Z15 // z - a")
-	g.p("\tVADDPD Z2, Z7, Z9 // z + a")
-	g.p("\tVFMADD213PD Z5, Z9, Z15 // (z-a)(z+a) + R/S")
-	for _, l := range expCore(isas[0], 10, 11, 12, 13, 14, 1) {
-		g.p("%s", l)
+	// x² = s + sl exactly; hi = -s/2; exp(-x²/2) for the backward.
+	e.p("\tVMULPS %s, %s, %s // s = x·x", r(0), r(0), r(9))
+	e.p("\tVMOVAPS %s, %s", r(9), r(15))
+	e.p("\tVFMSUB231PS %s, %s, %s // sl = x·x - s", r(0), r(0), r(15))
+	e.p("\tVMULPS %s, %s, %s // hi = -s/2", gc("neghalf"), r(9), r(6))
+	if bwd {
+		e.p("\tVMULPS %s, %s, %s // -sl/2", gc("neghalf"), r(15), r(10))
+		e.exp32(6, 10, 4, 11, 12, 9, 1)
 	}
-	for _, l := range expCore(isas[0], 15, 16, 17, 18, 19, 1) {
-		g.p("%s", l)
-	}
-	g.p("\tVMULPD Z18, Z13, Z13")
-	g.p("\tVMULPD Z8, Z13, Z13 // erfc")
-	g.p("\tVMOVUPD %s, Z4", gc("one"))
-	g.p("\tVSUBPD Z13, Z4, Z4 // 1 - erfc")
-	g.p("\tVPANDQ %s, Z1, Z9", gc("sign"))
-	g.p("\tVPORQ Z9, Z4, Z4")
-	g.p("\tVCMPPD $0x%02x, %s, Z2, K4 // a < 6", cmpLTOQ, gc("d"))
-	g.p("\tVMOVAPD Z4, K4, Z3")
-	g.p("%s_skipc:", label)
 
-	// [0.84375, 1.25): erx + P/Q.
-	g.p("\tVCMPPD $0x1d, %s, Z2, K2 // a >= 0.84375", gc("a"))
-	g.p("\tKORTESTW K2, K2")
-	g.p("\tJZ %s_skipb", label)
-	g.p("\tVADDPD %s, Z5, Z4", gc("erx"))
-	g.p("\tVPANDQ %s, Z1, Z9", gc("sign"))
-	g.p("\tVPORQ Z9, Z4, Z4")
-	g.p("\tVCMPPD $0x%02x, %s, Z2, K4 // a < 1.25", cmpLTOQ, gc("b"))
-	g.p("\tVMOVAPD Z4, K4, Z3")
-	g.p("%s_skipb:", label)
+	e.p("\tVMOVAPS %s, %s // Φ = x (NaN)", r(0), r(7))
 
-	// [0, 0.84375): u + u·P/Q.
-	g.p("\tVCMPPD $0x%02x, %s, Z2, K2 // a < 0.84375", cmpLTOQ, gc("a"))
-	g.p("\tVFMADD213PD Z1, Z1, Z5 // u·y + u")
-	g.p("\tVMOVAPD Z5, K2, Z3")
+	// a ≥ 1.25: erfc = exp(hi + (R/S - 0.5625 - sl/2))·ia; Φ = ½erfc or 1 - ½erfc.
+	e.cmp(0x1d, "b", 3, 0, "a >= 1.25")
+	e.none(0, label+"_skipc")
+	e.p("\tVADDPS %s, %s, %s // R/S - 0.5625", gc("m05625"), r(5), r(10))
+	e.p("\tVFMADD231PS %s, %s, %s // - sl/2", gc("neghalf"), r(15), r(10))
+	e.exp32(6, 10, 9, 11, 12, 15, 1)
+	e.p("\tVMULPS %s, %s, %s // erfc", r(8), r(9), r(9))
+	e.p("\tVMULPS %s, %s, %s // ½erfc", gc("half"), r(9), r(10))
+	e.p("\tVMOVUPS %s, %s", gc("one"), r(11))
+	e.p("\tVFNMADD231PS %s, %s, %s // 1 - ½erfc", gc("half"), r(9), r(11))
+	e.selNeg(1, 10, 11)
+	e.sel(0, 11, 7)
+	e.p("%s_skipc:", label)
 
-	g.p("\tVCMPPD $0x%02x, Z1, Z1, K2 // NaN", cmpUnord)
-	g.p("\tVMOVAPD Z1, K2, Z3")
+	// [0.84375, 1.25): ½(1 + erx) + ½P/Q, or ½(1 - erx) - ½P/Q for x < 0.
+	e.cmp(0x1d, "a", 3, 0, "a >= 0.84375")
+	e.none(0, label+"_skipb")
+	e.p("\tVMOVUPS %s, %s", gc("chp"), r(9))
+	e.p("\tVFMADD231PS %s, %s, %s", gc("half"), r(5), r(9))
+	e.p("\tVMOVUPS %s, %s", gc("chm"), r(10))
+	e.p("\tVFNMADD231PS %s, %s, %s", gc("half"), r(5), r(10))
+	e.selNeg(1, 10, 9)
+	e.cmp(cmpLTOQ, "b", 3, 0, "a < 1.25")
+	e.sel(0, 9, 7)
+	e.p("%s_skipb:", label)
+
+	// [0, 0.84375): ½ + ½uh + ½(uh·P/Q + ul).
+	e.cmp(cmpLTOQ, "a", 3, 0, "a < 0.84375")
+	e.none(0, label+"_skipa")
+	e.p("\tVMULPS %s, %s, %s // z = uh·uh", r(1), r(1), r(11))
+	e.horner("dm", 11, 9)
+	e.p("\tVMULPS %s, %s, %s // ul·erf'(uh)", r(2), r(9), r(9))
+	e.p("\tVFMADD231PS %s, %s, %s // t = uh·q + ul·erf'", r(5), r(1), r(9))
+	e.p("\tVMOVUPS %s, %s", gc("half"), r(10))
+	e.p("\tVFMADD231PS %s, %s, %s // uh·½ + ½", gc("half"), r(1), r(10))
+	e.p("\tVFMADD231PS %s, %s, %s // t·½ + …", gc("half"), r(9), r(10))
+	e.sel(0, 10, 7)
+	e.p("%s_skipa:", label)
 }
