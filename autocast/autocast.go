@@ -82,15 +82,15 @@ func (p Policy) Validate() error {
 // Category implements tensor.Autocaster.
 func (p Policy) Category(op *tensor.Op, dev tensor.Device) tensor.CastCategory {
 	if !p.Enabled || !p.applies(dev) {
-		if op.Cast == tensor.Promote {
+		if op.Category() == tensor.Promote {
 			return tensor.Promote
 		}
 		return tensor.Passthrough
 	}
-	if c, ok := p.Overrides[op.Name]; ok {
+	if c, ok := p.Overrides[op.Name()]; ok {
 		return c
 	}
-	return op.Cast
+	return op.Category()
 }
 
 // LowDType implements tensor.Autocaster.

@@ -25,7 +25,7 @@ func TestDocTableMatchesRegistry(t *testing.T) {
 	}
 	reg := map[string]string{}
 	for _, op := range tensor.Ops() {
-		reg[op.Name] = op.Cast.String()
+		reg[op.Name()] = op.Category().String()
 	}
 	require.Equal(t, reg, doc, "update the table in doc.go")
 }
@@ -156,7 +156,7 @@ func init() {
 
 // expected is the dtype op runs in (its output dtype) for inputs of dtype dt.
 func expected(op *tensor.Op, p Policy, dt tensor.DType) tensor.DType {
-	switch op.Name {
+	switch op.Name() {
 	case "argmax", "argmin":
 		return tensor.Int64
 	case "compare":
@@ -165,10 +165,10 @@ func expected(op *tensor.Op, p Policy, dt tensor.DType) tensor.DType {
 	if !p.Enabled {
 		return dt
 	}
-	if c, ok := p.Overrides[op.Name]; ok {
+	if c, ok := p.Overrides[op.Name()]; ok {
 		return expectedCat(c, p, dt)
 	}
-	return expectedCat(op.Cast, p, dt)
+	return expectedCat(op.Category(), p, dt)
 }
 
 func expectedCat(c tensor.CastCategory, p Policy, dt tensor.DType) tensor.DType {
@@ -191,7 +191,7 @@ func TestDTypeEveryOpRunsIn(t *testing.T) {
 	}
 	var names []string
 	for _, op := range tensor.Ops() {
-		names = append(names, op.Name)
+		names = append(names, op.Name())
 	}
 	sort.Strings(names)
 	for pname, p := range policies {

@@ -443,7 +443,7 @@ func (o *opCounter) Begin(*tensor.Context, *tensor.Op) {}
 func (o *opCounter) Forward(_ *tensor.Context, op *tensor.Op, _ []*tensor.Tensor, _ *tensor.Tensor) any {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.n[op.Name]++
+	o.n[op.Name()]++
 	return nil
 }
 func (o *opCounter) Backward(*tensor.Op, any, *tensor.Tensor, []*tensor.Tensor, time.Duration) {}

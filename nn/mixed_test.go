@@ -14,7 +14,7 @@ import (
 // LowerPrecision ops run in float16 (the CUDA default of the autocast package).
 type halfPolicy struct{}
 
-func (halfPolicy) Category(op *tensor.Op, _ tensor.Device) tensor.CastCategory { return op.Cast }
+func (halfPolicy) Category(op *tensor.Op, _ tensor.Device) tensor.CastCategory { return op.Category() }
 func (halfPolicy) LowDType() tensor.DType                                      { return tensor.Float16 }
 
 // bnNet is a small conv/linear network whose first BatchNorm sees activations of

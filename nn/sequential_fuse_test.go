@@ -82,7 +82,7 @@ type opNames struct{ names []string }
 
 func (o *opNames) Begin(*tensor.Context, *tensor.Op) {}
 func (o *opNames) Forward(_ *tensor.Context, op *tensor.Op, _ []*tensor.Tensor, _ *tensor.Tensor) any {
-	o.names = append(o.names, op.Name)
+	o.names = append(o.names, op.Name())
 	return nil
 }
 func (o *opNames) Backward(*tensor.Op, any, *tensor.Tensor, []*tensor.Tensor, time.Duration) {}

@@ -293,7 +293,7 @@ func (w *Watcher) Begin(*tensor.Context, *tensor.Op) {}
 
 // Forward implements tensor.Observer: it measures the op's output.
 func (w *Watcher) Forward(c *tensor.Context, op *tensor.Op, ins []*tensor.Tensor, out *tensor.Tensor) any {
-	if op.Name == "bind" {
+	if op.Name() == "bind" {
 		return nil // a view of a tensor already measured
 	}
 	w.mu.Lock()
@@ -301,7 +301,7 @@ func (w *Watcher) Forward(c *tensor.Context, op *tensor.Op, ins []*tensor.Tensor
 	if w.closed {
 		return nil
 	}
-	a := w.row(rowKey{w.current(), op.Name, PassForward})
+	a := w.row(rowKey{w.current(), op.Name(), PassForward})
 	s := w.sc.measure(out)
 	w.note(a, &s)
 	return a

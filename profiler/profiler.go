@@ -265,7 +265,7 @@ func (p *Profiler) Forward(c *tensor.Context, op *tensor.Op, inputs []*tensor.Te
 	if !p.on {
 		return nil
 	}
-	r := raw{Record: Record{Op: op.Name, Pass: Forward, Device: dev, ForwardIndex: -1}, end: end}
+	r := raw{Record: Record{Op: op.Name(), Pass: Forward, Device: dev, ForwardIndex: -1}, end: end}
 	r.InDTypes, r.InShapes = describe(inputs)
 	outBytes := int64(0)
 	if output != nil {
@@ -320,7 +320,7 @@ func (p *Profiler) Backward(op *tensor.Op, tag any, gradOut *tensor.Tensor, grad
 	if !p.on {
 		return
 	}
-	r := raw{Record: Record{Op: op.Name, Pass: Backward, Device: dev, ForwardIndex: -1}, end: end, took: took}
+	r := raw{Record: Record{Op: op.Name(), Pass: Backward, Device: dev, ForwardIndex: -1}, end: end, took: took}
 	if t, ok := tag.(fwdTag); ok && t.p == p && t.gen == p.gen && t.idx < len(p.recs) {
 		r.ForwardIndex = t.idx
 	}

@@ -164,7 +164,7 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 		}
 		if n.freed {
 			g.Release()
-			panic(&OpError{Op: "backward", Msg: fmt.Sprintf("the graph through %q was already freed by an earlier Backward; pass RetainGraph() to the first call to backward twice", n.op.Name)})
+			panic(&OpError{Op: "backward", Msg: fmt.Sprintf("the graph through %q was already freed by an earlier Backward; pass RetainGraph() to the first call to backward twice", n.op.Name())})
 		}
 		ins := runBackward(n, g)
 		if !o.retain && !n.reusable {
@@ -184,7 +184,7 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 				continue
 			}
 			if !gi.shape.Equal(in.shape) || gi.dtype != in.dtype {
-				panic(fmt.Sprintf("tensor: internal error: backward of %q gave a %v %s gradient for a %v %s input", n.op.Name, gi.shape, gi.dtype, in.shape, in.dtype))
+				panic(fmt.Sprintf("tensor: internal error: backward of %q gave a %v %s gradient for a %v %s input", n.op.Name(), gi.shape, gi.dtype, in.shape, in.dtype))
 			}
 			if in.node == nil {
 				accumulateLeaf(in, gi)

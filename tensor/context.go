@@ -235,7 +235,7 @@ func resolve(op *Op, ts ...*Tensor) *Context {
 			c = t.ctx
 		case isAncestor(t.ctx, c):
 		default:
-			fail(op.Name, ts, "inputs belong to two unrelated Contexts; Bind one into the other's Context")
+			fail(op.Name(), ts, "inputs belong to two unrelated Contexts; Bind one into the other's Context")
 		}
 	}
 	return c

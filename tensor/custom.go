@@ -121,7 +121,7 @@ func customOp(name string) *Op {
 	if _, ok := LookupOp(name); ok {
 		panic(&OpError{Op: "Custom", Msg: fmt.Sprintf("%q is a registry op; give the custom op a name of its own", name)})
 	}
-	op, _ := customOps.LoadOrStore(name, &Op{Name: name, Cast: Passthrough, Differentiable: true})
+	op, _ := customOps.LoadOrStore(name, &Op{name: name, cast: Passthrough, differentiable: true})
 	return op.(*Op)
 }
 

@@ -188,10 +188,10 @@ func TestCustomRequiresGradFromForward(t *testing.T) {
 
 type customEvents struct{ events []string }
 
-func (r *customEvents) Begin(c *Context, op *Op) { r.events = append(r.events, "begin "+op.Name) }
+func (r *customEvents) Begin(c *Context, op *Op) { r.events = append(r.events, "begin "+op.Name()) }
 func (r *customEvents) Forward(c *Context, op *Op, in []*Tensor, out *Tensor) any {
-	r.events = append(r.events, "forward "+op.Name)
-	return op.Name
+	r.events = append(r.events, "forward "+op.Name())
+	return op.Name()
 }
 func (r *customEvents) Backward(op *Op, tag any, g *Tensor, gi []*Tensor, took time.Duration) {
 	g.Float32s() // the gradient is still alive when an Observer sees it
@@ -229,7 +229,7 @@ func TestCustomIsPassthroughUnderAutocast(t *testing.T) {
 // lowPolicy runs every LowerPrecision op in float16.
 type lowPolicy struct{}
 
-func (lowPolicy) Category(op *Op, dev Device) CastCategory { return op.Cast }
+func (lowPolicy) Category(op *Op, dev Device) CastCategory { return op.Category() }
 func (lowPolicy) LowDType() DType                          { return Float16 }
 
 func TestAdopt(t *testing.T) {

@@ -19,20 +19,20 @@ type recorder struct {
 func (r *recorder) Begin(c *Context, op *Op) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.begins = append(r.begins, op.Name)
+	r.begins = append(r.begins, op.Name())
 }
 
 func (r *recorder) Forward(c *Context, op *Op, ins []*Tensor, out *Tensor) any {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.forwards = append(r.forwards, op.Name)
+	r.forwards = append(r.forwards, op.Name())
 	return len(r.forwards)
 }
 
 func (r *recorder) Backward(op *Op, tag any, g *Tensor, gin []*Tensor, took time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.backwards = append(r.backwards, op.Name)
+	r.backwards = append(r.backwards, op.Name())
 	r.tags = append(r.tags, tag)
 }
 

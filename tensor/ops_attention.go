@@ -66,13 +66,13 @@ func (c *Context) attention(q, k, v *Tensor, o AttentionOptions) *Tensor {
 	in := c.prep(op, q, k, v)
 	q, k, v = in[0], in[1], in[2]
 	if !q.dtype.IsFloat() || k.dtype != q.dtype || v.dtype != q.dtype {
-		fail(op.Name, in, "q, k and v must share one floating dtype; Cast them (or run under autocast)")
+		fail(op.Name(), in, "q, k and v must share one floating dtype; Cast them (or run under autocast)")
 	}
 	if q.Dim() < 2 || !k.shape.Equal(q.shape) || !v.shape.Equal(q.shape) {
-		fail(op.Name, in, "want q, k and v of one shape [..., T, D] (self-attention)")
+		fail(op.Name(), in, "want q, k and v of one shape [..., T, D] (self-attention)")
 	}
 	if !(o.Scale == 0 || (o.Scale > 0 && !math.IsInf(o.Scale, 1))) {
-		fail(op.Name, in, "Scale %g must be positive and finite (0 selects 1/√D)", o.Scale)
+		fail(op.Name(), in, "Scale %g must be positive and finite (0 selects 1/√D)", o.Scale)
 	}
 	t, d := q.shape[q.Dim()-2], q.shape[q.Dim()-1]
 	fused, ok := q.ref.b.(backend.Attention)

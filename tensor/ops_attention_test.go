@@ -166,7 +166,7 @@ func TestAttentionCausalMaskIsExact(t *testing.T) {
 func TestAttentionAutocastsToLowPrecision(t *testing.T) {
 	op, ok := LookupOp("scaled_dot_product_attention")
 	require.True(t, ok)
-	require.Equal(t, LowerPrecision, op.Cast)
+	require.Equal(t, LowerPrecision, op.Category())
 }
 
 func TestAttentionMisuse(t *testing.T) {

@@ -281,10 +281,10 @@ func (c *Context) pool2d(op *Op, x *Tensor, kernel, stride, padding [2]int, incl
 	in := c.prep(op, x)
 	x = in[0]
 	if x.Dim() != 4 {
-		fail(op.Name, in, "input must be 4-d [N, C, H, W], got %d-d (Unsqueeze(0) makes a batch of one image)", x.Dim())
+		fail(op.Name(), in, "input must be 4-d [N, C, H, W], got %d-d (Unsqueeze(0) makes a batch of one image)", x.Dim())
 	}
 	if !x.dtype.IsFloat() {
-		fail(op.Name, in, "needs a floating-point tensor; Cast it first")
+		fail(op.Name(), in, "needs a floating-point tensor; Cast it first")
 	}
 	a := backend.PoolArgs{
 		Kind: backend.AvgPool, N: x.shape[0], C: x.shape[1], H: x.shape[2], W: x.shape[3],
@@ -297,13 +297,13 @@ func (c *Context) pool2d(op *Op, x *Tensor, kernel, stride, padding [2]int, incl
 	}
 	switch {
 	case a.KH < 1 || a.KW < 1:
-		fail(op.Name, in, "kernel %v must be at least 1×1", kernel)
+		fail(op.Name(), in, "kernel %v must be at least 1×1", kernel)
 	case a.StrideH < 1 || a.StrideW < 1:
-		fail(op.Name, in, "stride %v must be positive (0 means the kernel size)", stride)
+		fail(op.Name(), in, "stride %v must be positive (0 means the kernel size)", stride)
 	case a.PadH < 0 || a.PadW < 0 || 2*a.PadH > a.KH || 2*a.PadW > a.KW:
-		fail(op.Name, in, "padding %v must be between 0 and half the kernel %v", padding, kernel)
+		fail(op.Name(), in, "padding %v must be between 0 and half the kernel %v", padding, kernel)
 	case a.H+2*a.PadH < a.KH || a.W+2*a.PadW < a.KW:
-		fail(op.Name, in, "the kernel %v is larger than the padded input %d×%d", kernel, a.H+2*a.PadH, a.W+2*a.PadW)
+		fail(op.Name(), in, "the kernel %v is larger than the padded input %d×%d", kernel, a.H+2*a.PadH, a.W+2*a.PadW)
 	}
 	a.OH = (a.H+2*a.PadH-a.KH)/a.StrideH + 1
 	a.OW = (a.W+2*a.PadW-a.KW)/a.StrideW + 1

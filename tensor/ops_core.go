@@ -18,17 +18,17 @@ func (c *Context) prep(op *Op, ins ...*Tensor) []*Tensor {
 		if t == nil {
 			continue
 		}
-		t.mustLive(op.Name)
+		t.mustLive(op.Name())
 		if dev == nil {
 			dev = &t.device
 		} else if t.device != *dev {
-			fail(op.Name, ins, "inputs are on different devices (%s and %s); move them with To first", *dev, t.device)
+			fail(op.Name(), ins, "inputs are on different devices (%s and %s); move them with To first", *dev, t.device)
 		}
 	}
 	if dev == nil {
 		return ins
 	}
-	cat := op.Cast
+	cat := op.Category()
 	if p := c.Autocast(); p != nil {
 		cat = p.Category(op, *dev)
 	} else if cat != Promote {
@@ -358,7 +358,7 @@ func (t *Tensor) Div(o *Tensor) *Tensor { return Div(t, o) }
 
 // binaryRaw computes op(a, b) into a new tensor without recording.
 func (c *Context) binaryRaw(op *Op, bop backend.BinaryOp, a, b *Tensor) *Tensor {
-	shape := broadcastShapes(op.Name, a, b)
+	shape := broadcastShapes(op.Name(), a, b)
 	dt := a.dtype
 	if bop.IsComparison() {
 		dt = Bool
@@ -574,7 +574,7 @@ func (c *Context) unary(d unaryDef, x *Tensor, p0, p1 float64) *Tensor {
 	in := c.prep(d.op, x)
 	x = in[0]
 	if !x.dtype.IsFloat() {
-		fail(d.op.Name, in, "needs a floating-point tensor; Cast it first")
+		fail(d.op.Name(), in, "needs a floating-point tensor; Cast it first")
 	}
 	xd := x.dense(c)
 	out := allocOut(c, x.dtype, x.device, x.shape)

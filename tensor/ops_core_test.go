@@ -77,7 +77,7 @@ func caseSeed(s string) uint64 {
 // recordsOp reports whether the graph behind y has a node of the named op.
 func recordsOp(y *Tensor, op string) bool {
 	for _, t := range topoOrder(y) {
-		if t.node.op.Name == op {
+		if t.node.op.Name() == op {
 			return true
 		}
 	}
@@ -136,10 +136,10 @@ func TestEveryDifferentiableOpHasGradCheck(t *testing.T) {
 		}
 	}
 	for _, op := range Ops() {
-		if !op.Differentiable || covered[op.Name] {
+		if !op.Differentiable() || covered[op.Name()] {
 			continue
 		}
-		t.Errorf("differentiable op %q has no gradcheck row; add one to the gradCase tables", op.Name)
+		t.Errorf("differentiable op %q has no gradcheck row; add one to the gradCase tables", op.Name())
 	}
 	for name := range covered {
 		_, ok := LookupOp(name)

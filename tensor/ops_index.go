@@ -67,16 +67,16 @@ func (c *Context) embedding(idx, w *Tensor) *Tensor {
 	in := c.prep(op, idx, w)
 	idx, w = in[0], in[1]
 	if !idx.dtype.IsInt() {
-		fail(op.Name, in, "indices must be Int32 or Int64; Cast them first")
+		fail(op.Name(), in, "indices must be Int32 or Int64; Cast them first")
 	}
 	if w.Dim() != 2 {
-		fail(op.Name, in, "weight must be [V, D] (one row per index value)")
+		fail(op.Name(), in, "weight must be [V, D] (one row per index value)")
 	}
 	v, d := w.shape[0], w.shape[1]
 	m := idx.Numel()
 	idd, wd := idx.dense(c), w.dense(c)
 	out := allocTensor(c, w.dtype, w.device, append(idx.shape.Clone(), d))
-	guardIndex(op.Name, in, func() { w.ref.b.IndexSelect(out.ref.s, wd.ref.s, idd.ref.s, 1, v, d, m) })
+	guardIndex(op.Name(), in, func() { w.ref.b.IndexSelect(out.ref.s, wd.ref.s, idd.ref.s, 1, v, d, m) })
 	releaseTemp(wd, w)
 	wshape := w.shape
 	return c.record(op, out, in, func(bc *Context, g *Tensor) []*Tensor {
@@ -101,16 +101,16 @@ func (c *Context) indexSelect(x *Tensor, dim int, idx *Tensor) *Tensor {
 	in := c.prep(op, x, idx)
 	x, idx = in[0], in[1]
 	if !idx.dtype.IsInt() || idx.Dim() > 1 {
-		fail(op.Name, in, "the index must be a 1-d Int32 or Int64 tensor")
+		fail(op.Name(), in, "the index must be a 1-d Int32 or Int64 tensor")
 	}
-	d := x.axis(op.Name, dim)
+	d := x.axis(op.Name(), dim)
 	outer, n, inner := splitAt(x.shape, d)
 	m := idx.Numel()
 	shape := x.shape.Clone()
 	shape[d] = m
 	idd, xd := idx.dense(c), x.dense(c)
 	out := allocTensor(c, x.dtype, x.device, shape)
-	guardIndex(op.Name, in, func() { x.ref.b.IndexSelect(out.ref.s, xd.ref.s, idd.ref.s, outer, n, inner, m) })
+	guardIndex(op.Name(), in, func() { x.ref.b.IndexSelect(out.ref.s, xd.ref.s, idd.ref.s, outer, n, inner, m) })
 	releaseTemp(xd, x)
 	xshape := x.shape
 	return c.record(op, out, in, func(bc *Context, g *Tensor) []*Tensor {
@@ -133,7 +133,7 @@ func (c *Context) where(cond, a, b *Tensor) *Tensor {
 	in := c.prep(op, cond, a, b)
 	cond, a, b = in[0], in[1], in[2]
 	if cond.dtype != Bool {
-		fail(op.Name, in, "the condition must be Bool (from a comparison such as Gt); got %s", cond.dtype)
+		fail(op.Name(), in, "the condition must be Bool (from a comparison such as Gt); got %s", cond.dtype)
 	}
 	if a.dtype != b.dtype {
 		w := promote(a.dtype, b.dtype)
@@ -168,10 +168,10 @@ func (c *Context) maskedFill(x, mask *Tensor, v float64) *Tensor {
 	in := c.prep(op, x, mask)
 	x, mask = in[0], in[1]
 	if mask.dtype != Bool {
-		fail(op.Name, in, "the mask must be Bool (from a comparison such as Gt); got %s", mask.dtype)
+		fail(op.Name(), in, "the mask must be Bool (from a comparison such as Gt); got %s", mask.dtype)
 	}
-	if !broadcastShapes(op.Name, x, mask).Equal(x.shape) {
-		fail(op.Name, in, "mask %v does not broadcast to the input's shape %v", mask.shape, x.shape)
+	if !broadcastShapes(op.Name(), x, mask).Equal(x.shape) {
+		fail(op.Name(), in, "mask %v does not broadcast to the input's shape %v", mask.shape, x.shape)
 	}
 	fill := allocTensor(c, x.dtype, x.device, Shape{})
 	x.ref.b.Fill(fill.bview(), v)
@@ -204,11 +204,11 @@ func Stack(ts []*Tensor, dim int) *Tensor {
 // output, and the gradient of each is copied out of the same window.
 func (c *Context) join(op *Op, ts []*Tensor, dim int) *Tensor {
 	if len(ts) == 0 {
-		panic(&OpError{Op: op.Name, Msg: "needs at least one tensor"})
+		panic(&OpError{Op: op.Name(), Msg: "needs at least one tensor"})
 	}
 	for _, t := range ts {
 		if t == nil {
-			panic(&OpError{Op: op.Name, Msg: "nil tensor in the list"})
+			panic(&OpError{Op: op.Name(), Msg: "nil tensor in the list"})
 		}
 	}
 	in := c.prep(op, ts...)
@@ -222,28 +222,28 @@ func (c *Context) join(op *Op, ts []*Tensor, dim int) *Tensor {
 			d += first.Dim() + 1
 		}
 		if d < 0 || d > first.Dim() {
-			fail(op.Name, in, "dimension %d out of range for stacking %d-d tensors", dim, first.Dim())
+			fail(op.Name(), in, "dimension %d out of range for stacking %d-d tensors", dim, first.Dim())
 		}
 		for _, t := range in {
 			if !t.shape.Equal(first.shape) {
-				fail(op.Name, in, "all tensors must have one shape; got %v and %v", first.shape, t.shape)
+				fail(op.Name(), in, "all tensors must have one shape; got %v and %v", first.shape, t.shape)
 			}
 		}
 		shape = slices.Insert(first.shape.Clone(), d, len(in))
 	} else {
 		if first.Dim() == 0 {
-			fail(op.Name, in, "cannot concatenate 0-d tensors; use Stack")
+			fail(op.Name(), in, "cannot concatenate 0-d tensors; use Stack")
 		}
-		d = first.axis(op.Name, dim)
+		d = first.axis(op.Name(), dim)
 		shape = first.shape.Clone()
 		shape[d] = 0
 		for _, t := range in {
 			if t.Dim() != first.Dim() {
-				fail(op.Name, in, "all tensors must have %d dimensions", first.Dim())
+				fail(op.Name(), in, "all tensors must have %d dimensions", first.Dim())
 			}
 			for k := range t.shape {
 				if k != d && t.shape[k] != first.shape[k] {
-					fail(op.Name, in, "sizes must match except in dimension %d; got %v and %v", d, first.shape, t.shape)
+					fail(op.Name(), in, "sizes must match except in dimension %d; got %v and %v", d, first.shape, t.shape)
 				}
 			}
 			shape[d] += t.shape[d]
@@ -291,7 +291,7 @@ func (c *Context) join(op *Op, ts []*Tensor, dim int) *Tensor {
 // start and end count from the end, both are clamped to the dimension, and step ≥ 1.
 // Pass math.MaxInt as end to slice to the end.
 func Slice(x *Tensor, dim, start, end, step int) *Tensor {
-	return resolve(opSlice, x).slice(opSlice.Name, x, dim, start, end, step)
+	return resolve(opSlice, x).slice(opSlice.Name(), x, dim, start, end, step)
 }
 
 // Slice returns t[start:end:step] along dim (see Slice).
@@ -408,22 +408,22 @@ func (c *Context) extreme(op *Op, x *Tensor, dim int, keep bool) *Tensor {
 	in := c.prep(op, x)
 	x = in[0]
 	if x.dtype == Bool {
-		fail(op.Name, in, "needs a numeric tensor; Cast it first")
+		fail(op.Name(), in, "needs a numeric tensor; Cast it first")
 	}
 	var d int
 	shape := x.shape
 	if x.Dim() == 0 {
 		// A 0-d tensor is its own extreme, at position 0 (as PyTorch).
 		if dim != 0 && dim != -1 {
-			fail(op.Name, in, "dimension %d out of range for a 0-d tensor", dim)
+			fail(op.Name(), in, "dimension %d out of range for a 0-d tensor", dim)
 		}
 		shape = Shape{1}
 	} else {
-		d = x.axis(op.Name, dim)
+		d = x.axis(op.Name(), dim)
 	}
 	outer, n, inner := splitAt(shape, d)
 	if n == 0 {
-		fail(op.Name, in, "dimension %d is empty and has no extreme", d)
+		fail(op.Name(), in, "dimension %d is empty and has no extreme", d)
 	}
 	oshape := Shape{}
 	if x.Dim() > 0 {

@@ -286,12 +286,12 @@ func TestMaxMinArgMax(t *testing.T) {
 	for _, name := range []string{"argmax", "argmin"} {
 		op, ok := LookupOp(name)
 		require.True(t, ok)
-		require.False(t, op.Differentiable)
+		require.False(t, op.Differentiable())
 	}
 	op, _ := LookupOp("cat")
-	require.Equal(t, Promote, op.Cast)
+	require.Equal(t, Promote, op.Category())
 	op, _ = LookupOp("softmax")
-	require.Equal(t, FP32, op.Cast)
+	require.Equal(t, FP32, op.Category())
 	op, _ = LookupOp("embedding")
-	require.Equal(t, Passthrough, op.Cast)
+	require.Equal(t, Passthrough, op.Category())
 }

@@ -96,17 +96,17 @@ func (c *Context) softmax(op *Op, x *Tensor, dim int) *Tensor {
 	in := c.prep(op, x)
 	x = in[0]
 	if !x.dtype.IsFloat() {
-		fail(op.Name, in, "needs a floating-point tensor; Cast it first")
+		fail(op.Name(), in, "needs a floating-point tensor; Cast it first")
 	}
 	log := op == opLogSoftmax
 	d := 0
 	if x.Dim() == 0 {
 		// A 0-d tensor is one row of one element, as in PyTorch.
 		if dim != 0 && dim != -1 {
-			fail(op.Name, in, "dimension %d out of range for a 0-d tensor", dim)
+			fail(op.Name(), in, "dimension %d out of range for a 0-d tensor", dim)
 		}
 	} else {
-		d = x.axis(op.Name, dim)
+		d = x.axis(op.Name(), dim)
 	}
 	xm, perm := c.toLast(x, d)
 	n := 1
@@ -205,7 +205,7 @@ func (bc *Context) lossGrad(g *Tensor, r Reduction, count int, k float64) *Tenso
 func CrossEntropy(logits, labels *Tensor, smoothing float64, reduction ...Reduction) *Tensor {
 	c := resolve(opCrossEntropy, logits, labels)
 	in := []*Tensor{logits, labels}
-	return c.crossEntropy(logits, labels, CrossEntropyOptions{Smoothing: smoothing, Reduction: reductionOf(opCrossEntropy.Name, in, reduction)})
+	return c.crossEntropy(logits, labels, CrossEntropyOptions{Smoothing: smoothing, Reduction: reductionOf(opCrossEntropy.Name(), in, reduction)})
 }
 
 // DefaultIgnoreIndex is PyTorch's default ignore_index, for CrossEntropyOptions.
@@ -246,16 +246,16 @@ func (c *Context) crossEntropy(logits, labels *Tensor, o CrossEntropyOptions) *T
 	op := opCrossEntropy
 	in := c.prep(op, logits, labels)
 	x, lab := in[0], in[1]
-	red := reductionOf(op.Name, in, []Reduction{o.Reduction})
+	red := reductionOf(op.Name(), in, []Reduction{o.Reduction})
 	eps := o.Smoothing
 	if !x.dtype.IsFloat() {
-		fail(op.Name, in, "logits must be floating point; Cast them first")
+		fail(op.Name(), in, "logits must be floating point; Cast them first")
 	}
 	if !lab.dtype.IsInt() {
-		fail(op.Name, in, "labels must be Int32 or Int64 class indices (probabilities as targets are not supported)")
+		fail(op.Name(), in, "labels must be Int32 or Int64 class indices (probabilities as targets are not supported)")
 	}
 	if !(eps >= 0 && eps <= 1) {
-		fail(op.Name, in, "label smoothing %g is outside [0, 1]", eps)
+		fail(op.Name(), in, "label smoothing %g is outside [0, 1]", eps)
 	}
 	cd := -1 // the class dimension of x
 	switch {
@@ -266,7 +266,7 @@ func (c *Context) crossEntropy(logits, labels *Tensor, o CrossEntropyOptions) *T
 		cd = 1
 	}
 	if cd < 0 {
-		fail(op.Name, in, "want logits [N, C] with labels [N] (or [C] with a 0-d label, or [N, C, d…] with labels [N, d…])")
+		fail(op.Name(), in, "want logits [N, C] with labels [N] (or [C] with a 0-d label, or [N, C, d…] with labels [N, d…])")
 	}
 	classes := x.shape[cd]
 	m := lab.Numel()
@@ -293,7 +293,7 @@ func (c *Context) crossEntropy(logits, labels *Tensor, o CrossEntropyOptions) *T
 			if o.Ignore {
 				hint = fmt.Sprintf("only %d is ignored", o.IgnoreIndex)
 			}
-			fail(op.Name, in, "label %d at position %d is outside [0, %d); labels are class indices (%s)", v, i, classes, hint)
+			fail(op.Name(), in, "label %d at position %d is outside [0, %d); labels are class indices (%s)", v, i, classes, hint)
 		}
 		if kept != nil {
 			kept = append(kept, int64(i))
@@ -410,10 +410,10 @@ func (c *Context) pairLossInputs(op *Op, x, y *Tensor) []*Tensor {
 	in := c.prep(op, x, y)
 	x, y = in[0], in[1]
 	if !x.dtype.IsFloat() || !y.dtype.IsFloat() {
-		fail(op.Name, in, "input and target must be floating point; Cast them first")
+		fail(op.Name(), in, "input and target must be floating point; Cast them first")
 	}
 	if !x.shape.Equal(y.shape) {
-		fail(op.Name, in, "input %v and target %v must have the same shape; Reshape or Expand the target", x.shape, y.shape)
+		fail(op.Name(), in, "input %v and target %v must have the same shape; Reshape or Expand the target", x.shape, y.shape)
 	}
 	if x.dtype != y.dtype {
 		w := promote(x.dtype, y.dtype)
@@ -425,7 +425,7 @@ func (c *Context) pairLossInputs(op *Op, x, y *Tensor) []*Tensor {
 func (c *Context) mseLoss(x, y *Tensor, rs []Reduction) *Tensor {
 	in := c.pairLossInputs(opMSELoss, x, y)
 	x, y = in[0], in[1]
-	red := reductionOf(opMSELoss.Name, in, rs)
+	red := reductionOf(opMSELoss.Name(), in, rs)
 	d := c.binaryRaw(opMSELoss, backend.Sub, x, y)
 	sq := c.binaryRaw(opMSELoss, backend.Mul, d, d)
 	out := c.reduceLoss(sq, red)
@@ -456,7 +456,7 @@ func (c *Context) bceWithLogits(x, y *Tensor, rs []Reduction) *Tensor {
 	op := opBCEWithLogits
 	in := c.pairLossInputs(op, x, y)
 	x, y = in[0], in[1]
-	red := reductionOf(op.Name, in, rs)
+	red := reductionOf(op.Name(), in, rs)
 	// log(1 + e^-|x|), one kernel pass per step.
 	sp := c.unaryRaw(x, backend.Abs, 0, 0)
 	for _, k := range []struct {
@@ -510,10 +510,10 @@ func (c *Context) dropout(x *Tensor, p float64, training bool) *Tensor {
 	in := c.prep(opDropout, x)
 	x = in[0]
 	if !(p >= 0 && p <= 1) {
-		fail(opDropout.Name, in, "probability %g is outside [0, 1]", p)
+		fail(opDropout.Name(), in, "probability %g is outside [0, 1]", p)
 	}
 	if !x.dtype.IsFloat() {
-		fail(opDropout.Name, in, "needs a floating-point tensor; Cast it first")
+		fail(opDropout.Name(), in, "needs a floating-point tensor; Cast it first")
 	}
 	if p == 0 || !training {
 		return c.observe(opDropout, in, x)

@@ -11,7 +11,7 @@ import (
 // low as the LowerPrecision dtype.
 type castAllPolicy struct{ low DType }
 
-func (p castAllPolicy) Category(op *Op, dev Device) CastCategory { return op.Cast }
+func (p castAllPolicy) Category(op *Op, dev Device) CastCategory { return op.Category() }
 func (p castAllPolicy) LowDType() DType                          { return p.low }
 
 func labels64(v ...int64) func() *Tensor {

@@ -86,7 +86,7 @@ func (c *Context) batchNorm(x, weight, bias, rm, rv *Tensor, training bool, mome
 	if fused != nil {
 		op = opBatchNormReLU
 	}
-	name := op.Name
+	name := op.Name()
 	in := c.prep(op, x, weight, bias)
 	x, weight, bias = in[0], in[1], in[2]
 	// The running statistics are updated in place, so they never go through autocast.

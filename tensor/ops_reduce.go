@@ -64,9 +64,9 @@ func (c *Context) sumOp(op *Op, t *Tensor, dims []int, keep bool) *Tensor {
 	in := c.prep(op, t)
 	t = in[0]
 	if !t.dtype.IsFloat() {
-		fail(op.Name, in, "needs a floating-point tensor; Cast it first")
+		fail(op.Name(), in, "needs a floating-point tensor; Cast it first")
 	}
-	dims = t.normDims(op.Name, dims)
+	dims = t.normDims(op.Name(), dims)
 	kind := backend.Sum
 	if op == opMean {
 		kind = backend.Mean

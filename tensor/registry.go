@@ -28,12 +28,22 @@ func (c CastCategory) String() string {
 
 // Op is one row of the op registry: the op's name and its autocast category. The op's
 // forward and backward live together in the function that defines it, next to the row.
+// Rows are read-only outside this package: callers get a pointer (the identity observers
+// and autocast policies key on) whose fields they cannot change.
 type Op struct {
-	Name string
-	Cast CastCategory
-	// Differentiable is false for ops with no gradient (argmax, comparisons).
-	Differentiable bool
+	name           string
+	cast           CastCategory
+	differentiable bool
 }
+
+// Name is the op's registry name ("matmul", "conv2d", …).
+func (o *Op) Name() string { return o.name }
+
+// Category is the op's autocast category.
+func (o *Op) Category() CastCategory { return o.cast }
+
+// Differentiable is false for ops with no gradient (argmax, comparisons).
+func (o *Op) Differentiable() bool { return o.differentiable }
 
 var (
 	regMu    sync.Mutex
@@ -50,7 +60,7 @@ func defOpDiff(name string, cat CastCategory, diff bool) *Op {
 	if _, ok := registry[name]; ok {
 		panic(fmt.Sprintf("tensor: op %q defined twice", name))
 	}
-	op := &Op{Name: name, Cast: cat, Differentiable: diff}
+	op := &Op{name: name, cast: cat, differentiable: diff}
 	registry[name] = op
 	return op
 }
@@ -63,7 +73,7 @@ func Ops() []*Op {
 	for _, op := range registry {
 		out = append(out, op)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
 }
 

@@ -278,7 +278,7 @@ func TestThousandStepsLeakNothing(t *testing.T) {
 // trivialPolicy casts every LowerPrecision op to Float16 and FP32 ops to Float32.
 type trivialPolicy struct{ low DType }
 
-func (p trivialPolicy) Category(op *Op, dev Device) CastCategory { return op.Cast }
+func (p trivialPolicy) Category(op *Op, dev Device) CastCategory { return op.Category() }
 func (p trivialPolicy) LowDType() DType                          { return p.low }
 
 func TestAutocastHookCastsInputsAndCachesWeights(t *testing.T) {
@@ -368,11 +368,11 @@ func TestOpRegistryRowsHaveCategories(t *testing.T) {
 	require.NotEmpty(t, ops)
 	m, ok := LookupOp("matmul")
 	require.True(t, ok)
-	require.Equal(t, LowerPrecision, m.Cast)
+	require.Equal(t, LowerPrecision, m.Category())
 	s, _ := LookupOp("sum")
-	require.Equal(t, FP32, s.Cast)
+	require.Equal(t, FP32, s.Category())
 	a, _ := LookupOp("add")
-	require.Equal(t, Promote, a.Cast)
+	require.Equal(t, Promote, a.Category())
 }
 
 // A tensor outside every Context that nobody references is freed by the GC cleanup
