@@ -256,33 +256,6 @@ func newConvBF16(kern *gemmBF16Kernel) *convOps[half.BFloat16, uint32] {
 	}
 }
 
-// convKernelGo is the pure-Go twin of convKernel12x32AVX512 for any mr×nr tile (nr
-// a multiple of 4): for every i < mr and j < nr, c[i*ldc+j] += Σ_p a[p*mr+i] ·
-// b[offs[p]/4+j], accumulated from zero in ascending p (fused where the compiler
-// fuses x·y+z).
-func convKernelGo(mr, nr, steps int, a, b []float32, offs []int, c []float32, ldc int) {
-	a = a[:steps*mr]
-	offs = offs[:steps]
-	for i := range mr {
-		crow := c[i*ldc:][:nr]
-		for j := 0; j < nr; j += 4 {
-			var s0, s1, s2, s3 float32
-			for p, o := range offs {
-				x := a[p*mr+i]
-				bp := b[o/4+j:][:4]
-				s0 += x * bp[0]
-				s1 += x * bp[1]
-				s2 += x * bp[2]
-				s3 += x * bp[3]
-			}
-			crow[j] += s0
-			crow[j+1] += s1
-			crow[j+2] += s2
-			crow[j+3] += s3
-		}
-	}
-}
-
 // convPackRowsTF32 packs steps columns of w ≤ stride rows of src (row stride ld)
 // as a panel: dst[p*stride+i] = src[i*ld+p], zero for i ≥ w.
 func convPackRowsTF32(dst, src []float32, ld, steps, w, stride int) {

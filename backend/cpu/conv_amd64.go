@@ -122,3 +122,31 @@ func convGatherF32(dst, src []float32, offs []int, steps, w, stride int) {
 	gemmBF16PackGather((*uint32)(unsafe.Pointer(&dst[0])), (*half.BFloat16)(unsafe.Pointer(unsafe.SliceData(src))), &idx, steps,
 		mask(w), mask(w-16), mask(stride), mask(stride-16))
 }
+
+// convKernelGo is the pure-Go twin of convKernel12x32AVX512 for any mr×nr tile (nr
+// a multiple of 4; the tests pit the assembly against it — builds without the
+// assembly use the im2col path, so it lives beside the kernels it describes): for every i < mr and j < nr, c[i*ldc+j] += Σ_p a[p*mr+i] ·
+// b[offs[p]/4+j], accumulated from zero in ascending p (fused where the compiler
+// fuses x·y+z).
+func convKernelGo(mr, nr, steps int, a, b []float32, offs []int, c []float32, ldc int) {
+	a = a[:steps*mr]
+	offs = offs[:steps]
+	for i := range mr {
+		crow := c[i*ldc:][:nr]
+		for j := 0; j < nr; j += 4 {
+			var s0, s1, s2, s3 float32
+			for p, o := range offs {
+				x := a[p*mr+i]
+				bp := b[o/4+j:][:4]
+				s0 += x * bp[0]
+				s1 += x * bp[1]
+				s2 += x * bp[2]
+				s3 += x * bp[3]
+			}
+			crow[j] += s0
+			crow[j+1] += s1
+			crow[j+2] += s2
+			crow[j+3] += s3
+		}
+	}
+}
