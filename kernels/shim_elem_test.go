@@ -279,7 +279,9 @@ func TestShimUnary(t *testing.T) {
 		for _, c := range unaryCases {
 			name := kernels.Name("unary", dt)
 			tol := int64(0)
-			if !c.exact {
+			// GELU in float32 and half data is float32 arithmetic on both sides (the
+			// CPU's vec_gelu.go, copied in unary.cu): bit-identical too.
+			if !c.exact && !(c.op == backend.Gelu && dt != backend.Float64) {
 				tol = mathULP(dt)
 			}
 			ys, _ := cpuB().Alloc(dt, n)

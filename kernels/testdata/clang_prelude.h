@@ -44,5 +44,10 @@ GAMP_LIBDEVICE(cos)
 #undef GAMP_LIBDEVICE
 extern "C" __device__ double __nv_pow(double, double);
 static __device__ __forceinline__ double pow(double x, double y) { return __nv_pow(x, y); }
+// The float32 GELU's fused multiply-add and round-to-nearest-even (single instructions).
+extern "C" __device__ float __nv_fmaf(float, float, float);
+static __device__ __forceinline__ float fmaf(float x, float y, float z) { return __nv_fmaf(x, y, z); }
+extern "C" __device__ float __nv_rintf(float);
+static __device__ __forceinline__ float rintf(float x) { return __nv_rintf(x); }
 
 #endif  // GAMP_CLANG_PRELUDE_H
