@@ -115,7 +115,7 @@ func resolve(o options) (plan, error) {
 	if p.variants, err = parseVariants(o.precision, o.optLevel); err != nil {
 		return p, err
 	}
-	if p.dev, err = pickDevice(o.device); err != nil {
+	if p.dev, err = cli.OpenDevice(o.device); err != nil {
 		return p, err
 	}
 	if p.dev.Kind == backend.KindCPU {
@@ -205,16 +205,6 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// pickDevice returns the requested device, or the best one present; a bad or missing
-// device is a usage error.
-func pickDevice(name string) (tensor.Device, error) {
-	d, err := tensor.OpenDevice(name)
-	if err != nil {
-		return d, usagef("-device: %v", err)
-	}
-	return d, nil
 }
 
 // buildModel returns a freshly initialised network on the default device.

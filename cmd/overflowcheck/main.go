@@ -148,22 +148,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// pickDevice returns the requested device, or the best one present; a bad or missing
-// device is a usage error.
-func pickDevice(name string) (tensor.Device, error) {
-	d, err := tensor.OpenDevice(name)
-	if err != nil {
-		return d, cli.Usagef("-device: %v", err)
-	}
-	return d, nil
-}
-
 // batches yields the inputs and labels of step i.
 type batches func(i int) (x, y *tensor.Tensor)
 
 // check trains the model with the Watcher attached and returns its report.
 func check(o options, log io.Writer) (overflow.Report, error) {
-	dev, err := pickDevice(o.device)
+	dev, err := cli.OpenDevice(o.device)
 	if err != nil {
 		return overflow.Report{}, err
 	}

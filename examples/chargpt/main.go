@@ -32,6 +32,7 @@ import (
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/cuda"
 	"github.com/gamp-ml/gamp/data"
+	"github.com/gamp-ml/gamp/internal/cli"
 	"github.com/gamp-ml/gamp/models"
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/optim"
@@ -142,23 +143,6 @@ func defineFlags(flag *flag.FlagSet, o *options) {
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 }
 
-func pickDevice(name string) (tensor.Device, error) {
-	if name == "" {
-		if _, err := backend.Get(tensor.CUDA(0)); err == nil {
-			return tensor.CUDA(0), nil
-		}
-		return tensor.CPU, nil
-	}
-	d, err := tensor.ParseDevice(name)
-	if err != nil {
-		return d, err
-	}
-	if _, err := backend.Get(d); err != nil {
-		return d, fmt.Errorf("device %s is not available: %w", d, err)
-	}
-	return d, nil
-}
-
 func levelFor(precision, optLevel string) (amp.OptLevel, tensor.DType, error) {
 	var low tensor.DType
 	switch strings.ToLower(precision) {
@@ -251,7 +235,7 @@ func run(o options, log io.Writer) (summary, error) {
 	if err := o.validate(); err != nil {
 		return summary{}, err
 	}
-	dev, err := pickDevice(o.device)
+	dev, err := cli.OpenDevice(o.device)
 	if err != nil {
 		return summary{}, err
 	}
@@ -259,10 +243,7 @@ func run(o options, log io.Writer) (summary, error) {
 		return summary{}, err
 	}
 	if o.precision == "auto" {
-		o.precision = "bf16"
-		if dev.Kind == backend.KindCUDA {
-			o.precision = "fp16"
-		}
+		o.precision = cli.AutoPrecision(dev)
 	}
 	level, low, err := levelFor(o.precision, o.optLevel)
 	if err != nil {

@@ -261,24 +261,6 @@ func checkOutputs(o options) error {
 	return nil
 }
 
-func pickDevice(name string) (tensor.Device, error) {
-	if name == "" {
-		// The best device present: a GPU when one is usable, else the CPU.
-		if _, err := backend.Get(tensor.CUDA(0)); err == nil {
-			return tensor.CUDA(0), nil
-		}
-		return tensor.CPU, nil
-	}
-	d, err := tensor.ParseDevice(name)
-	if err != nil {
-		return d, usagef("-device: %v", err)
-	}
-	if _, err := backend.Get(d); err != nil {
-		return d, usagef("-device %s is not available: %v", d, err)
-	}
-	return d, nil
-}
-
 // parsePrecision returns the half dtype of a -precision value (0 for fp32); "auto" is
 // resolved before this by run and is accepted here.
 func parsePrecision(p string) (tensor.DType, error) {
@@ -409,7 +391,7 @@ func train(o options, log io.Writer) (summary, error) {
 			o.quiet, o.bar, o.save = true, false, ""
 		}
 	}
-	dev, err := pickDevice(o.device)
+	dev, err := cli.OpenDevice(o.device)
 	if err != nil {
 		return summary{}, err
 	}
@@ -417,10 +399,7 @@ func train(o options, log io.Writer) (summary, error) {
 		return summary{}, err
 	}
 	if o.precision == "auto" {
-		o.precision = "bf16"
-		if dev.Kind == backend.KindCUDA {
-			o.precision = "fp16"
-		}
+		o.precision = cli.AutoPrecision(dev)
 	}
 	level, low, err := levelFor(o)
 	if err != nil {
