@@ -1,7 +1,10 @@
 // Package data feeds training loops: it reads Fashion-MNIST (and MNIST) from IDX files,
 // raw or gzip, with strict validation; makes synthetic Gaussian-blob datasets for tests
-// and benchmarks that need no files; and batches a Dataset with a Loader whose worker
-// goroutines prepare the next batches while the current one trains.
+// and benchmarks that need no files; batches a Dataset with a Loader whose worker
+// goroutines prepare the next batches while the current one trains; and reads text for
+// character-level language models (Text: Debian's fortunes corpus with LoadFortunes, or
+// any file with LoadTextFile), with a vocabulary, a deterministic 90/10 split and Blocks
+// of contiguous tokens drawn as a function of (seed, draw) alone.
 //
 //	train, test, err := data.LoadFashionMNIST("") // "": /usr/share/datasets/fashion-mnist
 //	loader, err := data.NewLoader(train, data.LoaderOptions{BatchSize: 128, Shuffle: true, Seed: 1, Shape: data.ShapeImage})
@@ -11,7 +14,11 @@
 //	}
 //
 // Get the data with `apt-get install dataset-fashion-mnist` (Debian), or point
-// LoadFashionMNIST at any directory holding the four IDX files.
+// LoadFashionMNIST at any directory holding the four IDX files; the text corpus with
+// `apt-get install fortunes`:
+//
+//	text, err := data.LoadFortunes("") // "": /usr/share/games/fortunes
+//	blocks, err := text.NewBlocks(false, 128, 1) // training split, 128-token blocks
 //
 // Determinism: with Shuffle, epoch e visits the examples in the order of a permutation
 // seeded with Seed+e (Loader.Order), so a run is reproducible and epochs differ; the
