@@ -13,9 +13,6 @@ import (
 	"github.com/gamp-ml/gamp/tensor"
 )
 
-// LossFunc computes a scalar loss from the model output and the target.
-type LossFunc func(out, target *tensor.Tensor) *tensor.Tensor
-
 // Trainer runs the mixed-precision training step PyTorch users write by hand:
 //
 //	for each micro-batch:  forward under autocast → loss / N → scaler.Scale(loss).Backward()
@@ -29,7 +26,7 @@ type Trainer struct {
 	Scaler *scaler.GradScaler
 	// Sched, when set, is advanced after every step that was not skipped.
 	Sched *optim.Scheduler
-	Loss  LossFunc
+	Loss  nn.LossFunc
 	// ForwardLoss, when set, replaces "run Model, then Loss on its output and the
 	// target" in a training micro-step: it receives the input already in the step's
 	// autocast region (cast to the half dtype at O2/O3) and the target, and returns the
@@ -62,7 +59,7 @@ type Result struct {
 
 // NewTrainer checks cfg and builds a Trainer for a model already Prepared for
 // cfg.Level, its optimizer and a loss function. dev picks the default half dtype.
-func NewTrainer(model nn.Module, opt optim.Optimizer, loss LossFunc, dev tensor.Device, cfg Config) (*Trainer, error) {
+func NewTrainer(model nn.Module, opt optim.Optimizer, loss nn.LossFunc, dev tensor.Device, cfg Config) (*Trainer, error) {
 	if cfg.Level < O0 || cfg.Level > O3 {
 		return nil, fmt.Errorf("amp: bad opt level %d", cfg.Level)
 	}

@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"github.com/gamp-ml/gamp/amp"
+	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/optim"
 	"github.com/gamp-ml/gamp/tensor"
 )
@@ -20,7 +21,7 @@ type Trainer struct {
 
 // NewTrainer returns a Trainer for dp; opt must be built on dp.Params() after
 // amp.Prepare(dp, cfg.Level, …). The half dtype defaults to that of dp's main device.
-func NewTrainer(dp *DataParallel, opt optim.Optimizer, loss amp.LossFunc, cfg amp.Config) (*Trainer, error) {
+func NewTrainer(dp *DataParallel, opt optim.Optimizer, loss nn.LossFunc, cfg amp.Config) (*Trainer, error) {
 	at, err := amp.NewTrainer(dp, opt, loss, dp.devices[0], cfg)
 	if err != nil {
 		return nil, err
