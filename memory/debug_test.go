@@ -20,12 +20,12 @@ func here() string {
 }
 
 func tracking(t *testing.T) {
-	memory.SetDebugTracking(true)
-	t.Cleanup(func() { memory.SetDebugTracking(false) })
+	tensor.SetDebugTracking(true)
+	t.Cleanup(func() { tensor.SetDebugTracking(false) })
 }
 
 func groupAt(origin string) (tensor.LiveGroup, bool) {
-	for _, g := range memory.LiveTensors() {
+	for _, g := range tensor.LiveTensors() {
 		if g.Origin == origin {
 			return g, true
 		}
@@ -73,11 +73,11 @@ func TestLiveTensorsNameTheUsersLine(t *testing.T) {
 }
 
 func TestWriteLiveTensorsSaysHowToTurnTrackingOn(t *testing.T) {
-	memory.SetDebugTracking(false)
+	tensor.SetDebugTracking(false)
 	var buf bytes.Buffer
 	require.NoError(t, memory.WriteLiveTensors(&buf))
-	if len(memory.LiveTensors()) == 0 {
-		require.Contains(t, buf.String(), "memory.SetDebugTracking(true)")
+	if len(tensor.LiveTensors()) == 0 {
+		require.Contains(t, buf.String(), "tensor.SetDebugTracking(true)")
 	}
 }
 
@@ -137,7 +137,7 @@ func TestHistoryDetectorQuietOnACorrectLoop(t *testing.T) {
 }
 
 func TestHistoryWarningWithoutTracking(t *testing.T) {
-	memory.SetDebugTracking(false)
+	tensor.SetDebugTracking(false)
 	ctx := tensor.NewContext()
 	defer ctx.Close()
 	det := memory.NewHistoryDetector(memory.HistoryOptions{Steps: 2})
@@ -149,5 +149,5 @@ func TestHistoryWarningWithoutTracking(t *testing.T) {
 	warn := det.Observe(1, acc)
 	require.NotNil(t, warn)
 	require.Equal(t, "", warn.Origin)
-	require.Contains(t, warn.String(), "memory.SetDebugTracking(true)")
+	require.Contains(t, warn.String(), "tensor.SetDebugTracking(true)")
 }

@@ -10,7 +10,7 @@
 //	table, _ := memory.Summary(dev)             // the torch.cuda.memory_summary table
 //	memory.ShowUtilization(os.Stdout)           // load and memory per device, as GPUtil
 //
-// Hunting a leak: SetDebugTracking(true) records the user's source line that creates
+// Hunting a leak: tensor.SetDebugTracking(true) records the user's source line that creates
 // each tensor, and WriteLiveTensors lists what is still alive by that line. The
 // HistoryDetector catches the `total = total + loss` bug (a kept tensor that drags
 // every step's autograd graph along). FindExecutableBatchSize retries a step with half

@@ -52,7 +52,7 @@ type Warning struct {
 	// Sizes are the graph sizes (autograd nodes) over the growing steps, oldest first.
 	Sizes []int
 	// Origin is the source line that created the tensor ("" when debug tracking is
-	// off; see SetDebugTracking).
+	// off; see tensor.SetDebugTracking).
 	Origin string
 }
 
@@ -61,7 +61,7 @@ func (w *Warning) String() string {
 	for i, s := range w.Sizes {
 		sizes[i] = fmt.Sprint(s)
 	}
-	where := "turn on memory.SetDebugTracking(true) to see the line that creates it"
+	where := "turn on tensor.SetDebugTracking(true) to see the line that creates it"
 	if w.Origin != "" {
 		where = "it is created at " + w.Origin
 	}

@@ -9,19 +9,7 @@ import (
 	"github.com/gamp-ml/gamp/tensor"
 )
 
-// SetDebugTracking turns on recording of the source line that creates each tensor
-// (tensor.SetDebugTracking): LiveTensors and the HistoryDetector's warnings then name
-// the line. It costs a stack walk per tensor; use it to hunt a leak, not in
-// production. Only tensors created while it is on are reported.
-func SetDebugTracking(on bool) { tensor.SetDebugTracking(on) }
-
-// LiveTensors returns the tensors still alive that were created while debug tracking
-// was on, grouped by the user's source line that created them (frames inside gamp's
-// library packages are skipped), largest first. Released tensors — by Release or by
-// closing their Context — are not reported; what remains after a step is a leak.
-func LiveTensors() []tensor.LiveGroup { return tensor.LiveTensors() }
-
-// WriteLiveTensors writes LiveTensors as a table, largest group first:
+// WriteLiveTensors writes tensor.LiveTensors as a table, largest group first:
 //
 //	|      BYTES | COUNT | LARGEST                | CREATED AT
 //	|   1.00 MiB |    16 | [64 256] float32 cpu   | /src/train/loop.go:42
@@ -32,7 +20,7 @@ func WriteLiveTensors(w io.Writer) error {
 	var sb strings.Builder
 	if len(gs) == 0 {
 		if !tensor.DebugTracking() {
-			sb.WriteString("no live tensors recorded: debug tracking is off (call memory.SetDebugTracking(true) before the code under suspicion)\n")
+			sb.WriteString("no live tensors recorded: debug tracking is off (call tensor.SetDebugTracking(true) before the code under suspicion)\n")
 		} else {
 			sb.WriteString("no live tensors created since debug tracking was turned on\n")
 		}
