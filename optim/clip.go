@@ -80,7 +80,7 @@ func gradNorm1(g *tensor.Tensor, p float64) float64 {
 	x := ctx.Bind(g)
 	if math.IsInf(p, 1) {
 		// |x| and max are exact in any dtype; Max propagates NaN.
-		return x.Abs().Reshape(-1).Max(0, false).Item()
+		return x.Abs().Reshape(-1).Max(0).Item()
 	}
 	// float32² is exact in float64 (24+24 bits < 53), so only the sum rounds.
 	x = x.Cast(tensor.Float64)

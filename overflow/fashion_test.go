@@ -172,7 +172,7 @@ func runFashion(t *testing.T, train, test *data.Dataset, faults []gradFaultSpec)
 	for it.Next() {
 		x, y := it.Batch().Tensors()
 		out := tr.Evaluate(x)
-		pred, labels := out.ArgMax(1, false).Int64s(), y.Int64s()
+		pred, labels := out.ArgMax(1).Int64s(), y.Int64s()
 		for i := range pred {
 			if pred[i] == labels[i] {
 				correct++

@@ -15,7 +15,7 @@ func TestEveryOpRecordedAndStateBounded(t *testing.T) {
 	for range 200 {
 		ctx := p.Context()
 		x := tensor.Randn(tensor.Shape{4, 3}, tensor.WithContext(ctx))
-		x.Relu().ArgMax(1, false)
+		x.Relu().ArgMax(1)
 		tensor.Eq(x, x)
 		ctx.Close()
 	}

@@ -369,40 +369,42 @@ func (c *Context) slice(name string, x *Tensor, dim, start, end, step int) *Tens
 
 // --- extremes over one dimension
 
-// Max returns the largest entries of x along dim (the values of torch.max(x, dim));
-// keepdim keeps dim as size 1. The gradient flows to the first position of each
-// maximum, as in PyTorch; a NaN counts as the maximum.
-func Max(x *Tensor, dim int, keepdim bool) *Tensor {
-	return resolve(opMax, x).extreme(opMax, x, dim, keepdim)
+// Max returns the largest entries of t along dim, dropping dim (the values of
+// torch.max(t, dim)); MaxKeep keeps it as size 1, as Sum and SumKeep do. The gradient
+// flows to the first position of each maximum, as in PyTorch; a NaN counts as the
+// maximum.
+func (t *Tensor) Max(dim int) *Tensor { return resolve(opMax, t).extreme(opMax, t, dim, false) }
+
+// MaxKeep is Max with dim kept as size 1 (torch.max(t, dim, keepdim=True)).
+func (t *Tensor) MaxKeep(dim int) *Tensor { return resolve(opMax, t).extreme(opMax, t, dim, true) }
+
+// Min returns the smallest entries of t along dim, dropping dim (see Max).
+func (t *Tensor) Min(dim int) *Tensor { return resolve(opMin, t).extreme(opMin, t, dim, false) }
+
+// MinKeep is Min with dim kept as size 1.
+func (t *Tensor) MinKeep(dim int) *Tensor { return resolve(opMin, t).extreme(opMin, t, dim, true) }
+
+// ArgMax returns the Int64 position of the first largest entry of t along dim,
+// dropping dim (torch.argmax). It has no gradient.
+func (t *Tensor) ArgMax(dim int) *Tensor {
+	return resolve(opArgMax, t).extreme(opArgMax, t, dim, false)
 }
 
-// Min returns the smallest entries of x along dim (see Max).
-func Min(x *Tensor, dim int, keepdim bool) *Tensor {
-	return resolve(opMin, x).extreme(opMin, x, dim, keepdim)
+// ArgMaxKeep is ArgMax with dim kept as size 1.
+func (t *Tensor) ArgMaxKeep(dim int) *Tensor {
+	return resolve(opArgMax, t).extreme(opArgMax, t, dim, true)
 }
 
-// ArgMax returns the Int64 position of the first largest entry of x along dim
-// (torch.argmax). It has no gradient.
-func ArgMax(x *Tensor, dim int, keepdim bool) *Tensor {
-	return resolve(opArgMax, x).extreme(opArgMax, x, dim, keepdim)
+// ArgMin returns the Int64 position of the first smallest entry of t along dim,
+// dropping dim (see ArgMax).
+func (t *Tensor) ArgMin(dim int) *Tensor {
+	return resolve(opArgMin, t).extreme(opArgMin, t, dim, false)
 }
 
-// ArgMin returns the Int64 position of the first smallest entry of x along dim.
-func ArgMin(x *Tensor, dim int, keepdim bool) *Tensor {
-	return resolve(opArgMin, x).extreme(opArgMin, x, dim, keepdim)
+// ArgMinKeep is ArgMin with dim kept as size 1.
+func (t *Tensor) ArgMinKeep(dim int) *Tensor {
+	return resolve(opArgMin, t).extreme(opArgMin, t, dim, true)
 }
-
-// Max returns the largest entries of t along dim (see Max).
-func (t *Tensor) Max(dim int, keepdim bool) *Tensor { return Max(t, dim, keepdim) }
-
-// Min returns the smallest entries of t along dim (see Min).
-func (t *Tensor) Min(dim int, keepdim bool) *Tensor { return Min(t, dim, keepdim) }
-
-// ArgMax returns the positions of the largest entries of t along dim (see ArgMax).
-func (t *Tensor) ArgMax(dim int, keepdim bool) *Tensor { return ArgMax(t, dim, keepdim) }
-
-// ArgMin returns the positions of the smallest entries of t along dim (see ArgMin).
-func (t *Tensor) ArgMin(dim int, keepdim bool) *Tensor { return ArgMin(t, dim, keepdim) }
 
 func (c *Context) extreme(op *Op, x *Tensor, dim int, keep bool) *Tensor {
 	in := c.prep(op, x)

@@ -57,11 +57,11 @@ func indexGradCases() []gradCase {
 		{op: "slice", name: "of a transposed view", in: []gradInput{gN(4, 5)}, f: un(func(x *Tensor) *Tensor { return x.T().Slice(1, 0, 4, 3) })},
 		{op: "slice", name: "narrow", in: []gradInput{gN(3, 5)}, f: un(func(x *Tensor) *Tensor { return x.Narrow(-1, 1, 3) })},
 		{op: "slice", name: "select", in: []gradInput{gN(3, 4)}, f: un(func(x *Tensor) *Tensor { return x.Select(1, -1) })},
-		{op: "max", name: "dim 1", in: []gradInput{gN(3, 4)}, f: un(func(x *Tensor) *Tensor { return x.Max(1, false) })},
-		{op: "max", name: "keepdim 0 of 3-d", in: []gradInput{gN(3, 2, 4)}, f: un(func(x *Tensor) *Tensor { return Max(x, 0, true) })},
-		{op: "max", name: "0-d", in: []gradInput{gN()}, f: un(func(x *Tensor) *Tensor { return x.Max(0, false) })},
-		{op: "min", name: "last dim", in: []gradInput{gN(2, 3, 4)}, f: un(func(x *Tensor) *Tensor { return x.Min(-1, false) })},
-		{op: "min", name: "middle keepdim", in: []gradInput{gN(2, 3, 4)}, f: un(func(x *Tensor) *Tensor { return Min(x, 1, true) })},
+		{op: "max", name: "dim 1", in: []gradInput{gN(3, 4)}, f: un(func(x *Tensor) *Tensor { return x.Max(1) })},
+		{op: "max", name: "keepdim 0 of 3-d", in: []gradInput{gN(3, 2, 4)}, f: un(func(x *Tensor) *Tensor { return x.MaxKeep(0) })},
+		{op: "max", name: "0-d", in: []gradInput{gN()}, f: un(func(x *Tensor) *Tensor { return x.Max(0) })},
+		{op: "min", name: "last dim", in: []gradInput{gN(2, 3, 4)}, f: un(func(x *Tensor) *Tensor { return x.Min(-1) })},
+		{op: "min", name: "middle keepdim", in: []gradInput{gN(2, 3, 4)}, f: un(func(x *Tensor) *Tensor { return x.MinKeep(1) })},
 	}
 }
 
@@ -239,33 +239,33 @@ func TestMaxMinArgMax(t *testing.T) {
 				}
 			}
 		}
-		require.Equal(t, wantMax, x.Max(d, false).Float64s())
-		require.Equal(t, wantMin, x.Min(d, false).Float64s())
-		am := x.ArgMax(d, false)
+		require.Equal(t, wantMax, x.Max(d).Float64s())
+		require.Equal(t, wantMin, x.Min(d).Float64s())
+		am := x.ArgMax(d)
 		require.Equal(t, Int64, am.DType())
 		require.Equal(t, wantArg, am.Int64s())
-		require.Equal(t, wantArgMin, x.ArgMin(d, false).Int64s())
-		keep := x.Max(d, true)
+		require.Equal(t, wantArgMin, x.ArgMin(d).Int64s())
+		keep := x.MaxKeep(d)
 		require.Equal(t, 3, keep.Dim())
 		require.Equal(t, 1, keep.Size(d))
-		require.Equal(t, reducedShape(x.Shape(), []int{d}, false), x.ArgMax(d, false).Shape())
+		require.Equal(t, reducedShape(x.Shape(), []int{d}, false), x.ArgMax(d).Shape())
 	}
 
 	// Ties: the first position wins and takes the whole gradient, as PyTorch's max(dim).
 	w := FromSlice([]float64{1, 3, 3, 2, 0, 0, -1, 0}, Shape{2, 4}, WithGrad(), WithContext(c))
-	require.Equal(t, []int64{1, 0}, w.ArgMax(1, false).Int64s())
-	require.Equal(t, []int64{0, 2}, w.ArgMin(1, false).Int64s())
-	w.Max(1, false).Sum().Backward()
+	require.Equal(t, []int64{1, 0}, w.ArgMax(1).Int64s())
+	require.Equal(t, []int64{0, 2}, w.ArgMin(1).Int64s())
+	w.Max(1).Sum().Backward()
 	require.Equal(t, []float64{0, 1, 0, 0, 1, 0, 0, 0}, w.Grad().Float64s())
 	w.ZeroGrad()
-	w.Min(-1, true).Sum().Backward()
+	w.MinKeep(-1).Sum().Backward()
 	require.Equal(t, []float64{1, 0, 0, 0, 0, 0, 1, 0}, w.Grad().Float64s())
 
 	// A NaN is the extreme, and an infinite gradient stays where it belongs.
 	nan := FromSlice([]float64{1, math.NaN(), 5}, nil, WithGrad(), WithContext(c))
-	require.True(t, math.IsNaN(nan.Max(0, false).Item()))
-	require.Equal(t, int64(1), nan.ArgMax(0, false).Int64s()[0])
-	nan.Max(0, false).Backward(GradOutput(Scalar(math.Inf(1), WithDType(Float64), WithContext(c))))
+	require.True(t, math.IsNaN(nan.Max(0).Item()))
+	require.Equal(t, int64(1), nan.ArgMax(0).Int64s()[0])
+	nan.Max(0).Backward(GradOutput(Scalar(math.Inf(1), WithDType(Float64), WithContext(c))))
 	g := nan.Grad().Float64s()
 	require.Equal(t, 0.0, g[0])
 	require.True(t, math.IsInf(g[1], 1))
@@ -273,15 +273,15 @@ func TestMaxMinArgMax(t *testing.T) {
 
 	// Integers work; Bool and empty dims do not.
 	i := FromSlice([]int64{4, -2, 9, 7}, Shape{2, 2}, WithContext(c))
-	require.Equal(t, []int64{4, 9}, i.Max(1, false).Int64s())
-	require.Equal(t, Int64, i.Min(0, false).DType())
-	require.Equal(t, "argmax", requireOpError(t, func() { FromSlice([]bool{true}, nil).ArgMax(0, false) }).Op)
-	requireOpError(t, func() { Zeros(Shape{2, 0}, WithContext(c)).Max(1, false) })
-	requireOpError(t, func() { x.Max(3, false) })
+	require.Equal(t, []int64{4, 9}, i.Max(1).Int64s())
+	require.Equal(t, Int64, i.Min(0).DType())
+	require.Equal(t, "argmax", requireOpError(t, func() { FromSlice([]bool{true}, nil).ArgMax(0) }).Op)
+	requireOpError(t, func() { Zeros(Shape{2, 0}, WithContext(c)).Max(1) })
+	requireOpError(t, func() { x.Max(3) })
 
 	h := FromSlice(v, Shape{2, 3, 4}, WithDType(BFloat16), WithContext(c))
-	require.Equal(t, BFloat16, h.Max(1, false).DType())
-	require.Equal(t, x.ArgMax(2, false).Int64s(), FromSlice(roundTo(v, BFloat16), Shape{2, 3, 4}, WithContext(c)).ArgMax(2, false).Int64s())
+	require.Equal(t, BFloat16, h.Max(1).DType())
+	require.Equal(t, x.ArgMax(2).Int64s(), FromSlice(roundTo(v, BFloat16), Shape{2, 3, 4}, WithContext(c)).ArgMax(2).Int64s())
 
 	for _, name := range []string{"argmax", "argmin"} {
 		op, ok := LookupOp(name)

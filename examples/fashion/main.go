@@ -635,7 +635,7 @@ func evaluate(tr *amp.Trainer, test *data.Dataset, shape string, dev tensor.Devi
 	for it.Next() {
 		x, y := it.Batch().Tensors()
 		out := tr.Evaluate(x)
-		pred := out.ArgMax(1, false).Int64s()
+		pred := out.ArgMax(1).Int64s()
 		labels := y.Int64s()
 		for i := range pred {
 			if pred[i] == labels[i] {
