@@ -191,11 +191,11 @@ func goldenFunc(t *testing.T, c goldenCase, in map[string]*tensor.Tensor) *tenso
 	case "log_softmax":
 		return in["x"].LogSoftmax(cfg.Dim)
 	case "cross_entropy":
-		return tensor.CrossEntropy(in["x"], in["labels"], cfg.Smoothing, goldenReduction(t, cfg.Reduction))
+		return tensor.CrossEntropyWith(in["x"], in["labels"], tensor.CrossEntropyOptions{Smoothing: cfg.Smoothing, Reduction: goldenReduction(t, cfg.Reduction)})
 	case "mse":
-		return tensor.MSELoss(in["x"], in["y"], goldenReduction(t, cfg.Reduction))
+		return tensor.MSELossWith(in["x"], in["y"], tensor.LossOptions{Reduction: goldenReduction(t, cfg.Reduction)})
 	case "bce_with_logits":
-		return tensor.BCEWithLogits(in["x"], in["y"], goldenReduction(t, cfg.Reduction))
+		return tensor.BCEWithLogitsWith(in["x"], in["y"], tensor.LossOptions{Reduction: goldenReduction(t, cfg.Reduction)})
 	}
 	t.Fatalf("%s: unknown kind %q", c.Name, c.Kind)
 	return nil

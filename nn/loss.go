@@ -42,7 +42,7 @@ type MSELoss struct {
 
 // Loss returns the squared error of pred against target (same shape).
 func (l MSELoss) Loss(pred, target *tensor.Tensor) *tensor.Tensor {
-	return tensor.MSELoss(pred, target, l.Reduction)
+	return tensor.MSELossWith(pred, target, tensor.LossOptions{Reduction: l.Reduction})
 }
 
 // BCEWithLogitsLoss is torch.nn.BCEWithLogitsLoss: binary cross entropy on logits, in
@@ -54,5 +54,5 @@ type BCEWithLogitsLoss struct {
 
 // Loss returns the binary cross entropy of logits against targets in [0, 1].
 func (l BCEWithLogitsLoss) Loss(logits, targets *tensor.Tensor) *tensor.Tensor {
-	return tensor.BCEWithLogits(logits, targets, l.Reduction)
+	return tensor.BCEWithLogitsWith(logits, targets, tensor.LossOptions{Reduction: l.Reduction})
 }

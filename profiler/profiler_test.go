@@ -43,7 +43,7 @@ func (m *mlp) step(ctx *tensor.Context) {
 	y := tensor.FromSlice([]int64{0, 1, 2, 3, 4, 5, 6, 7}, nil, tensor.WithContext(ctx))
 	h := tensor.Linear(x, m.w1, m.b1).Relu()
 	logits := tensor.Linear(h, m.w2, m.b2)
-	loss := tensor.CrossEntropy(logits, y, 0, tensor.ReductionNone).Sum()
+	loss := tensor.CrossEntropyWith(logits, y, tensor.CrossEntropyOptions{Reduction: tensor.ReductionNone}).Sum()
 	loss.Backward()
 }
 

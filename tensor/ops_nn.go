@@ -159,15 +159,19 @@ func (r Reduction) String() string {
 	return fmt.Sprintf("Reduction(%d)", uint8(r))
 }
 
-// reductionOf reads the optional trailing Reduction argument of a loss.
-func reductionOf(op string, in []*Tensor, rs []Reduction) Reduction {
-	if len(rs) == 0 {
-		return ReductionMean
+// LossOptions are the optional arguments of MSELossWith and BCEWithLogitsWith
+// (CrossEntropyWith takes CrossEntropyOptions). The zero value is the mean.
+type LossOptions struct {
+	// Reduction combines the per-element losses (mean by default).
+	Reduction Reduction
+}
+
+// checkReduction fails unless r is one of the three Reductions.
+func checkReduction(op string, in []*Tensor, r Reduction) Reduction {
+	if r > ReductionNone {
+		fail(op, in, "Reduction must be ReductionMean, ReductionSum or ReductionNone, got %v", r)
 	}
-	if len(rs) > 1 || rs[0] > ReductionNone {
-		fail(op, in, "give at most one Reduction (ReductionMean, ReductionSum or ReductionNone), got %v", rs)
-	}
-	return rs[0]
+	return r
 }
 
 // reduceLoss combines per-element losses as r says (not recorded).
@@ -198,14 +202,12 @@ func (bc *Context) lossGrad(g *Tensor, r Reduction, count int, k float64) *Tenso
 // logits [N, C] with labels [N] (or [C] with a 0-d label, or [N, C, d…] with [N, d…]),
 // labels Int32 or Int64 in [0, C). smoothing is label_smoothing: the target puts
 // 1-ε+ε/C on the label and ε/C on every other class. The loss is the mean over the
-// labels unless a Reduction says otherwise. Labels are checked on the host (one small
+// labels (CrossEntropyWith takes another Reduction). Labels are checked on the host (one small
 // download) so that a bad label panics with an OpError naming it. Under autocast it
 // runs in float32. A logit of -Inf (a masked class) is allowed: it gets probability 0
 // and gradient 0. CrossEntropyWith also ignores a label value (ignore_index).
-func CrossEntropy(logits, labels *Tensor, smoothing float64, reduction ...Reduction) *Tensor {
-	c := resolve(opCrossEntropy, logits, labels)
-	in := []*Tensor{logits, labels}
-	return c.crossEntropy(logits, labels, CrossEntropyOptions{Smoothing: smoothing, Reduction: reductionOf(opCrossEntropy.Name(), in, reduction)})
+func CrossEntropy(logits, labels *Tensor, smoothing float64) *Tensor {
+	return resolve(opCrossEntropy, logits, labels).crossEntropy(logits, labels, CrossEntropyOptions{Smoothing: smoothing})
 }
 
 // DefaultIgnoreIndex is PyTorch's default ignore_index, for CrossEntropyOptions.
@@ -246,7 +248,7 @@ func (c *Context) crossEntropy(logits, labels *Tensor, o CrossEntropyOptions) *T
 	op := opCrossEntropy
 	in := c.prep(op, logits, labels)
 	x, lab := in[0], in[1]
-	red := reductionOf(op.Name(), in, []Reduction{o.Reduction})
+	red := checkReduction(op.Name(), in, o.Reduction)
 	eps := o.Smoothing
 	if !x.dtype.IsFloat() {
 		fail(op.Name(), in, "logits must be floating point; Cast them first")
@@ -397,11 +399,16 @@ func (c *Context) crossEntropy(logits, labels *Tensor, o CrossEntropyOptions) *T
 	})
 }
 
-// MSELoss is torch.nn.functional.mse_loss: the mean of (x - y)² (or as the Reduction
-// says). x and y must have one shape; mixed floating dtypes compute in the wider one.
-// Under autocast it runs in float32.
-func MSELoss(x, y *Tensor, reduction ...Reduction) *Tensor {
-	return resolve(opMSELoss, x, y).mseLoss(x, y, reduction)
+// MSELoss is torch.nn.functional.mse_loss: the mean of (x - y)² (MSELossWith takes
+// another Reduction). x and y must have one shape; mixed floating dtypes compute in
+// the wider one. Under autocast it runs in float32.
+func MSELoss(x, y *Tensor) *Tensor {
+	return resolve(opMSELoss, x, y).mseLoss(x, y, LossOptions{})
+}
+
+// MSELossWith is MSELoss with options.
+func MSELossWith(x, y *Tensor, o LossOptions) *Tensor {
+	return resolve(opMSELoss, x, y).mseLoss(x, y, o)
 }
 
 // pairLossInputs checks the two inputs of an elementwise loss and promotes them to one
@@ -422,10 +429,10 @@ func (c *Context) pairLossInputs(op *Op, x, y *Tensor) []*Tensor {
 	return in
 }
 
-func (c *Context) mseLoss(x, y *Tensor, rs []Reduction) *Tensor {
+func (c *Context) mseLoss(x, y *Tensor, o LossOptions) *Tensor {
 	in := c.pairLossInputs(opMSELoss, x, y)
 	x, y = in[0], in[1]
-	red := reductionOf(opMSELoss.Name(), in, rs)
+	red := checkReduction(opMSELoss.Name(), in, o.Reduction)
 	d := c.binaryRaw(opMSELoss, backend.Sub, x, y)
 	sq := c.binaryRaw(opMSELoss, backend.Mul, d, d)
 	out := c.reduceLoss(sq, red)
@@ -447,16 +454,22 @@ func (c *Context) mseLoss(x, y *Tensor, rs []Reduction) *Tensor {
 
 // BCEWithLogits is torch.nn.functional.binary_cross_entropy_with_logits: for logits x
 // and targets y in [0, 1], the mean of max(x, 0) - x·y + log(1 + e^-|x|), the form that
-// neither overflows nor loses precision at large |x|. Under autocast it runs in float32.
-func BCEWithLogits(x, y *Tensor, reduction ...Reduction) *Tensor {
-	return resolve(opBCEWithLogits, x, y).bceWithLogits(x, y, reduction)
+// neither overflows nor loses precision at large |x| (BCEWithLogitsWith takes another
+// Reduction). Under autocast it runs in float32.
+func BCEWithLogits(x, y *Tensor) *Tensor {
+	return resolve(opBCEWithLogits, x, y).bceWithLogits(x, y, LossOptions{})
 }
 
-func (c *Context) bceWithLogits(x, y *Tensor, rs []Reduction) *Tensor {
+// BCEWithLogitsWith is BCEWithLogits with options.
+func BCEWithLogitsWith(x, y *Tensor, o LossOptions) *Tensor {
+	return resolve(opBCEWithLogits, x, y).bceWithLogits(x, y, o)
+}
+
+func (c *Context) bceWithLogits(x, y *Tensor, o LossOptions) *Tensor {
 	op := opBCEWithLogits
 	in := c.pairLossInputs(op, x, y)
 	x, y = in[0], in[1]
-	red := reductionOf(op.Name(), in, rs)
+	red := checkReduction(op.Name(), in, o.Reduction)
 	// log(1 + e^-|x|), one kernel pass per step.
 	sp := c.unaryRaw(x, backend.Abs, 0, 0)
 	for _, k := range []struct {

@@ -23,7 +23,12 @@ func nnGradCases() []gradCase {
 		return func(xs []*Tensor) *Tensor { return f(xs[0]) }
 	}
 	ce := func(eps float64, r ...Reduction) func(xs []*Tensor) *Tensor {
-		return func(xs []*Tensor) *Tensor { return CrossEntropy(xs[0], xs[1], eps, r...) }
+		if len(r) == 0 {
+			return func(xs []*Tensor) *Tensor { return CrossEntropy(xs[0], xs[1], eps) }
+		}
+		return func(xs []*Tensor) *Tensor {
+			return CrossEntropyWith(xs[0], xs[1], CrossEntropyOptions{Smoothing: eps, Reduction: r[0]})
+		}
 	}
 	return []gradCase{
 		{op: "softmax", name: "last dim", in: []gradInput{gN(3, 5)}, f: un(func(x *Tensor) *Tensor { return x.Softmax(-1) })},
@@ -45,16 +50,16 @@ func nnGradCases() []gradCase {
 		})}, f: ce(0)},
 
 		{op: "mse_loss", name: "mean", in: []gradInput{gN(3, 4), gN(3, 4)}, f: func(xs []*Tensor) *Tensor { return MSELoss(xs[0], xs[1]) }},
-		{op: "mse_loss", name: "sum", in: []gradInput{gN(3, 4), gN(3, 4)}, f: func(xs []*Tensor) *Tensor { return MSELoss(xs[0], xs[1], ReductionSum) }},
-		{op: "mse_loss", name: "none", in: []gradInput{gN(3, 4), gN(3, 4)}, f: func(xs []*Tensor) *Tensor { return MSELoss(xs[0], xs[1], ReductionNone) }},
+		{op: "mse_loss", name: "sum", in: []gradInput{gN(3, 4), gN(3, 4)}, f: func(xs []*Tensor) *Tensor { return MSELossWith(xs[0], xs[1], LossOptions{Reduction: ReductionSum}) }},
+		{op: "mse_loss", name: "none", in: []gradInput{gN(3, 4), gN(3, 4)}, f: func(xs []*Tensor) *Tensor { return MSELossWith(xs[0], xs[1], LossOptions{Reduction: ReductionNone}) }},
 		{op: "binary_cross_entropy_with_logits", name: "mean", in: []gradInput{gN(3, 4), gU(0, 1, 3, 4)}, f: func(xs []*Tensor) *Tensor {
 			return BCEWithLogits(xs[0], xs[1])
 		}},
 		{op: "binary_cross_entropy_with_logits", name: "sum", in: []gradInput{gN(3, 4), gU(0, 1, 3, 4)}, f: func(xs []*Tensor) *Tensor {
-			return BCEWithLogits(xs[0].MulScalar(4), xs[1], ReductionSum)
+			return BCEWithLogitsWith(xs[0].MulScalar(4), xs[1], LossOptions{Reduction: ReductionSum})
 		}},
 		{op: "binary_cross_entropy_with_logits", name: "none", in: []gradInput{gN(3, 4), gU(0, 1, 3, 4)}, f: func(xs []*Tensor) *Tensor {
-			return BCEWithLogits(xs[0], xs[1], ReductionNone)
+			return BCEWithLogitsWith(xs[0], xs[1], LossOptions{Reduction: ReductionNone})
 		}},
 
 		{op: "dropout", name: "training", in: []gradInput{gN(4, 5)}, f: un(func(x *Tensor) *Tensor {
@@ -160,8 +165,8 @@ func TestCrossEntropyForward(t *testing.T) {
 	require.InDelta(t, 0.753109126556245, CrossEntropy(logits, lab, 0).Item(), 1e-12)
 	// Smoothing ε: (1-ε)·nll + ε·mean(-log p).
 	require.InDelta(t, 0.8031091265562449, CrossEntropy(logits, lab, 0.1).Item(), 1e-12)
-	require.InDelta(t, 2*0.8031091265562449, CrossEntropy(logits, lab, 0.1, ReductionSum).Item(), 1e-12)
-	none := CrossEntropy(logits, lab, 0, ReductionNone)
+	require.InDelta(t, 2*0.8031091265562449, CrossEntropyWith(logits, lab, CrossEntropyOptions{Smoothing: 0.1, Reduction: ReductionSum}).Item(), 1e-12)
+	none := CrossEntropyWith(logits, lab, CrossEntropyOptions{Smoothing: 0, Reduction: ReductionNone})
 	require.Equal(t, Shape{2}, none.Shape())
 	requireClose(t, []float64{math.Log(math.E+math.E*math.E+math.E*math.E*math.E) - 3, math.Log(3)}, none.Float64s(), 1e-12, "none")
 
@@ -182,7 +187,7 @@ func TestCrossEntropyForward(t *testing.T) {
 	ls := FromSlice(spl, Shape{2, 4}, WithContext(c))
 	rows := xs.Permute(0, 2, 1).Reshape(8, 3)
 	require.InDelta(t, CrossEntropy(rows, FromSlice(spl, nil, WithContext(c)), 0.1).Item(), CrossEntropy(xs, ls, 0.1).Item(), 1e-12)
-	require.Equal(t, Shape{2, 4}, CrossEntropy(xs, ls, 0, ReductionNone).Shape())
+	require.Equal(t, Shape{2, 4}, CrossEntropyWith(xs, ls, CrossEntropyOptions{Smoothing: 0, Reduction: ReductionNone}).Shape())
 
 	// The gradient is (softmax - target)/N.
 	w := FromSlice([]float64{1, 2, 3, 1, 1, 1}, Shape{2, 3}, WithGrad(), WithContext(c))
@@ -209,7 +214,9 @@ func TestCrossEntropyBadLabels(t *testing.T) {
 	requireOpError(t, func() { CrossEntropy(x, FromSlice([]float32{0, 1, 2}, nil, WithContext(c)), 0) })
 	requireOpError(t, func() { CrossEntropy(x, FromSlice([]int64{0, 1}, nil, WithContext(c)), 0) })
 	requireOpError(t, func() { CrossEntropy(x, FromSlice([]int64{0, 1, 2}, nil, WithContext(c)), 1.5) })
-	requireOpError(t, func() { CrossEntropy(x, FromSlice([]int64{0, 1, 2}, nil, WithContext(c)), 0, Reduction(9)) })
+	requireOpError(t, func() {
+		CrossEntropyWith(x, FromSlice([]int64{0, 1, 2}, nil, WithContext(c)), CrossEntropyOptions{Smoothing: 0, Reduction: Reduction(9)})
+	})
 	requireOpError(t, func() {
 		CrossEntropy(x, FromSlice([]int64{0, 1, 2}, nil, WithDevice(CPUDevice(1)), WithContext(c)), 0)
 	})
@@ -221,11 +228,12 @@ func TestMSELossForward(t *testing.T) {
 	x := FromSlice([]float32{1, 2, 3, 4}, Shape{2, 2}, WithContext(c))
 	y := FromSlice([]float32{0, 2, 5, 1}, Shape{2, 2}, WithContext(c))
 	require.InDelta(t, (1+0+4+9)/4.0, MSELoss(x, y).Item(), 1e-6)
-	require.InDelta(t, 14, MSELoss(x, y, ReductionSum).Item(), 1e-6)
-	require.Equal(t, []float32{1, 0, 4, 9}, MSELoss(x, y, ReductionNone).Float32s())
+	require.InDelta(t, 14, MSELossWith(x, y, LossOptions{Reduction: ReductionSum}).Item(), 1e-6)
+	require.Equal(t, []float32{1, 0, 4, 9}, MSELossWith(x, y, LossOptions{Reduction: ReductionNone}).Float32s())
 	// Mixed dtypes compute in the wider one.
 	require.Equal(t, Float32, MSELoss(x.Cast(Float16), y).DType())
 	requireOpError(t, func() { MSELoss(x, y.Reshape(4)) })
+	requireOpError(t, func() { MSELossWith(x, y, LossOptions{Reduction: Reduction(9)}) })
 }
 
 func TestBCEWithLogitsIsStable(t *testing.T) {
@@ -240,7 +248,7 @@ func TestBCEWithLogitsIsStable(t *testing.T) {
 	for _, dt := range []DType{Float64, Float32} {
 		x := FromSlice(xv, nil, WithDType(dt), WithGrad(), WithContext(c))
 		y := FromSlice(yv, nil, WithDType(dt), WithContext(c))
-		per := BCEWithLogits(x, y, ReductionNone)
+		per := BCEWithLogitsWith(x, y, LossOptions{Reduction: ReductionNone})
 		requireClose(t, want, per.Float64s(), 1e-6, dt.String())
 		l := BCEWithLogits(x, y)
 		require.InDelta(t, meanOf(want), l.Item(), 1e-5)
