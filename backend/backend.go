@@ -383,7 +383,7 @@ type TimingEvent interface {
 
 // MultiUnscaler is implemented by backends that unscale many gradients with no wait
 // between them (the CUDA multi-tensor kernel): found[i] reports gs[i] as UnscaleCheck
-// would. The scaler uses it through tensor.UnscaleCheckAll.
+// would. Package scaler uses it for its multi-tensor unscale.
 type MultiUnscaler interface {
 	UnscaleCheckMulti(gs []Storage, ns []int, inv float32) (found []bool)
 }

@@ -178,7 +178,7 @@ func (o *Adam) Step() {
 		st.step++
 		t := float64(st.step)
 		if s := o.slots[i]; s.mode != FP32Masters {
-			if !tensor.FusedAdamHalfStep(w, s.lo, g, st.m, st.v, st.vmx, backend.AdamArgs{
+			if !fusedAdamHalfStep(w, s.lo, g, st.m, st.v, st.vmx, backend.AdamArgs{
 				LR: lr, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps, WeightDecay: cfg.WeightDecay,
 				Step: st.step, Decoupled: o.decoupled, AMSGrad: cfg.AMSGrad, Maximize: cfg.Maximize,
 				HalfWeights: o.halfWeights(s),
@@ -190,7 +190,7 @@ func (o *Adam) Step() {
 		}
 		if fused {
 			half := o.slots[i].half()
-			if tensor.FusedAdamStep(w, g, st.m, st.v, st.vmx, half, backend.AdamArgs{
+			if fusedAdamStep(w, g, st.m, st.v, st.vmx, half, backend.AdamArgs{
 				LR: lr, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps, WeightDecay: cfg.WeightDecay,
 				Step: st.step, Decoupled: o.decoupled, AMSGrad: cfg.AMSGrad, Maximize: cfg.Maximize,
 			}) {

@@ -96,7 +96,7 @@ func (o *SGD) Step() {
 	}
 	o.eachUpdate(alloc, func(ctx *tensor.Context, i int, w, g *tensor.Tensor) bool {
 		if s := o.slots[i]; s.mode != FP32Masters {
-			if !tensor.FusedSGDHalfStep(w, s.lo, g, o.buf[i], backend.SGDArgs{
+			if !fusedSGDHalfStep(w, s.lo, g, o.buf[i], backend.SGDArgs{
 				LR: o.lr, Momentum: cfg.Momentum, Dampening: cfg.Dampening, WeightDecay: cfg.WeightDecay,
 				Nesterov: cfg.Nesterov, Maximize: cfg.Maximize, First: first[i], HalfWeights: o.halfWeights(s),
 			}) {
@@ -107,7 +107,7 @@ func (o *SGD) Step() {
 		}
 		if fused {
 			half := o.slots[i].half()
-			if tensor.FusedSGDStep(w, g, o.buf[i], half, backend.SGDArgs{
+			if fusedSGDStep(w, g, o.buf[i], half, backend.SGDArgs{
 				LR: o.lr, Momentum: cfg.Momentum, Dampening: cfg.Dampening, WeightDecay: cfg.WeightDecay,
 				Nesterov: cfg.Nesterov, Maximize: cfg.Maximize, First: first[i],
 			}) {

@@ -161,7 +161,7 @@ func (s *GradScaler) unscale(opt optim.Optimizer, st *optState) {
 	}
 	inv := float32(1 / s.scale)
 	st.foundInf, st.nonFinite = false, nil
-	for i, f := range tensor.UnscaleCheckAll(grads, inv) {
+	for i, f := range unscaleCheckAll(grads, inv) {
 		if f {
 			st.foundInf = true
 			st.nonFinite = append(st.nonFinite, name(i))

@@ -74,53 +74,10 @@ func (t *Tensor) FillInPlace(v float64) *Tensor {
 }
 
 // UnscaleCheckInPlace multiplies t by inv in one pass and reports whether any element
-// is Inf or NaN (the scaler's fused unscale + finite check).
+// is Inf or NaN (the scaler's fused unscale + finite check). t must be dense.
 func (t *Tensor) UnscaleCheckInPlace(inv float32) (nonFinite bool) {
-	t.mustLive("unscale_")
-	return UnscaleCheckAll([]*Tensor{t}, inv)[0]
-}
-
-// UnscaleCheckAll is UnscaleCheckInPlace over several tensors: found[i] reports
-// tensor i. Backends with a multi-tensor kernel (CUDA) unscale every tensor of a device
-// with no wait between them and read the flags back once, instead of once per tensor.
-// nil entries are skipped (found false).
-func UnscaleCheckAll(ts []*Tensor, inv float32) (found []bool) {
-	found = make([]bool, len(ts))
-	type group struct {
-		m   backend.MultiUnscaler
-		idx []int
-		ss  []backend.Storage
-		ns  []int
-	}
-	groups := map[Device]*group{}
-	for i, t := range ts {
-		if t == nil {
-			continue
-		}
-		t.mustLive("unscale_")
-		if t.offset != 0 || !t.IsContiguous() {
-			fail("unscale_", []*Tensor{t}, "needs a dense tensor")
-		}
-		m, ok := t.ref.b.(backend.MultiUnscaler)
-		if !ok {
-			found[i] = t.ref.b.UnscaleCheck(t.ref.s, t.Numel(), inv)
-			continue
-		}
-		g := groups[t.device]
-		if g == nil {
-			g = &group{m: m}
-			groups[t.device] = g
-		}
-		g.idx = append(g.idx, i)
-		g.ss = append(g.ss, t.ref.s)
-		g.ns = append(g.ns, t.Numel())
-	}
-	for _, g := range groups {
-		for k, f := range g.m.UnscaleCheckMulti(g.ss, g.ns, inv) {
-			found[g.idx[k]] = f
-		}
-	}
-	return found
+	t.denseAtZero("unscale_", true)
+	return t.ref.b.UnscaleCheck(t.ref.s, t.Numel(), inv)
 }
 
 // NonFiniteStats counts the Inf and NaN elements of t and returns the largest finite
