@@ -26,7 +26,7 @@ func planBuild(dev tensor.Device) func(segments int) (*Trainer, error) {
 		nn.To(seq, dev)
 		var m nn.Module = seq
 		if segments > 0 {
-			m = checkpoint.NewSequential(seq, segments)
+			m = checkpoint.NewSequentialModule(seq, segments)
 		}
 		opt, err := optim.NewSGD(m.Params(), optim.SGDConfig{LR: 0.01, Momentum: 0.9})
 		if err != nil {

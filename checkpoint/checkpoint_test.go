@@ -505,10 +505,10 @@ func TestRetainGraph(t *testing.T) {
 	}
 }
 
-// NewSequential is a drop-in nn.Module for an nn.Sequential.
+// NewSequentialModule is a drop-in nn.Module for an nn.Sequential.
 func TestSequentialModule(t *testing.T) {
 	ref := nn.NewSequential(mlp(0.3).build()...)
-	ck := checkpoint.NewSequential(nn.NewSequential(mlp(0.3).build()...), 0)
+	ck := checkpoint.NewSequentialModule(nn.NewSequential(mlp(0.3).build()...), 0)
 	require.Equal(t, names(ref.Params()), names(ck.Params()))
 	require.Equal(t, ref.Len(), ck.Len())
 	require.IsType(t, &nn.Linear{}, ck.At(0))
@@ -525,7 +525,7 @@ func TestSequentialModule(t *testing.T) {
 	require.Equal(t, run(ref), run(ck))
 	nn.Eval(ck)
 	require.False(t, ck.At(4).Training())
-	require.Panics(t, func() { checkpoint.NewSequential(ref, 99) })
+	require.Panics(t, func() { checkpoint.NewSequentialModule(ref, 99) })
 }
 
 func names(ps []*nn.Param) []string {

@@ -77,7 +77,8 @@ func run(modules []nn.Module, x *tensor.Tensor) *tensor.Tensor {
 }
 
 // SequentialModule is an nn.Module that runs layers as Sequential does: a drop-in
-// replacement for an nn.Sequential whose activations should be checkpointed.
+// replacement for an nn.Sequential whose activations should be checkpointed, built by
+// NewSequentialModule.
 type SequentialModule struct {
 	nn.Base
 	// Segments is the number of segments (0: √n); it may be changed between steps.
@@ -85,10 +86,10 @@ type SequentialModule struct {
 	layers   []nn.Module
 }
 
-// NewSequential returns a module running seq's layers in segments checkpointed
+// NewSequentialModule returns a module running seq's layers in segments checkpointed
 // segments. It takes the layers over, registered under the same names ("0", "1", …),
 // so parameter names and state dicts are those of seq: use it in place of seq.
-func NewSequential(seq *nn.Sequential, segments int) *SequentialModule {
+func NewSequentialModule(seq *nn.Sequential, segments int) *SequentialModule {
 	segmentsFor(seq.Len(), segments)
 	m := &SequentialModule{Segments: segments}
 	for i := range seq.Len() {

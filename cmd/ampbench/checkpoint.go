@@ -26,7 +26,7 @@ func segmentsFor(n int) int {
 func withCheckpointing(m nn.Module) (nn.Module, error) {
 	switch m := m.(type) {
 	case *nn.Sequential:
-		return checkpoint.NewSequential(m, segmentsFor(m.Len())), nil
+		return checkpoint.NewSequentialModule(m, segmentsFor(m.Len())), nil
 	case *models.Transformer:
 		return newCheckpointedTransformer(m)
 	}

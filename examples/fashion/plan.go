@@ -24,7 +24,7 @@ func checkpointed(m nn.Module, segments int) (nn.Module, error) {
 	if !ok {
 		return nil, fmt.Errorf("-plan: checkpointing needs a layer chain, the model is %T", m)
 	}
-	return checkpoint.NewSequential(seq, segments), nil
+	return checkpoint.NewSequentialModule(seq, segments), nil
 }
 
 // planRun measures a few steps with amp.Plan and returns the accumulation steps and
