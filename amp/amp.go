@@ -48,8 +48,10 @@ type Config struct {
 	Low tensor.DType
 	// Policy overrides the autocast policy O1 uses (nil: autocast.Half(Low)).
 	Policy *autocast.Policy
-	// Scaler configures the loss scaler; it is disabled at O0 and O3 and, unless
-	// Scaler.ForceEnabled, for bfloat16.
+	// Scaler configures the loss scaler (the zero Config: PyTorch's defaults). It is
+	// disabled at O0 and O3, and for bfloat16, which needs none (scaler.NewFor and
+	// scaler.Needed); to scale bfloat16 anyway, set Trainer.Scaler to a scaler.New one
+	// after NewTrainer.
 	Scaler scaler.Config
 	// Accum is the number of micro-batches per optimizer step (default 1).
 	Accum int

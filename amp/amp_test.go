@@ -9,6 +9,7 @@ import (
 
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/optim"
+	"github.com/gamp-ml/gamp/scaler"
 	"github.com/gamp-ml/gamp/tensor"
 	"github.com/stretchr/testify/require"
 )
@@ -276,6 +277,19 @@ func TestBF16DisablesScaler(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1.0, r.Scale)
 	require.False(t, tr.Scaler.Enabled())
+}
+
+// To scale bfloat16 training anyway, the Trainer takes a scaler.New one.
+func TestBF16ScalerByHand(t *testing.T) {
+	tr := newTrainer(t, O1, tensor.BFloat16, 1)
+	sc, err := scaler.New(scaler.Config{})
+	require.NoError(t, err)
+	tr.Scaler = sc
+	x, y := batch(0, 16)
+	r, err := tr.Step([]*tensor.Tensor{x}, []*tensor.Tensor{y})
+	require.NoError(t, err)
+	require.True(t, tr.Scaler.Enabled())
+	require.Equal(t, 65536.0, r.Scale)
 }
 
 func TestConfigErrors(t *testing.T) {

@@ -103,8 +103,10 @@ func TestLoadFailuresLeaveTrainerUnchanged(t *testing.T) {
 			return rewrite(t, good, func(m map[string]any) { m["low_dtype"] = "float32" }, nil)
 		}, fp16, "low_dtype"},
 		{"scaler saved disabled", func() string {
-			return rewrite(t, good, func(m map[string]any) { sub(sub(m, "scaler"), "config")["enabled"] = false }, nil)
+			return rewrite(t, good, func(m map[string]any) { sub(sub(m, "scaler"), "config")["disabled"] = true }, nil)
 		}, fp16, "loss scaling off"},
+		{"scaler saved disabled, old format", func() string { return oldFormat(t, good, false) }, fp16, "loss scaling off"},
+		{"bf16 file, old format, into an fp16 trainer", func() string { return oldFormat(t, bf16File, false) }, fp16, "saved computing in bfloat16"},
 		{"file without scheduler into a trainer with one", func() string { return noSchedFile }, fp16, "without an LR scheduler"},
 		{"file with scheduler into a trainer without", func() string { return good }, func() *Trainer { return newTrainer(t, O1, tensor.Float16, 1) }, "set t.Sched"},
 		{"negative scheduler step", func() string {
@@ -143,6 +145,32 @@ func TestLoadFailuresLeaveTrainerUnchanged(t *testing.T) {
 		require.Equal(t, 3, info.Epoch)
 		require.Equal(t, int64(3), tr.Sched.StepCount())
 	})
+	t.Run("files saved before Config.Disabled load", func(t *testing.T) {
+		bf16 := func() *Trainer { return withSched(t, newTrainer(t, O1, tensor.BFloat16, 1)) }
+		for _, c := range []struct {
+			file, old string
+			mk        func() *Trainer
+		}{{good, oldFormat(t, good, true), fp16}, {bf16File, oldFormat(t, bf16File, false), bf16}} {
+			want, got := c.mk(), c.mk()
+			_, err := Load(c.file, want)
+			require.NoError(t, err)
+			info, err := Load(c.old, got)
+			require.NoError(t, err)
+			require.Equal(t, 3, info.Epoch)
+			require.Equal(t, stateOf(want), stateOf(got))
+			require.Equal(t, want.Scaler.StateDict(), got.Scaler.StateDict())
+		}
+	})
+}
+
+// oldFormat rewrites a state file's scaler config as gamp wrote it before
+// Config.Disabled replaced Config.Enabled.
+func oldFormat(t *testing.T, src string, enabled bool) string {
+	return rewrite(t, src, func(m map[string]any) {
+		c := sub(sub(m, "scaler"), "config")
+		delete(c, "disabled")
+		c["enabled"], c["force_enabled"] = enabled, false
+	}, nil)
 }
 
 // CheckFinite refuses a file whose weights hold NaN, naming the parameter; without it
@@ -234,6 +262,7 @@ func FuzzLoadMetadata(f *testing.F) {
 	f.Add(md[metaKey])
 	f.Add(`{"format":1,"opt_level":"O1","low_dtype":"float16","steps":-1}`)
 	f.Add(`{"format":1,"opt_level":"O1","low_dtype":"float16","scaler":{"scale":1e39,"config":{"enabled":true}}}`)
+	f.Add(`{"format":1,"opt_level":"O1","low_dtype":"float16","scaler":{"scale":1e39,"config":{"disabled":false}}}`)
 	f.Fuzz(func(t *testing.T, meta string) {
 		if _, _, err := LoadInfo(path); err != nil {
 			t.Fatal(err)

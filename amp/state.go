@@ -268,7 +268,7 @@ func decodeMeta(path string, md map[string]string) (trainerMeta, error) {
 	if meta.Info.Epoch < 0 {
 		return bad("epoch %d is negative", meta.Info.Epoch)
 	}
-	if meta.Scaler.Config.Enabled {
+	if !meta.Scaler.Config.Disabled {
 		if err := meta.Scaler.Check(); err != nil {
 			return bad("scaler: %v", err)
 		}
@@ -292,7 +292,7 @@ func (t *Trainer) checkMeta(path string, meta trainerMeta) error {
 	if t.cfg.Level != O0 && meta.Low != t.low.String() {
 		return bad("saved computing in %s, the trainer computes in %s; build the trainer with Config.Low = %s", meta.Low, t.low, meta.Low)
 	}
-	switch on := meta.Scaler.Config.Enabled; {
+	switch on := !meta.Scaler.Config.Disabled; {
 	case on && !t.Scaler.Enabled():
 		return bad("saved with loss scaling on, the trainer's scaler is disabled; build the trainer with the scaler the file was saved with")
 	case !on && t.Scaler.Enabled():

@@ -85,14 +85,9 @@ func NewTrainer(model nn.Module, opt optim.Optimizer, loss nn.LossFunc, dev tens
 			return nil, err
 		}
 	}
-	sc := cfg.Scaler
-	if sc == (scaler.Config{}) {
-		// An unset scaler config means PyTorch's defaults (dynamic, 2^16, enabled);
-		// NewFor still disables it for bfloat16.
-		sc = scaler.DefaultConfig()
-	}
+	sc := cfg.Scaler // the zero Config: PyTorch's defaults
 	if cfg.Level == O0 || cfg.Level == O3 {
-		sc.Enabled = false
+		sc.Disabled = true
 	}
 	s, err := scaler.NewFor(low, sc)
 	if err != nil {

@@ -1,6 +1,7 @@
 package scaler
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -23,10 +24,10 @@ const minNormalFloat32 = 0x1p-126
 // configuration; check it with errors.Is.
 var ErrConfig = errors.New("scaler: invalid configuration")
 
-// Config configures a GradScaler. Numeric fields left 0 take PyTorch's defaults (init
-// scale 2^16, growth 2, backoff 0.5, growth interval 2000, hysteresis 1, no minimum,
-// no maximum, no alarm). The zero Config is a disabled scaler: start from
-// DefaultConfig, which enables it.
+// Config configures a GradScaler. The zero Config is PyTorch's defaults: an enabled
+// dynamic scaler with init scale 2^16, growth 2, backoff 0.5, growth interval 2000,
+// hysteresis 1, no minimum, no maximum and no alarm; each numeric field left 0 takes
+// its default. Turning the scaler off is explicit: Disabled: true.
 type Config struct {
 	InitScale     float64 `json:"init_scale"`
 	GrowthFactor  float64 `json:"growth_factor"`  // > 1
@@ -51,26 +52,41 @@ type Config struct {
 	// consecutive steps were skipped (and after every further skipped step), naming the
 	// parameters whose gradients were not finite.
 	SkipAlarm int `json:"skip_alarm"`
-	// Enabled turns the scaler on; a disabled scaler has scale 1, never skips and
+	// Disabled turns the scaler off: a disabled scaler has scale 1, never skips and
 	// costs nothing.
-	Enabled bool `json:"enabled"`
+	Disabled bool `json:"disabled"`
 	// Static keeps the scale at InitScale (no growth, no backoff). Steps with Inf/NaN
 	// gradients are still skipped.
 	Static bool `json:"static"`
-	// ForceEnabled keeps NewFor from disabling the scaler for bfloat16 and float32.
-	ForceEnabled bool `json:"force_enabled"`
 }
 
-// DefaultConfig returns an enabled dynamic scaler with PyTorch's defaults.
+// DefaultConfig returns PyTorch's defaults written out: New treats it exactly as the
+// zero Config, which is what it returns with its numeric defaults filled in.
 func DefaultConfig() Config {
-	return Config{
-		InitScale:      DefaultInitScale,
-		GrowthFactor:   DefaultGrowthFactor,
-		BackoffFactor:  DefaultBackoffFactor,
-		GrowthInterval: DefaultGrowthInterval,
-		Hysteresis:     1,
-		Enabled:        true,
+	return Config{}.withDefaults()
+}
+
+// UnmarshalJSON reads a Config as encoding/json would, and also the form saved before
+// Disabled replaced Enabled: "enabled": false reads as Disabled (a "disabled" field,
+// when present, wins). Such a file is written back in the new form. The old
+// "force_enabled" field, which only NewFor read, is ignored.
+func (c *Config) UnmarshalJSON(b []byte) error {
+	type plain Config // no UnmarshalJSON method: no recursion
+	aux := struct {
+		*plain
+		Disabled *bool `json:"disabled"`
+		Enabled  *bool `json:"enabled"`
+	}{plain: (*plain)(c)}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
 	}
+	switch {
+	case aux.Disabled != nil:
+		c.Disabled = *aux.Disabled
+	case aux.Enabled != nil:
+		c.Disabled = !*aux.Enabled
+	}
+	return nil
 }
 
 // withDefaults fills the zero numeric fields.

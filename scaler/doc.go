@@ -7,7 +7,7 @@
 //
 // The happy path (each iteration):
 //
-//	sc, err := scaler.New(scaler.DefaultConfig())
+//	sc, err := scaler.New(scaler.Config{}) // PyTorch's defaults: dynamic, 2^16, ×2, ×0.5, 2000
 //	sc.Scale(loss).Backward()
 //	sc.Unscale(opt); optim.ClipGradNorm(opt.MasterGrads(), 1, 2) // optional clipping
 //	stepped := sc.Step(opt)                                      // false: skipped, nothing changed
@@ -23,9 +23,11 @@
 // Unscale twice, Unscale after Step, or Step twice panics with a *MisuseError that says
 // what to do.
 //
-// With bfloat16 (same exponent range as float32) no scaling is needed: NewFor
-// disables the scaler, so Scale returns the loss itself, Unscale does nothing and Step
-// always steps.
+// The zero Config is PyTorch's defaults; Config{Disabled: true} turns the scaler off,
+// so Scale returns the loss itself, Unscale does nothing and Step always steps.
+// With bfloat16 (same exponent range as float32) no scaling is needed: Needed(low) is
+// true only for float16, and NewFor(low, cfg) disables the scaler when it is false. To
+// scale bfloat16 training anyway, call New(cfg).
 //
 // The scale is a host value (reading it never waits for the device), held as a
 // float32 as in PyTorch; unscaling multiplies by float32(1/float64(scale)).

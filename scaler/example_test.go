@@ -18,9 +18,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	cfg := scaler.DefaultConfig()
-	cfg.GrowthInterval = 2
-	sc, err := scaler.New(cfg)
+	sc, err := scaler.New(scaler.Config{GrowthInterval: 2}) // the rest: PyTorch's defaults
 	if err != nil {
 		panic(err)
 	}
@@ -49,15 +47,42 @@ func Example() {
 	// skipped: 1
 }
 
-// With bfloat16 no loss scaling is needed: NewFor returns a disabled scaler that
-// passes the loss through and always steps.
+// With bfloat16 no loss scaling is needed (scaler.Needed is false): NewFor returns a
+// disabled scaler that passes the loss through and always steps. New scales anyway.
 func ExampleNewFor() {
-	sc, err := scaler.NewFor(tensor.BFloat16, scaler.DefaultConfig())
+	sc, err := scaler.NewFor(tensor.BFloat16, scaler.Config{})
 	if err != nil {
 		panic(err)
 	}
 	loss := tensor.Scalar(0.75)
 	fmt.Println(sc.Enabled(), sc.ScaleValue(), sc.Scale(loss) == loss)
+	forced, err := scaler.New(scaler.Config{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(forced.Enabled(), forced.ScaleValue())
 	// Output:
 	// false 1 true
+	// true 65536
+}
+
+// The zero Config is PyTorch's defaults; turning the scaler off is explicit.
+func ExampleConfig() {
+	var cfg scaler.Config
+	sc, err := scaler.New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	c := sc.Config()
+	fmt.Println(sc.Enabled(), c.InitScale, c.GrowthFactor, c.BackoffFactor, c.GrowthInterval)
+	off, err := scaler.New(scaler.Config{Disabled: true})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(off.Enabled(), off.ScaleValue())
+	fmt.Println(scaler.Needed(tensor.Float16), scaler.Needed(tensor.BFloat16))
+	// Output:
+	// true 65536 2 0.5 2000
+	// false 1
+	// true false
 }

@@ -38,6 +38,7 @@ func FuzzLoadStateDict(f *testing.F) {
 	}
 	f.Add([]byte(`{"scale":-1,"growth_tracker":0,"config":{"enabled":true}}`))
 	f.Add([]byte(`{"scale":1e39,"growth_tracker":5000,"config":{"enabled":true,"growth_interval":2000}}`))
+	f.Add([]byte(`{"scale":65536,"growth_tracker":0,"config":{"disabled":true}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var st State
 		if json.Unmarshal(data, &st) != nil {

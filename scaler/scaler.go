@@ -54,11 +54,13 @@ type GradScaler struct {
 	reduceFoundInf func(found bool) bool // combines found-inf across processes (nil: local)
 }
 
-// New returns a GradScaler for cfg, or an error wrapping ErrConfig. A Config with
-// Enabled false gives a disabled scaler (the rest of it is not checked).
+// New returns a GradScaler for cfg, or an error wrapping ErrConfig. New(Config{}) is
+// PyTorch's dynamic scaler; a Config with Disabled set gives a disabled scaler (the
+// rest of it is not checked). New scales whatever the training dtype: it is the way to
+// scale bfloat16 training anyway, where NewFor would not.
 func New(cfg Config) (*GradScaler, error) {
-	s := &GradScaler{enabled: cfg.Enabled, scale: 1}
-	if !cfg.Enabled {
+	s := &GradScaler{enabled: !cfg.Disabled, scale: 1}
+	if cfg.Disabled {
 		s.cfg = cfg
 		return s, nil
 	}
@@ -72,18 +74,23 @@ func New(cfg Config) (*GradScaler, error) {
 	return s, nil
 }
 
-// NewFor returns a GradScaler for training whose low-precision dtype is low: as cfg
-// says for Float16; disabled for BFloat16 (float32's exponent range: nothing
-// underflows, so scaling only costs time) and for Float32, unless cfg.ForceEnabled.
+// Needed reports whether training whose low-precision dtype is low needs loss scaling:
+// true only for Float16, whose narrow exponent range flushes small gradients to zero.
+// BFloat16 and Float32 share float32's exponent range: nothing underflows that would
+// not in float32, so scaling them only costs time.
+func Needed(low tensor.DType) bool { return low == tensor.Float16 }
+
+// NewFor returns a GradScaler for training whose low-precision dtype is low (Float16,
+// BFloat16 or Float32): New(cfg) when Needed(low), a disabled scaler otherwise. To
+// scale bfloat16 training anyway, call New(cfg).
 func NewFor(low tensor.DType, cfg Config) (*GradScaler, error) {
 	switch low {
-	case tensor.Float16:
-	case tensor.BFloat16, tensor.Float32:
-		if !cfg.ForceEnabled {
-			cfg.Enabled = false
-		}
+	case tensor.Float16, tensor.BFloat16, tensor.Float32:
 	default:
 		return nil, fmt.Errorf("%w: NewFor: low-precision dtype must be float16, bfloat16 or float32, got %s", ErrConfig, low)
+	}
+	if !Needed(low) {
+		cfg.Disabled = true
 	}
 	return New(cfg)
 }

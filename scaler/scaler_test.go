@@ -123,14 +123,14 @@ func TestTrajectoryDefaults(t *testing.T) {
 }
 
 func TestZeroConfigFieldsTakeDefaults(t *testing.T) {
-	sc, err := New(Config{Enabled: true})
+	sc, err := New(Config{})
 	require.NoError(t, err)
 	require.Equal(t, DefaultConfig(), sc.Config())
 }
 
 func TestHysteresis(t *testing.T) {
 	t.Run("deepspeed", func(t *testing.T) {
-		sc, err := New(Config{Enabled: true, GrowthInterval: 3, Hysteresis: 2})
+		sc, err := New(Config{GrowthInterval: 3, Hysteresis: 2})
 		require.NoError(t, err)
 		m := newModel(false)
 		opt := sgd(t, m.params())
@@ -148,7 +148,7 @@ func TestHysteresis(t *testing.T) {
 		require.Equal(t, int64(5), sc.SkippedSteps(), "every overflow skips its step")
 	})
 	t.Run("consecutive", func(t *testing.T) {
-		sc, err := New(Config{Enabled: true, GrowthInterval: 3, Hysteresis: 2, ConsecutiveHysteresis: true})
+		sc, err := New(Config{GrowthInterval: 3, Hysteresis: 2, ConsecutiveHysteresis: true})
 		require.NoError(t, err)
 		m := newModel(false)
 		opt := sgd(t, m.params())
@@ -160,7 +160,7 @@ func TestHysteresis(t *testing.T) {
 
 func TestMinMaxScale(t *testing.T) {
 	t.Run("min", func(t *testing.T) {
-		sc, err := New(Config{Enabled: true, GrowthInterval: 3, MinScale: 16384})
+		sc, err := New(Config{GrowthInterval: 3, MinScale: 16384})
 		require.NoError(t, err)
 		m := newModel(false)
 		opt := sgd(t, m.params())
@@ -170,14 +170,14 @@ func TestMinMaxScale(t *testing.T) {
 		require.Equal(t, int64(4), sc.SkippedSteps(), "and still skipped")
 	})
 	t.Run("max", func(t *testing.T) {
-		sc, err := New(Config{Enabled: true, GrowthInterval: 1, MaxScale: 131072})
+		sc, err := New(Config{GrowthInterval: 1, MaxScale: 131072})
 		require.NoError(t, err)
 		m := newModel(false)
 		opt := sgd(t, m.params())
 		require.Equal(t, []float64{131072, 131072, 131072}, runScript(t, sc, m, opt, []bool{F, F, F}))
 	})
 	t.Run("never collapses to zero", func(t *testing.T) {
-		sc, err := New(Config{Enabled: true, InitScale: 0x1p-125})
+		sc, err := New(Config{InitScale: 0x1p-125})
 		require.NoError(t, err)
 		m := newModel(false)
 		opt := sgd(t, m.params())
@@ -185,14 +185,14 @@ func TestMinMaxScale(t *testing.T) {
 		require.Equal(t, int64(2), sc.MinScaleOverflows())
 	})
 	t.Run("growth past float32 is not kept", func(t *testing.T) {
-		sc, err := New(Config{Enabled: true, InitScale: 0x1p127, GrowthInterval: 1})
+		sc, err := New(Config{InitScale: 0x1p127, GrowthInterval: 1})
 		require.NoError(t, err)
 		sc.adapt(false) // any real gradient overflows at this scale: drive the rule directly
 		require.Equal(t, 0x1p127, sc.ScaleValue())
 		require.Equal(t, 0, sc.StateDict().GrowthTracker)
 	})
 	t.Run("static", func(t *testing.T) {
-		sc, err := New(Config{Enabled: true, Static: true, InitScale: 1024, GrowthInterval: 1})
+		sc, err := New(Config{Static: true, InitScale: 1024, GrowthInterval: 1})
 		require.NoError(t, err)
 		m := newModel(false)
 		opt := sgd(t, m.params())
@@ -202,7 +202,7 @@ func TestMinMaxScale(t *testing.T) {
 }
 
 func TestSkipAlarmNamesTheParameter(t *testing.T) {
-	sc, err := New(Config{Enabled: true, SkipAlarm: 3})
+	sc, err := New(Config{SkipAlarm: 3})
 	require.NoError(t, err)
 	m := newModel(false)
 	opt := sgd(t, m.params())
@@ -415,7 +415,7 @@ func TestRecipes(t *testing.T) {
 		require.NoError(t, sc.Update())
 	})
 	t.Run("several optimizers", func(t *testing.T) {
-		sc, err := New(Config{Enabled: true, GrowthInterval: 2})
+		sc, err := New(Config{GrowthInterval: 2})
 		require.NoError(t, err)
 		m := newModel(false)
 		optW := sgd(t, []*nn.Param{m.w})
@@ -442,7 +442,7 @@ func TestRecipes(t *testing.T) {
 		require.Equal(t, 32768.0, sc.ScaleValue())
 	})
 	t.Run("accumulation", func(t *testing.T) {
-		sc, err := New(Config{Enabled: true, GrowthInterval: 1})
+		sc, err := New(Config{GrowthInterval: 1})
 		require.NoError(t, err)
 		m := newModel(false)
 		opt := sgd(t, m.params())
@@ -508,9 +508,10 @@ func TestBFloat16DisablesTheScaler(t *testing.T) {
 		require.Empty(t, sc.History())
 		require.Equal(t, int64(0), sc.SkippedSteps())
 	}
-	forced := DefaultConfig()
-	forced.ForceEnabled = true
-	sc, err := NewFor(tensor.BFloat16, forced)
+	require.True(t, Needed(tensor.Float16))
+	require.False(t, Needed(tensor.BFloat16))
+	require.False(t, Needed(tensor.Float32))
+	sc, err := New(Config{}) // New scales bfloat16 training anyway
 	require.NoError(t, err)
 	require.True(t, sc.Enabled())
 	sc, err = NewFor(tensor.Float16, DefaultConfig())
@@ -547,13 +548,13 @@ func TestBadConfigs(t *testing.T) {
 		_, err := New(c)
 		require.ErrorIs(t, err, ErrConfig, "%+v", c)
 	}
-	sc, err := New(Config{GrowthFactor: 0.5})
+	sc, err := New(Config{Disabled: true, GrowthFactor: 0.5})
 	require.NoError(t, err, "a disabled scaler ignores the rest of its Config")
 	require.False(t, sc.Enabled())
 }
 
 func TestStateRoundTrip(t *testing.T) {
-	cfg := Config{Enabled: true, GrowthInterval: 3, Hysteresis: 2, MinScale: 1, MaxScale: 1 << 24, SkipAlarm: 100}
+	cfg := Config{GrowthInterval: 3, Hysteresis: 2, MinScale: 1, MaxScale: 1 << 24, SkipAlarm: 100}
 	a, err := New(cfg)
 	require.NoError(t, err)
 	m := newModel(false)
@@ -588,7 +589,7 @@ func TestStateRoundTrip(t *testing.T) {
 		func(s *State) { s.GrowthTracker = 3 },
 		func(s *State) { s.HysteresisTracker = 3 },
 		func(s *State) { s.ConsecutiveSkips = s.SkippedSteps + 1 },
-		func(s *State) { s.Config.Enabled = false },
+		func(s *State) { s.Config.Disabled = true },
 		func(s *State) { s.Config.BackoffFactor = 2 },
 	} {
 		s := good
@@ -598,14 +599,14 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 
 	// A disabled scaler ignores a state.
-	d, err := New(Config{})
+	d, err := New(Config{Disabled: true})
 	require.NoError(t, err)
 	require.NoError(t, d.LoadStateDict(good))
 	require.Equal(t, 1.0, d.ScaleValue())
 }
 
 func TestHistoryIsBounded(t *testing.T) {
-	sc, err := New(Config{Enabled: true, GrowthInterval: 1 << 30})
+	sc, err := New(Config{GrowthInterval: 1 << 30})
 	require.NoError(t, err)
 	for i := range HistoryLen + 5 {
 		sc.record(float64(i))
@@ -614,4 +615,37 @@ func TestHistoryIsBounded(t *testing.T) {
 	require.Len(t, h, HistoryLen)
 	require.Equal(t, 5.0, h[0])
 	require.Equal(t, float64(HistoryLen+4), h[len(h)-1])
+}
+
+// A state saved before Disabled replaced Enabled ("enabled", "force_enabled") still
+// loads, and is written back in the new form.
+func TestLoadOldFormatState(t *testing.T) {
+	old := `{"scale":32768,"growth_tracker":1,"hysteresis_tracker":2,"consecutive_skips":0,"skipped_steps":1,"min_scale_overflows":0,"updates":4,` +
+		`"config":{"init_scale":65536,"growth_factor":2,"backoff_factor":0.5,"growth_interval":3,"min_scale":0,"max_scale":0,"hysteresis":2,` +
+		`"consecutive_hysteresis":false,"skip_alarm":0,"enabled":true,"static":false,"force_enabled":false}}`
+	var st State
+	require.NoError(t, json.Unmarshal([]byte(old), &st))
+	require.False(t, st.Config.Disabled)
+	sc, err := New(Config{})
+	require.NoError(t, err)
+	require.NoError(t, sc.LoadStateDict(st))
+	require.Equal(t, 32768.0, sc.ScaleValue())
+	require.Equal(t, 3, sc.Config().GrowthInterval)
+	raw, err := json.Marshal(sc.StateDict())
+	require.NoError(t, err)
+	require.Contains(t, string(raw), `"disabled":false`)
+	require.NotContains(t, string(raw), `"enabled"`)
+
+	var off State
+	require.NoError(t, json.Unmarshal([]byte(`{"scale":1,"config":{"enabled":false,"force_enabled":false}}`), &off))
+	require.True(t, off.Config.Disabled)
+	require.ErrorIs(t, sc.LoadStateDict(off), ErrConfig, "saved from a disabled scaler")
+
+	// The new field wins over the old one; neither means enabled (the zero Config).
+	var c Config
+	require.NoError(t, json.Unmarshal([]byte(`{"enabled":true,"disabled":true}`), &c))
+	require.True(t, c.Disabled)
+	c = Config{}
+	require.NoError(t, json.Unmarshal([]byte(`{"growth_interval":7}`), &c))
+	require.Equal(t, Config{GrowthInterval: 7}, c)
 }

@@ -69,7 +69,7 @@ func (s *GradScaler) LoadStateDict(st State) error {
 // trackers outside their ranges or inconsistent counters. A loader checks every part
 // of a file before restoring any.
 func (st State) Check() error {
-	if !st.Config.Enabled {
+	if st.Config.Disabled {
 		return fmt.Errorf("%w: the state was saved from a disabled scaler (it holds no scale); build this scaler disabled too, or start it fresh", ErrConfig)
 	}
 	if err := st.Config.Validate(); err != nil {
