@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -100,6 +99,3 @@ func open(index int) (*Backend, error) {
 	}
 	return &Backend{d: d}, nil
 }
-
-// IsOutOfMemory reports whether err is a device out-of-memory error.
-func IsOutOfMemory(err error) bool { return errors.Is(err, backend.ErrOutOfMemory) }

@@ -53,15 +53,6 @@ const (
 // Compiler returns the path of g++ on PATH.
 func Compiler() (string, error) { return exec.LookPath("g++") }
 
-// Build is BuildWith the g++ on PATH.
-func Build(dir string) (string, error) {
-	cxx, err := Compiler()
-	if err != nil {
-		return "", fmt.Errorf("kernelshim: %w", err)
-	}
-	return BuildWith(cxx, dir)
-}
-
 // BuildWith writes the shim's sources into dir (which must exist), compiles one
 // translation unit per kernel source with the C++ compiler cxx (in parallel) and links
 // them into dir/LibName, whose path it returns.
