@@ -104,7 +104,7 @@ gpu-tests:
 # alternating rounds, medians (the README's CPU table). MODELS=, ROUNDS=, STEPS= narrow it.
 bench-torch:
 	scripts/bench-torch.sh
-	scripts/chargpt-vs-torch.sh timing
+	STEPS=$${STEPS:-10} scripts/chargpt-vs-torch.sh timing
 
 lint: check
 

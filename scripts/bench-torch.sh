@@ -6,7 +6,7 @@
 # alike; each round's figure is the median of STEPS steps, and the table shows the
 # median over the rounds. The README's CPU figures come from this script.
 #
-#   scripts/bench-torch.sh                              # all models, 5 rounds of 20 steps
+#   scripts/bench-torch.sh                              # all models, 3 rounds of 15 steps
 #   MODELS="cnn transformer" ROUNDS=7 scripts/bench-torch.sh
 #
 # PyTorch gets its best configuration here: Debian's python3-torch with OpenBLAS
@@ -14,8 +14,8 @@
 # for convolutions and BF16, torch.set_num_threads(THREADS). Without OpenBLAS it says
 # so (FP32 then runs on the reference BLAS and the comparison is unfair to PyTorch).
 set -euo pipefail
-rounds=${ROUNDS:-5}
-steps=${STEPS:-20}
+rounds=${ROUNDS:-3}
+steps=${STEPS:-15}
 warmup=${WARMUP:-5}
 threads=${THREADS:-2}
 models=${MODELS:-mlp cnn transformer transformer-large}
