@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/gamp-ml/gamp/internal/cli"
@@ -41,6 +42,7 @@ type options struct {
 	jsonOut    bool
 	plot       string // .png or .svg file to draw; "" for none
 	plan       bool   // plan each configuration with amp.Plan instead of benchmarking
+	cpuProfile string // pprof CPU profile of the whole run to this file; "" for none
 }
 
 // defaultOptions are the flag defaults.
@@ -74,6 +76,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", o.seed, "seed of the initialisation and the synthetic data")
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON document instead of the table")
 	fs.StringVar(&o.plot, "plot", "", "also draw time per step and memory to `FILE` (.png or .svg)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to `FILE` (go tool pprof reads it)")
 	fs.BoolVar(&o.plan, "plan", false, "instead of benchmarking, plan each configuration for -batch within the device's free memory (on the CPU: GAMP_CPU_MEMORY_LIMIT): micro-batch, accumulation and checkpointing, with the candidates weighed")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ampbench [flags]\n\nCompares time per step and memory of FP32 and mixed precision on one model.\n\n")
@@ -105,7 +108,7 @@ func main() {
 		os.Exit(0)
 	}
 	if err == nil {
-		err = run(o, os.Stdout, os.Stderr)
+		err = runProfiled(o, os.Stdout, os.Stderr)
 	}
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
@@ -113,4 +116,25 @@ func main() {
 		}
 		os.Exit(cli.ExitStatus(err))
 	}
+}
+
+// runProfiled is run with the CPU profile -cpuprofile asks for.
+func runProfiled(o options, stdout, stderr io.Writer) error {
+	if o.cpuProfile == "" {
+		return run(o, stdout, stderr)
+	}
+	f, err := os.Create(o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	err = run(o, stdout, stderr)
+	pprof.StopCPUProfile()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
