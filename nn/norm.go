@@ -53,12 +53,16 @@ func normOptionsOf(layer string, opts []NormOptions) NormOptions {
 // variance, as PyTorch.
 //
 // BatchNorm stays FP32 under mixed precision: its parameters and running statistics
-// are float32 and marked KeepFP32, so Cast leaves them alone. Forward casts a half
-// input to float32, normalises in float32 and casts the result back to the input's
-// dtype, so the next layer runs in the compute dtype while statistics of activations
-// whose variance exceeds the float16 range (65504) stay finite. A BatchNorm cast to
-// half anyway (CastAll, pure-FP16 "O3") runs in half and keeps half statistics: in
-// general Forward computes in the dtype of its parameters.
+// are float32 and marked KeepFP32, so Cast leaves them alone. A half (float16 or
+// bfloat16) input goes to tensor.BatchNorm as it is: the kernel reads it, normalises
+// and keeps its statistics in float32, and writes the output in the input's dtype —
+// the boundary casts fused, as cuDNN's batch norm does for PyTorch AMP — so statistics
+// of activations whose variance exceeds the float16 range (65504) stay finite, the
+// next layer runs in the compute dtype, and backward keeps the half input rather than
+// a float32 copy. The results are those of casting the input to float32, normalising
+// and casting back, bit for bit. A BatchNorm cast to half anyway (CastAll, pure-FP16
+// "O3") runs in half and keeps half statistics: in general Forward computes in the
+// dtype of its parameters.
 type BatchNorm struct {
 	Base
 	Features      int
@@ -135,15 +139,23 @@ func (b *BatchNorm) ComputeDType() tensor.DType {
 func (b *BatchNorm) Forward(x *tensor.Tensor) *tensor.Tensor { return b.forward(x, false) }
 
 // forwardReLU is Forward followed by a ReLU, as one tensor.BatchNormReLU op. It
-// declines (false, nothing done) when the result would be cast to float16 after the
-// ReLU: a positive output that rounds to zero there would keep its gradient, where the
-// composed ops (cast, then ReLU) drop it. Float16 rounds values below 2⁻²⁵ to zero;
-// bfloat16, with float32's exponent range, only float32 denormals, so it fuses.
+// declines (false, nothing done) when the op's output would be cast to float16 after
+// it (a float16 input to a bfloat16 or float64 layer): the ReLU's gradient mask is the
+// op's output, and a positive value that rounds to zero in the cast would keep its
+// gradient where the composed ops (cast, then ReLU) drop it. A half input to a
+// float32 layer needs no cast — the op writes half and masks with what it wrote — so
+// it fuses, as do casts that cannot round a positive value to zero.
 func (b *BatchNorm) forwardReLU(x *tensor.Tensor) (*tensor.Tensor, bool) {
-	if x.DType() == tensor.Float16 && b.ComputeDType() != tensor.Float16 {
+	if dt := b.ComputeDType(); x.DType() == tensor.Float16 && dt != tensor.Float16 && !halfIO(x.DType(), dt) {
 		return nil, false
 	}
 	return b.forward(x, true), true
+}
+
+// halfIO reports whether a layer computing in dt takes an input of dtype x as it is:
+// a half input to a float32 layer (the op computes in float32 and writes half).
+func halfIO(x, dt tensor.DType) bool {
+	return dt == tensor.Float32 && (x == tensor.Float16 || x == tensor.BFloat16)
 }
 
 // forward is Forward, with the ReLU fused when relu is set.
@@ -159,7 +171,7 @@ func (b *BatchNorm) forward(x *tensor.Tensor, relu bool) *tensor.Tensor {
 		misuse(layer, x, "needs a floating-point input")
 	}
 	in := x
-	if dt := b.ComputeDType(); x.DType() != dt {
+	if dt := b.ComputeDType(); x.DType() != dt && !halfIO(x.DType(), dt) {
 		in = x.Cast(dt)
 	}
 	training := b.Training() || b.RunningMean == nil

@@ -6,8 +6,8 @@ import (
 
 var (
 	// batch_norm is Passthrough: the nn layer keeps its parameters and statistics in
-	// FP32 and casts at its boundary, and an all-half (O3) model must be able to run it
-	// in half.
+	// FP32 and hands it a half input as it is (the kernel computes in FP32 and writes
+	// half), and an all-half (O3) model must be able to run it in half.
 	opBatchNorm = defOp("batch_norm", Passthrough)
 	// batch_norm_relu is BatchNorm then Relu as one op (Passthrough like both).
 	opBatchNormReLU = defOp("batch_norm_relu", Passthrough)
