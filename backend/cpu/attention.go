@@ -113,7 +113,7 @@ func attnRowMax[C numeric](row []C) float64 {
 
 // attnExpRow sets row[c] = exp(row[c] - shift) for c < visible and 0 beyond (masked
 // keys give exact zeros), and returns the sum of the exponentials.
-func attnExpRow[C numeric](row []C, visible int, shift float64, e []float64) float64 {
+func attnExpRow64[C numeric](row []C, visible int, shift float64, e []float64) float64 {
 	var sum float64
 	if rf, ok := any(row).([]float32); ok {
 		sum = vecExpF64(e[:visible], rf[:visible], shift)
@@ -193,7 +193,7 @@ func attnForward[C numeric](a *backend.AttentionArgs, ops []*storage, lseS *stor
 							clear(row)
 							continue
 						}
-						sum := attnExpRow(row, vis, mNew, s.e)
+						sum := attnExpRow64(row, vis, mNew, s.e)
 						if s.l[r] != 0 {
 							alpha := math.Exp(s.m[r] - mNew)
 							if alpha != 1 {
@@ -276,7 +276,7 @@ func attnBackward[C numeric](a *backend.AttentionArgs, ops []*storage, lseS *sto
 							clear(row)
 							continue
 						}
-						attnExpRow(row, vis, l, s.e)
+						attnExpRow64(row, vis, l, s.e)
 					}
 					// dV_j += Pᵀ·dO_i
 					gemmWith(kern, 1, true, false, cols, d, rows, 1, s.tile, attnBlock, s.g[i0*d:], d, 1, s.gv[j0*d:], d)

@@ -1,0 +1,86 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// EXP_BODY: Z19 = attnExp32(fma(Z16, Z1, -Z2)) per lane; Z16 keeps the argument;
+// clobbers Z17, Z18, Z20, K2. Lanes where the argument is below the cut (not NaN) are 0.
+#define EXP_BODY \
+	VFMSUB213PS Z2, Z1, Z16 \
+	VMULPS Z3, Z16, Z17 \
+	VRNDSCALEPS $0, Z17, Z17 \
+	VMOVAPS Z16, Z18 \
+	VFNMADD231PS Z4, Z17, Z18 \
+	VFNMADD231PS Z5, Z17, Z18 \
+	VMOVAPS Z6, Z19 \
+	VFMADD213PS Z7, Z18, Z19 \
+	VFMADD213PS Z8, Z18, Z19 \
+	VFMADD213PS Z9, Z18, Z19 \
+	VFMADD213PS Z10, Z18, Z19 \
+	VFMADD213PS Z11, Z18, Z19 \
+	VFMADD213PS Z12, Z18, Z19 \
+	VFMADD213PS Z13, Z18, Z19 \
+	VCVTPS2DQ Z17, Z20 \
+	VPADDD Z15, Z20, Z20 \
+	VPSLLD $23, Z20, Z20 \
+	VMULPS Z20, Z19, Z19 \
+	VCMPPS $0x15, Z14, Z16, K2 \
+	VMOVAPS.Z Z19, K2, Z19
+
+// func attnExpAVX512(s *[16]float32, x *float32, n int, scale, shift float32, c *[12]float32)
+//
+// Per lane, as attnExp32(fma32(x, scale, -shift)):
+//   Z16 = x·scale - shift (VFMSUB213PS, one rounding)
+//   Z17 = roundeven(Z16·log₂e)
+//   Z18 = Z16 - Z17·ln2hi - Z17·ln2lo (two VFNMADD231PS)
+//   Z19 = Horner(expC, Z18) (VFMADD213PS)
+//   e   = Z19 · 2^Z17, zeroed where !(Z16 >= cut is unordered-false), i.e. Z16 < cut.
+TEXT ·attnExpAVX512(SB), NOSPLIT, $0-40
+	MOVQ s+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS scale+24(FP), Z1
+	VBROADCASTSS shift+28(FP), Z2
+	MOVQ c+32(FP), R8
+	VBROADCASTSS 0(R8), Z3
+	VBROADCASTSS 4(R8), Z4
+	VBROADCASTSS 8(R8), Z5
+	VBROADCASTSS 12(R8), Z14
+	VBROADCASTSS 16(R8), Z6
+	VBROADCASTSS 20(R8), Z7
+	VBROADCASTSS 24(R8), Z8
+	VBROADCASTSS 28(R8), Z9
+	VBROADCASTSS 32(R8), Z10
+	VBROADCASTSS 36(R8), Z11
+	VBROADCASTSS 40(R8), Z12
+	VBROADCASTSS 44(R8), Z13
+	MOVL $127, AX
+	VPBROADCASTD AX, Z15
+	VMOVUPS 0(DI), Z0
+	MOVL $0xffff, AX
+	KMOVW AX, K1
+
+attnExpAVX512_loop:
+	CMPQ CX, $16
+	JBE attnExpAVX512_last
+	VMOVUPS 0(SI), Z16
+	EXP_BODY
+	VMOVUPS Z19, 0(SI)
+	VADDPS Z19, Z0, Z0
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP attnExpAVX512_loop
+
+attnExpAVX512_last:
+	// 1 to 16 elements left: K1 = (1<<CX) - 1.
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VMOVUPS.Z 0(SI), K1, Z16
+	EXP_BODY
+	VMOVUPS Z19, K1, 0(SI)
+	VADDPS Z19, Z0, K1, Z0
+	VMOVUPS Z0, 0(DI)
+	VZEROUPPER
+	RET
+

@@ -1,0 +1,127 @@
+package cpu
+
+import (
+	"flag"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+var attnExpStride = flag.Int("attnexp.stride", 101, "TestAttnExpUlp tries every attnexp.stride-th float32 in [-87, 1] (1: all of them)")
+
+// TestAttnExpUlp measures attnExp32 against math.Exp over the float32s in [-87, 1] and
+// asserts attnExpUlp; below the cut it must give an exact 0, and -Inf gives 0.
+func TestAttnExpUlp(t *testing.T) {
+	stride := uint32(*attnExpStride)
+	if testing.Short() {
+		stride = 1031
+	}
+	var worst float64
+	var at float32
+	check := func(x float32) {
+		got := attnExp32(x)
+		want := math.Exp(float64(x))
+		if x < expCut32 {
+			if got != 0 || math.Signbit(float64(got)) {
+				t.Fatalf("attnExp32(%g) = %g, want +0 below the cut", x, got)
+			}
+			return
+		}
+		if e := math.Abs(float64(got)-want) / ulp32(want); !(e <= worst) {
+			worst, at = e, x
+		}
+	}
+	// Negative float32s from -0 down to -87 (bits ascend as values descend), then (0, 1].
+	for b := uint32(0x80000000); b <= math.Float32bits(-87); b += stride {
+		check(math.Float32frombits(b))
+	}
+	for b := uint32(0); b <= math.Float32bits(1); b += stride {
+		check(math.Float32frombits(b))
+	}
+	for _, x := range []float32{0, -86, math.Nextafter32(-86, 0), math.Nextafter32(-86, -100), 1, -0.5 * math.Ln2, 0.5 * math.Ln2} {
+		check(x)
+	}
+	t.Logf("worst %.3f ulp at x = %g (stride %d)", worst, at, stride)
+	if worst > attnExpUlp {
+		t.Fatalf("attnExp32 is %.3f ulp off at x = %g; the bound is %g", worst, at, attnExpUlp)
+	}
+	if attnExp32(float32(math.Inf(-1))) != 0 {
+		t.Fatalf("attnExp32(-Inf) = %g, want 0", attnExp32(float32(math.Inf(-1))))
+	}
+	if v := attnExp32(float32(math.NaN())); v == v {
+		t.Fatalf("attnExp32(NaN) = %g, want NaN", v)
+	}
+}
+
+// attnExpInputs is a score row: normal values around shift/scale, with -Inf (masked),
+// values at the cut, huge negatives and the odd NaN mixed in.
+func attnExpInputs(rng *rand.Rand, n int, scale, shift float32) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		switch rng.IntN(10) {
+		case 0:
+			x[i] = float32(math.Inf(-1))
+		case 1:
+			// An argument next to the cut: x·scale - shift ≈ -86.
+			x[i] = (shift - 86 + float32(rng.NormFloat64())*1e-3) / scale
+		case 2:
+			x[i] = -1e30
+		default:
+			x[i] = shift/scale - float32(math.Abs(rng.NormFloat64())*4)
+		}
+	}
+	if n > 3 && rng.IntN(4) == 0 {
+		x[rng.IntN(n)] = float32(math.NaN())
+	}
+	return x
+}
+
+// The AVX-512 row loop against attnExpRowGo bit for bit (values and the sixteen lane
+// sums), every length from 1 to 80 so that the masked tail takes every width.
+func TestAttnExpRowTwin(t *testing.T) {
+	var s0 [16]float32
+	if !attnExpRowAsm(&s0, []float32{0}, 1, 0) {
+		t.Skip("no AVX-512 (or purego build): attnExpRowGo is the only implementation")
+	}
+	rng := rand.New(rand.NewPCG(5, 9))
+	for n := 1; n <= 80; n++ {
+		for range 20 {
+			scale := float32(0.05 + rng.Float64())
+			shift := float32(rng.NormFloat64() * 3)
+			x := attnExpInputs(rng, n, scale, shift)
+			a, g := append([]float32(nil), x...), append([]float32(nil), x...)
+			var sa, sg [16]float32
+			for i := range sa {
+				sa[i] = float32(i) // the loops add to the lanes they are given
+				sg[i] = float32(i)
+			}
+			attnExpRowAsm(&sa, a, scale, shift)
+			attnExpRowGo(&sg, g, scale, shift)
+			for i := range a {
+				if !sameBits(a[i], g[i]) && !(a[i] != a[i] && g[i] != g[i]) {
+					t.Fatalf("n=%d x[%d]=%g: asm %g, Go %g", n, i, x[i], a[i], g[i])
+				}
+			}
+			for i := range sa {
+				if !sameBits(sa[i], sg[i]) && !(sa[i] != sa[i] && sg[i] != sg[i]) {
+					t.Fatalf("n=%d lane %d: asm %g, Go %g", n, i, sa[i], sg[i])
+				}
+			}
+		}
+	}
+}
+
+// Masked scores (-Inf) become exact +0, and the row sum is the lanes' tree.
+func TestAttnExpRowMasked(t *testing.T) {
+	row := []float32{0, float32(math.Inf(-1)), -1, float32(math.Inf(-1))}
+	sum := attnExpRow(row, 1, 0)
+	if row[1] != 0 || row[3] != 0 || math.Signbit(float64(row[1])) {
+		t.Fatalf("masked entries %g, %g: want +0", row[1], row[3])
+	}
+	if row[0] != 1 {
+		t.Fatalf("exp(0) = %g", row[0])
+	}
+	if want := row[0] + row[2]; sum != want {
+		t.Fatalf("sum %g, want %g", sum, want)
+	}
+}
