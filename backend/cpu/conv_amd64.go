@@ -45,22 +45,21 @@ var (
 )
 
 // convDirect wraps an in-place kernel of an mr×nr tile with the bounds checks the
-// assembly does not make.
-func convDirect(mr, nr int, kern func(kc int, a []float32, b *float32, offs []int, c []float32, ldc int)) func(steps int, a, b []float32, offs []int, c []float32, ldc int) {
+// assembly does not make. The offsets are checked once per call of the
+// convolution (convOffsets), not per kernel call: maxOff is their checked maximum.
+func convDirect(mr, nr int, kern func(kc int, a []float32, b *float32, offs []int, c []float32, ldc int)) func(steps int, a, b []float32, offs []int, maxOff int, c []float32, ldc int) {
 	if gemmKernel32 != gemmKernelAVX512 {
 		return nil
 	}
-	return func(steps int, a, b []float32, offs []int, c []float32, ldc int) {
+	return func(steps int, a, b []float32, offs []int, maxOff int, c []float32, ldc int) {
 		if steps == 0 {
 			return
 		}
 		_ = a[steps*mr-1]
 		_ = c[(mr-1)*ldc+nr-1]
 		offs = offs[:steps]
-		for _, o := range offs {
-			if o < 0 || o%4 != 0 || o/4+nr > len(b) {
-				panic("cpu: convDirect: B row out of range")
-			}
+		if maxOff/4+nr > len(b) {
+			panic("cpu: convDirect: B row out of range")
 		}
 		kern(steps, a, &b[0], offs, c, ldc)
 	}

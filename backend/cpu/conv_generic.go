@@ -19,4 +19,4 @@ func convGatherF32(dst, src []float32, offs []int, steps, w, stride int) {
 
 // convDirectF32 and convDirectF32x16 are nil: without assembly the forward packs B
 // panels for Gemm's micro-kernel.
-var convDirectF32, convDirectF32x16 func(steps int, a, b []float32, offs []int, c []float32, ldc int)
+var convDirectF32, convDirectF32x16 func(steps int, a, b []float32, offs []int, maxOff int, c []float32, ldc int)

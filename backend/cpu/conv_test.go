@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"syscall"
 	"testing"
 	"unsafe"
 
@@ -356,6 +357,20 @@ func TestConvAsmGenerated(t *testing.T) {
 	}
 }
 
+// convCPUTime reports, besides the wall time, the process CPU time per op
+// (cpu-ns/op): on a shared machine it is less inflated by other processes
+// than the wall time, which waits for descheduled workers.
+func convCPUTime(bm *testing.B, fn func()) {
+	var r0, r1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+	for bm.Loop() {
+		fn()
+	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+	ns := func(r *syscall.Rusage) float64 { return float64(r.Utime.Nano() + r.Stime.Nano()) }
+	bm.ReportMetric((ns(&r1)-ns(&r0))/float64(bm.N), "cpu-ns/op")
+}
+
 // BenchmarkConvCNN times the Fashion CNN's convolutions (batch 128) in each pass.
 func BenchmarkConvCNN(bm *testing.B) {
 	for _, a := range convTestGeoms()[:2] {
@@ -383,35 +398,23 @@ func BenchmarkConvCNN(bm *testing.B) {
 			}
 			tile := fmt.Sprintf("%dx%d", o.mr, o.nr)
 			bm.Run(name+"/fp32/fwd"+tile, func(bm *testing.B) {
-				for bm.Loop() {
-					convForward(o, y32, x32, w32, nil, a)
-				}
+				convCPUTime(bm, func() { convForward(o, y32, x32, w32, nil, a) })
 			})
 			bm.Run(name+"/fp32/dx"+tile, func(bm *testing.B) {
-				for bm.Loop() {
-					convForward(o, gx32, y32, flipWeights(w32, a), nil, d)
-				}
+				convCPUTime(bm, func() { convForward(o, gx32, y32, flipWeights(w32, a), nil, d) })
 			})
 		}
 		bm.Run(name+"/fp32/dw", func(bm *testing.B) {
-			for bm.Loop() {
-				convWeightGrad(convF32, gw32, x32, y32, a)
-			}
+			convCPUTime(bm, func() { convWeightGrad(convF32, gw32, x32, y32, a) })
 		})
 		bm.Run(name+"/bf16/fwd", func(bm *testing.B) {
-			for bm.Loop() {
-				convForward(convBF16, yb, xb, wb, nil, a)
-			}
+			convCPUTime(bm, func() { convForward(convBF16, yb, xb, wb, nil, a) })
 		})
 		bm.Run(name+"/bf16/dx", func(bm *testing.B) {
-			for bm.Loop() {
-				convForward(convBF16, gxb, yb, flipWeights(wb, a), nil, d)
-			}
+			convCPUTime(bm, func() { convForward(convBF16, gxb, yb, flipWeights(wb, a), nil, d) })
 		})
 		bm.Run(name+"/bf16/dw", func(bm *testing.B) {
-			for bm.Loop() {
-				convWeightGrad(convBF16, gwb, xb, yb, a)
-			}
+			convCPUTime(bm, func() { convWeightGrad(convBF16, gwb, xb, yb, a) })
 		})
 	}
 }
