@@ -402,7 +402,7 @@ type SGDArgs struct {
 }
 
 // HalfWeights selects an update of half weights that have no FP32 master (see
-// HalfRounding): W is then nil, Half (bfloat16; float16 with RoundNearest) is read as
+// HalfRounding): W is then nil, Half (bfloat16; float16 with RoundNearest or RoundStochastic) is read as
 // the weight and receives the updated one, and G and the state are float32. The zero
 // value is the usual update of FP32 masters.
 type HalfWeights struct {
@@ -427,8 +427,11 @@ const (
 	// RoundNearest rounds w to nearest even (what O2's write-back does, without a master:
 	// updates smaller than half an ulp of the weight are lost).
 	RoundNearest
-	// RoundStochastic rounds a bfloat16 w up with probability equal to the fraction of an
-	// ulp it lies above the lower neighbour, so the rounding is unbiased in expectation.
+	// RoundStochastic rounds w up (in magnitude) with probability equal to the fraction
+	// of an ulp it lies above the neighbour toward zero, so the rounding is unbiased in
+	// expectation: on bfloat16 by adding 16 random bits below the kept ones; on float16
+	// by comparing the fraction with the 16 random bits (see backend/cpu's
+	// stochasticF16; past the largest finite float16 it rounds to nearest).
 	RoundStochastic
 	// RoundSplit keeps the FP32 master as two 16-bit halves ("16+16"): Half holds w rounded
 	// to nearest (at an exact tie, toward the neighbour that keeps the pair exact) and Lo

@@ -9,8 +9,8 @@ import (
 )
 
 // testOptimHalfWeights compares the fused updates of half weights without an FP32
-// master (backend.HalfWeights) on both backends: every rounding on bfloat16, round to
-// nearest on float16; weights, low halves and state bit for bit.
+// master (backend.HalfWeights) on both backends: every rounding on bfloat16, nearest
+// and stochastic on float16; weights, low halves and state bit for bit.
 func (p pair) testOptimHalfWeights(t *testing.T) {
 	gf, _ := p.g.(backend.FusedOptimizer)
 	cf, _ := p.c.(backend.FusedOptimizer)
@@ -22,6 +22,7 @@ func (p pair) testOptimHalfWeights(t *testing.T) {
 	}{
 		{backend.BFloat16, backend.RoundNearest}, {backend.BFloat16, backend.RoundStochastic},
 		{backend.BFloat16, backend.RoundSplit}, {backend.Float16, backend.RoundNearest},
+		{backend.Float16, backend.RoundStochastic},
 	} {
 		name := fmt.Sprintf("%s rounding %d", c.dt, c.rounding)
 		h := p.up(t, c.dt, backendtest.RandVals(40, n, -1, 1))

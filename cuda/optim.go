@@ -121,9 +121,9 @@ func (b *Backend) halfWeightsKernel(op, family string, n int, w, g, half backend
 	b.checkLen(op, "half weights", h, n)
 	switch {
 	case h.dt == backend.BFloat16 && hw.Rounding <= backend.RoundSplit:
-	case h.dt == backend.Float16 && hw.Rounding == backend.RoundNearest:
+	case h.dt == backend.Float16 && hw.Rounding != backend.RoundSplit:
 	default:
-		b.fail(op, "rounding %d needs bfloat16 weights (float16 only rounds to nearest), got %s", hw.Rounding, h.dt)
+		b.fail(op, "rounding %d needs bfloat16 weights (float16 rounds to nearest or stochastically), got %s", hw.Rounding, h.dt)
 	}
 	for _, s := range append([]backend.Storage{g}, state...) {
 		if s != nil {

@@ -164,6 +164,43 @@ GAMP_FN float hw_load(const unsigned short* p, const unsigned short* lo, long lo
   return P::tof(p[i]);
 }
 
+// HwStochastic<P>::round is the stochastic rounding of a finite w (bits b) with 16
+// random bits r: bfloat16 adds r below the kept bits and truncates; float16 (backend/cpu's
+// stochasticF16) rounds away from zero when r·2⁻¹⁶ < (|w|−t)/ulp, t the neighbour toward
+// zero, every step exact in float32, and past 65504 rounds to nearest.
+template <class P>
+struct HwStochastic {
+  GAMP_FN unsigned short round(float w, unsigned int b, unsigned int r) {
+    if (w != w) return (unsigned short)((b >> 16) | 0x40u);
+    return (unsigned short)((b + r) >> 16);
+  }
+};
+template <>
+struct HwStochastic<F16> {
+  GAMP_FN unsigned short round(float w, unsigned int b, unsigned int r) {
+    if (w != w) return f32_to_f16(w);
+    unsigned short sign = (unsigned short)((b >> 16) & 0x8000u);
+    unsigned int ab = b & 0x7fffffffu;
+    float a = bits_f32(ab);
+    unsigned short t;
+    float tv, inv;
+    if (a >= 65504.0f) {
+      t = 0x7bff; tv = 65504.0f; inv = 1.0f / 32.0f;
+    } else if (a < 0x1p-14f) {
+      unsigned int k = (unsigned int)(a * 0x1p24f);
+      t = (unsigned short)k; tv = (float)k * 0x1p-24f; inv = 0x1p24f;
+    } else {
+      unsigned int e = (ab >> 23) - 127u + 15u;
+      t = (unsigned short)((e << 10) | ((ab >> 13) & 0x3ffu));
+      tv = bits_f32(ab & ~0x1fffu);
+      inv = bits_f32((264u - (ab >> 23)) << 23);
+    }
+    if ((float)r * 0x1p-16f >= (a - tv) * inv) return (unsigned short)(sign | t);
+    if (t == 0x7bff) return f32_to_f16(w);
+    return (unsigned short)(sign | (t + 1));
+  }
+};
+
 template <class P>
 GAMP_FN void hw_store(unsigned short* p, unsigned short* lo, long long i, float w, int rounding,
                       unsigned long long seed, unsigned long long offset) {
@@ -172,19 +209,19 @@ GAMP_FN void hw_store(unsigned short* p, unsigned short* lo, long long i, float 
     return;
   }
   unsigned int b = f32_bits(w);
-  if (w != w) {
-    p[i] = (unsigned short)((b >> 16) | 0x40u);
-    if (rounding == HW_SPLIT) lo[i] = (unsigned short)b;
-    return;
-  }
   if (rounding == HW_SPLIT) {
+    if (w != w) {
+      p[i] = (unsigned short)((b >> 16) | 0x40u);
+      lo[i] = (unsigned short)b;
+      return;
+    }
     unsigned int h = (b + 0x7fffu) >> 16;
     p[i] = (unsigned short)h;
     lo[i] = (unsigned short)(b - (h << 16));
     return;
   }
   unsigned long long z = mix64((seed * 0x9e3779b97f4a7c15ull) ^ mix64(offset + (unsigned long long)i));
-  p[i] = (unsigned short)((b + (unsigned int)(z >> 48)) >> 16);
+  p[i] = HwStochastic<P>::round(w, b, (unsigned int)(z >> 48));
 }
 
 template <class P>

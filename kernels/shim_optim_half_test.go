@@ -11,7 +11,7 @@ import (
 
 // TestShimHalfWeights runs the sgd_hw and adam_hw kernels (half weights without an FP32
 // master) and the CPU backend's SGDStep/AdamStep with the same backend.HalfWeights for
-// three steps, for every rounding (bfloat16) and round-to-nearest (float16), and
+// three steps, for every rounding (bfloat16) and nearest and stochastic (float16), and
 // requires bit-identical weights, low halves and state.
 func TestShimHalfWeights(t *testing.T) {
 	s := loadShim(t)
@@ -23,11 +23,18 @@ func TestShimHalfWeights(t *testing.T) {
 	cases := []kase{
 		{backend.BFloat16, backend.RoundNearest}, {backend.BFloat16, backend.RoundStochastic},
 		{backend.BFloat16, backend.RoundSplit}, {backend.Float16, backend.RoundNearest},
+		{backend.Float16, backend.RoundStochastic},
 	}
 	for _, c := range cases {
 		for _, adam := range []bool{false, true} {
 			init := optimVals(0, n)
 			init[3], init[5] = math.NaN(), math.Inf(1)
+			if c.dt == backend.Float16 {
+				// Weights across float16's range: subnormals up to past 65504.
+				for i := range init {
+					init[i] = math.Ldexp(init[i], i%46-28)
+				}
+			}
 			pS, pC := bufOf(c.dt, init), up(bufOf(c.dt, init))
 			loS := newBuf(backend.BFloat16, n)
 			for i := range loS.u16() {

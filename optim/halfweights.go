@@ -30,7 +30,8 @@ const (
 	// ulp survive in expectation (Zamirai et al. 2020, "Revisiting BFloat16 Training").
 	// The random bits come from a counter-based generator seeded by the configuration's
 	// RoundingSeed and saved in StateDict, so a resumed run rounds as the uninterrupted
-	// one. bfloat16 only. 2 bytes per parameter.
+	// one. bfloat16 or float16 (where past the largest finite float16 it rounds to
+	// nearest: there is no upper neighbour to draw). 2 bytes per parameter.
 	StochasticRounding
 	// SplitMasters ("16+16") keeps, beside the bfloat16 weight, the low 16 bits of the
 	// float32 master, so the pair is the master exactly: the update is O2's bit for bit
@@ -76,7 +77,7 @@ func checkMasters(kind string, m Masters, params []*nn.Param) error {
 		if !dt.IsHalf() {
 			continue
 		}
-		if m != NoMasters && dt != tensor.BFloat16 {
+		if m == SplitMasters && dt != tensor.BFloat16 {
 			return fmt.Errorf("%w: %s: %v needs bfloat16 parameters, %q is %s; cast the model to bfloat16 or keep FP32 masters", ErrConfig, kind, m, p.Name, dt)
 		}
 		if !p.T.IsContiguous() {

@@ -60,15 +60,46 @@ func TestHalfWeightsSmallUpdates(t *testing.T) {
 	}
 }
 
+// TestHalfWeightsSmallUpdatesFloat16 is TestHalfWeightsSmallUpdates on float16 weights
+// at 1 (ulp 2⁻¹⁰ ≈ 9.8e-4) with updates of 1e-4: round to nearest never moves them,
+// stochastic rounding moves them by the updates' sum on average, and the same seed
+// replays the same bits.
+func TestHalfWeightsSmallUpdatesFloat16(t *testing.T) {
+	const n, steps, lr = 4096, 500, 1e-4
+	run := func(m Masters, seed uint64) []float64 {
+		p := &nn.Param{Name: "w", T: tensor.Ones(tensor.Shape{n}, tensor.WithDType(tensor.Float16), tensor.WithGrad())}
+		opt, err := NewAdam([]*nn.Param{p}, AdamConfig{LR: lr, Masters: m, RoundingSeed: seed})
+		require.NoError(t, err)
+		for range steps {
+			// Adam's steps are ≈ lr whatever the gradient's size.
+			p.T.SetGrad(tensor.Ones(tensor.Shape{n}, tensor.WithDType(tensor.Float16)))
+			opt.Step()
+			opt.ZeroGrad()
+		}
+		return p.T.Float64s()
+	}
+	for _, v := range run(NoMasters, 0) {
+		require.Equal(t, 1.0, v, "round to nearest loses every update")
+	}
+	sr := run(StochasticRounding, 9)
+	mean := 0.0
+	for _, v := range sr {
+		mean += v / n
+	}
+	require.InDelta(t, 1-steps*lr, mean, 2e-3, "stochastic rounding keeps the updates in expectation")
+	require.Equal(t, sr, run(StochasticRounding, 9), "the same seed rounds the same way")
+	require.NotEqual(t, sr, run(StochasticRounding, 10))
+}
+
 func TestHalfWeightsConfigErrors(t *testing.T) {
 	f16 := &nn.Param{Name: "h", T: tensor.Zeros(tensor.Shape{3}, tensor.WithDType(tensor.Float16), tensor.WithGrad())}
-	for _, m := range []Masters{StochasticRounding, SplitMasters} {
-		_, err := NewAdam([]*nn.Param{f16}, AdamConfig{LR: 1e-3, Masters: m})
-		require.True(t, errors.Is(err, ErrConfig), "%v on float16: %v", m, err)
-		require.ErrorContains(t, err, "bfloat16")
+	_, err := NewAdam([]*nn.Param{f16}, AdamConfig{LR: 1e-3, Masters: SplitMasters})
+	require.True(t, errors.Is(err, ErrConfig), "16+16 on float16: %v", err)
+	require.ErrorContains(t, err, "bfloat16")
+	for _, m := range []Masters{NoMasters, StochasticRounding} {
+		_, err = NewSGD([]*nn.Param{f16}, SGDConfig{LR: 1, Masters: m})
+		require.NoError(t, err, "%v works on float16", m)
 	}
-	_, err := NewSGD([]*nn.Param{f16}, SGDConfig{LR: 1, Masters: NoMasters})
-	require.NoError(t, err, "round to nearest works on float16")
 	_, err = NewSGD([]*nn.Param{f16}, SGDConfig{LR: 1, Masters: 9})
 	require.True(t, errors.Is(err, ErrConfig))
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
 )
 
 // Updates of half weights without an FP32 master (backend.HalfWeights): each chunk of
@@ -34,9 +35,9 @@ func (b *Backend) halfWeightsCheck(op string, n int, w, g, h backend.Storage, hw
 	case hs.n < n:
 		panic(fmt.Sprintf("cpu: %s: %d elements, the half weights hold %d", op, n, hs.n))
 	case hs.dt == backend.BFloat16:
-	case hs.dt == backend.Float16 && hw.Rounding == backend.RoundNearest:
+	case hs.dt == backend.Float16 && hw.Rounding != backend.RoundSplit:
 	default:
-		panic(fmt.Sprintf("cpu: %s: rounding %d needs bfloat16 weights (float16 only rounds to nearest), got %s", op, hw.Rounding, hs.dt))
+		panic(fmt.Sprintf("cpu: %s: rounding %d needs bfloat16 weights (float16 rounds to nearest or stochastically), got %s", op, hw.Rounding, hs.dt))
 	}
 	for _, s := range append([]backend.Storage{g}, state...) {
 		if s == nil {
@@ -84,7 +85,11 @@ func (h halfWeights) run(update func(w []float32, lo, hi int)) {
 			case backend.RoundSplit:
 				splitEncode(bits[c:c+m], h.lo[c:c+m], w)
 			case backend.RoundStochastic:
-				roundStochastic(bits[c:c+m], w, h.hw.RNG, uint64(c))
+				if h.f16 {
+					roundStochasticF16(bits[c:c+m], w, h.hw.RNG, uint64(c))
+				} else {
+					roundStochastic(bits[c:c+m], w, h.hw.RNG, uint64(c))
+				}
 			default:
 				h.h.storeF32(c, w)
 			}
@@ -152,4 +157,51 @@ func roundStochastic(dst []uint16, w []float32, r backend.RNG, off uint64) {
 		}
 		dst[i] = uint16((b + randBits16(r, off+uint64(i))) >> 16)
 	}
+}
+
+// roundStochasticF16 writes each w[i] as a float16 rounded stochastically: between t,
+// w's neighbour toward zero, and the next float16 away from zero, it picks the far one
+// when the element's 16 random bits r satisfy r·2⁻¹⁶ < (|w|−t)/ulp. Every step is exact
+// in float32, so the choice is the same on every backend; on normal and subnormal
+// float16s the fraction has at most 13 bits, so P(up) equals it exactly and the rounding
+// is unbiased. Past the largest finite float16 (65504) there is no upper neighbour to
+// draw: w then rounds to nearest, as the round-to-nearest write does (65520 and above
+// become Inf). NaN stays NaN (quieted), as the nearest conversion makes it.
+func roundStochasticF16(dst []uint16, w []float32, r backend.RNG, off uint64) {
+	dst = dst[:len(w)]
+	for i, x := range w {
+		dst[i] = stochasticF16(x, randBits16(r, off+uint64(i)))
+	}
+}
+
+// stochasticF16 is one element of roundStochasticF16 with random bits r (< 2¹⁶).
+func stochasticF16(x float32, r uint32) uint16 {
+	if x != x {
+		return half.Float16FromFloat32(x).Bits()
+	}
+	b := math.Float32bits(x)
+	sign := uint16(b>>16) & 0x8000
+	a := math.Float32frombits(b &^ (1 << 31))
+	var t uint16        // the float16 bits of a's neighbour toward zero
+	var tv, inv float32 // its value and 1/ulp (a power of two: the products are exact)
+	switch {
+	case a >= 65504:
+		t, tv, inv = 0x7bff, 65504, 1.0/32
+	case a < 0x1p-14: // subnormal float16s are k·2⁻²⁴
+		k := uint32(a * 0x1p24) // exact scaling; the conversion truncates
+		t, tv, inv = uint16(k), float32(k)*0x1p-24, 0x1p24
+	default:
+		ab := math.Float32bits(a)
+		e := ab>>23 - 127 + 15 // float16 biased exponent, 1…30
+		t = uint16(e<<10 | ab>>13&0x3ff)
+		tv = math.Float32frombits(ab &^ 0x1fff)
+		inv = math.Float32frombits((264 - ab>>23) << 23) // 2^(10−exponent)
+	}
+	if float32(r)*0x1p-16 >= (a-tv)*inv {
+		return sign | t
+	}
+	if t == 0x7bff {
+		return half.Float16FromFloat32(x).Bits()
+	}
+	return sign | (t + 1) // the bit pattern's successor: carries into the exponent
 }

@@ -270,3 +270,80 @@ func BenchmarkAdamStepHalfWeights(b *testing.B) {
 		})
 	}
 }
+
+// TestStochasticF16 checks the float16 stochastic rounding on every r for values across
+// the float16 range: each result is one of x's two float16 neighbours; on normal
+// float16s the mean over all 2¹⁶ draws is x exactly (the fraction has at most 13 bits),
+// on subnormals within 2⁻¹⁶ ulp; past 65504 it rounds to nearest or stays at 65504;
+// signs, zeros, Inf and NaN behave as the nearest conversion.
+func TestStochasticF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	xs := []float32{0, 1, 1.0009766, 0x1p-14, 0x1p-24, 0x1.8p-24, 0x1p-25, 0x1.ffcp-15, 65504, 1e-7, 0.1, 3.14159, 2047.5, 65519, 65520, 65535, 1e6}
+	for range 300 {
+		// Random magnitudes from 2⁻³⁰ to 2¹⁶.
+		xs = append(xs, float32(math.Ldexp(1+rng.Float64(), rng.IntN(46)-30)))
+	}
+	for _, x0 := range xs {
+		for _, x := range []float32{x0, -x0} {
+			rn := half.Float16FromFloat32(x)
+			var sum float64
+			ups := 0
+			var lo, hi float32
+			for r := range uint32(1 << 16) {
+				h := stochasticF16(x, r)
+				v := half.Float16FromBits(h).Float32()
+				if math.Signbit(float64(v)) != math.Signbit(float64(x)) {
+					t.Fatalf("x=%v r=%d: %v has the wrong sign", x, r, v)
+				}
+				a, av := abs32(x), abs32(v)
+				if a >= 65504 {
+					if v != 65504*sign32(x) && h != rn.Bits() {
+						t.Fatalf("x=%v r=%d: %v, want ±65504 or round-to-nearest %v", x, r, v, rn.Float32())
+					}
+					continue
+				}
+				// The float16 neighbours of a: lo ≤ a < hi.
+				if r == 0 {
+					lo, hi = av, av
+				}
+				lo, hi = min(lo, av), max(hi, av)
+				sum += float64(v)
+				if av > a {
+					ups++
+				}
+			}
+			a := abs32(x)
+			if a >= 65504 {
+				continue
+			}
+			// lo must be the neighbour toward zero and hi the next float16 (or lo itself
+			// when x is a float16).
+			loH := half.Float16FromFloat32(lo)
+			if loH.Float32() != lo || lo > a || (hi != lo && half.Float16FromBits(loH.Bits()+1).Float32() != hi) || (hi == lo && lo != a) || hi < a {
+				t.Fatalf("x=%v: results span [%v, %v], not x's float16 neighbours", x, lo, hi)
+			}
+			ulp := float64(half.Float16FromBits(loH.Bits()+1).Float32() - lo)
+			mean := sum / (1 << 16)
+			tol := 0.0
+			if a < 0x1p-14 {
+				tol = ulp / (1 << 16)
+			}
+			if d := math.Abs(mean - float64(x)); d > tol {
+				t.Fatalf("x=%v: mean over every draw %v is %.3g ulp away (%d of 65536 up)", x, mean, d/ulp, ups)
+			}
+		}
+	}
+	if h := stochasticF16(float32(math.Inf(-1)), 123); h != 0xfc00 {
+		t.Fatalf("-Inf rounds to %#04x", h)
+	}
+	if h := stochasticF16(float32(math.NaN()), 0); !half.Float16FromBits(h).IsNaN() {
+		t.Fatalf("NaN rounds to %#04x", h)
+	}
+}
+
+func sign32(x float32) float32 {
+	if math.Signbit(float64(x)) {
+		return -1
+	}
+	return 1
+}

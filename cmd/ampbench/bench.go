@@ -185,7 +185,7 @@ func parseVariants(precisions, levels string) ([]variant, error) {
 		}
 		for _, l := range lv {
 			v.level, v.masters = l.l, l.m
-			if l.m != optim.FP32Masters && l.m != optim.NoMasters && v.low != tensor.BFloat16 {
+			if l.m == optim.SplitMasters && v.low != tensor.BFloat16 {
 				return nil, usagef("-opt-level %s%s needs bfloat16 weights: give -precision bf16", l.l, mastersSuffix[l.m])
 			}
 			out = append(out, v)

@@ -27,8 +27,14 @@ func TestMastersVariants(t *testing.T) {
 }
 
 func TestMastersVariantsNeedBF16(t *testing.T) {
+	// Stochastic rounding and round to nearest also keep float16 weights.
+	o, err := parseArgs([]string{"-precision", "fp16", "-opt-level", "O3+sr,O3+rn"}, io.Discard)
+	if err == nil {
+		_, err = resolve(o)
+	}
+	assert.NoError(t, err)
 	for _, args := range [][]string{
-		{"-precision", "fp16", "-opt-level", "O3+sr"},
+		{"-precision", "fp16", "-opt-level", "O3+16+16"},
 		{"-precision", "bf16", "-opt-level", "O1+16+16"},
 		{"-precision", "bf16", "-opt-level", "O3+sr,O3+sr"},
 	} {
