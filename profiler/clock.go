@@ -21,6 +21,14 @@ type Clock interface {
 	Resolve(s Stamp) time.Duration
 }
 
+// A StampReleaser is a Clock that holds resources per stamp (device events): the
+// profiler calls Release for every stamp it drops unresolved — records removed by
+// Reset, Begins that never got their Forward, marks taken while stopped — so a
+// long-running profiler holds events only for the records it keeps.
+type StampReleaser interface {
+	Release(s Stamp)
+}
+
 // CPUClock reads Go's monotonic clock: a Stamp is the time since the clock was made.
 type CPUClock struct{ origin time.Time }
 

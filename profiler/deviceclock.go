@@ -24,6 +24,7 @@ type DeviceClock struct {
 	devs   []tensor.Device                       // the device of events[i]
 	origin map[tensor.Device]backend.TimingEvent // the first event on each device
 	host   map[tensor.Device]time.Duration       // host time of each device's first event
+	live   int                                   // events not yet released
 }
 
 // NewDeviceClock returns a DeviceClock whose origin is now.
@@ -56,6 +57,7 @@ func (c *DeviceClock) Mark(dev tensor.Device) Stamp {
 	}
 	c.events = append(c.events, ev)
 	c.devs = append(c.devs, dev)
+	c.live++
 	return Stamp(-len(c.events))
 }
 
@@ -70,6 +72,9 @@ func (c *DeviceClock) Resolve(s Stamp) time.Duration {
 	ev, d := c.events[i], c.devs[i]
 	org, base := c.origin[d], c.host[d]
 	c.mu.Unlock()
+	if ev == nil { // released
+		return base
+	}
 	el, err := ev.Since(org)
 	if err != nil {
 		return base
@@ -77,13 +82,40 @@ func (c *DeviceClock) Resolve(s Stamp) time.Duration {
 	return base + el
 }
 
+// Release destroys the event behind s, which the caller will not resolve again (the
+// profiler releases the stamps of records it drops); a device's first event, every
+// other stamp's reference, lives until Close.
+func (c *DeviceClock) Release(s Stamp) {
+	if s >= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := int(-s) - 1
+	if i >= len(c.events) || c.events[i] == nil || c.origin[c.devs[i]] == c.events[i] {
+		return
+	}
+	_ = c.events[i].Close()
+	c.events[i] = nil
+	c.live--
+}
+
+// Live returns the number of device events the clock holds.
+func (c *DeviceClock) Live() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.live
+}
+
 // Close destroys the clock's events.
 func (c *DeviceClock) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, e := range c.events {
-		_ = e.Close()
+		if e != nil {
+			_ = e.Close()
+		}
 	}
-	c.events, c.devs = nil, nil
+	c.events, c.devs, c.live = nil, nil, 0
 	c.origin = map[tensor.Device]backend.TimingEvent{}
 }

@@ -7,6 +7,7 @@
 //	loss := model.Forward(ctx.Bind(x)); loss.Backward()
 //	ctx.Close()
 //	fmt.Print(p.Summary()); p.SaveChromeTrace("step.json")
+//	p.Close()                           // frees the device events of GPU timings
 //
 // A Profiler is a tensor.Observer: it flows with the Context like the autocast policy,
 // so two models profiled by two Profilers in two goroutines never mix. Each record has
@@ -14,7 +15,8 @@
 // duration (with and without nested ops) and the bytes it allocated; see Profiler for
 // how Begin and Forward calls are matched and what the figures mean.
 //
-// Times come from a Clock: the CPUClock reads Go's monotonic clock; a GPU backend
-// supplies a Clock built on device events (WithClock), since host time does not see
-// asynchronous kernels.
+// Times come from a Clock: New's default DeviceClock times GPU ops with device events
+// (host time does not see asynchronous kernels) and the rest with Go's monotonic
+// clock. It holds one event per stamp the profiler keeps: Reset and Close free them,
+// and stamps the profiler drops are freed at once (StampReleaser).
 package profiler

@@ -89,7 +89,8 @@ func (r Record) DType() tensor.DType {
 // Bytes and concurrency: TotalAllocated is per device, so allocations by other
 // goroutines on the same device during an op are counted in it too.
 type Profiler struct {
-	clock Clock
+	clock    Clock
+	ownClock bool // New made clock: Close closes it
 
 	mu       sync.Mutex
 	on       bool
@@ -150,6 +151,7 @@ func New(opts ...Option) *Profiler {
 	}
 	if p.clock == nil {
 		p.clock = NewDeviceClock() // device time for GPU ops, host time for the rest
+		p.ownClock = true
 	}
 	return p
 }
@@ -179,8 +181,47 @@ func (p *Profiler) Start() {
 func (p *Profiler) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for _, r := range p.recs {
+		p.release(r.start, r.end)
+	}
 	p.recs = nil
 	p.gen++
+}
+
+// Close stops recording, drops every record and open Begin, and closes the clock when
+// the profiler made it (New's default DeviceClock: its device events are freed). A
+// clock given WithClock stays its owner's to close.
+func (p *Profiler) Close() {
+	p.Reset()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.on = false
+	for c, st := range p.states {
+		p.dropEntries(st.stack)
+		delete(p.states, c)
+	}
+	if p.ownClock {
+		if c, ok := p.clock.(interface{ Close() }); ok {
+			c.Close()
+		}
+	}
+}
+
+// release hands stamps the profiler will never resolve back to a clock that holds
+// resources for them.
+func (p *Profiler) release(ss ...Stamp) {
+	if r, ok := p.clock.(StampReleaser); ok {
+		for _, s := range ss {
+			r.Release(s)
+		}
+	}
+}
+
+// dropEntries releases the start stamps of open Begins being forgotten.
+func (p *Profiler) dropEntries(es []entry) {
+	for _, e := range es {
+		p.release(e.start)
+	}
 }
 
 // Len returns the number of records.
@@ -230,6 +271,7 @@ func (p *Profiler) evict() {
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].last < all[j].last })
 	for _, x := range all[:len(all)/2] {
+		p.dropEntries(p.states[x.c].stack)
 		delete(p.states, x.c)
 	}
 }
@@ -247,6 +289,7 @@ func (p *Profiler) Begin(c *tensor.Context, op *tensor.Op) {
 		e.total0, e.ok = b.MemoryStats().TotalAllocated, true
 	}
 	if len(st.stack) >= maxOpen {
+		p.dropEntries(st.stack[:1])
 		st.stack = append(st.stack[:0], st.stack[1:]...)
 	}
 	e.start = p.clock.Mark(e.dev) // last, so the bookkeeping is not timed
@@ -263,6 +306,7 @@ func (p *Profiler) Forward(c *tensor.Context, op *tensor.Op, inputs []*tensor.Te
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.on {
+		p.release(end)
 		return nil
 	}
 	r := raw{Record: Record{Op: op.Name(), Pass: Forward, Device: dev, ForwardIndex: -1}, end: end}
@@ -286,6 +330,7 @@ func (p *Profiler) Forward(c *tensor.Context, op *tensor.Op, inputs []*tensor.Te
 					r.Bytes = b.MemoryStats().TotalAllocated - e.total0
 				}
 			}
+			p.dropEntries(st.stack[i+1:]) // Begins that never got their Forward
 			st.stack = st.stack[:i]
 			matched = true
 			break
@@ -318,6 +363,7 @@ func (p *Profiler) Backward(op *tensor.Op, tag any, gradOut *tensor.Tensor, grad
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.on {
+		p.release(end)
 		return
 	}
 	r := raw{Record: Record{Op: op.Name(), Pass: Backward, Device: dev, ForwardIndex: -1}, end: end, took: took}

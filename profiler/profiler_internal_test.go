@@ -31,3 +31,58 @@ func TestEveryOpRecordedAndStateBounded(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"relu": 200, "argmax": 200, "compare": 200}, count)
 }
+
+// countingClock is a Clock that holds one resource per stamp, as DeviceClock holds a
+// device event, and counts those not yet released.
+type countingClock struct {
+	CPUClock
+	live   map[Stamp]bool
+	next   Stamp
+	closed bool
+}
+
+func (c *countingClock) Mark(tensor.Device) Stamp {
+	c.next++
+	c.live[c.next] = true
+	return c.next
+}
+
+func (c *countingClock) Release(s Stamp) { delete(c.live, s) }
+
+func (c *countingClock) Close() { c.closed = true }
+
+// The profiler hands back every stamp it drops: marks taken while stopped, Begins that
+// never got their Forward, and every record on Reset; Close closes only a clock it made.
+func TestStampsReleased(t *testing.T) {
+	clk := &countingClock{live: map[Stamp]bool{}}
+	p := New(WithClock(clk))
+	ctx := p.Context()
+	x := tensor.Randn(tensor.Shape{4, 3}, tensor.WithContext(ctx), tensor.WithGrad())
+	x.Relu().Sum().Backward()
+	require.NotEmpty(t, clk.live)
+	n := len(clk.live)
+	// Two records per forward (start, end) and one per backward at most.
+	require.LessOrEqual(t, n, 3*len(p.Records()))
+	p.Stop()
+	x.Relu().Exp()
+	require.Len(t, clk.live, n, "marks taken while stopped are released")
+	p.Start()
+	// A Begin whose op never reports its Forward, under one that does.
+	relu := x.Relu()
+	expOp, ok1 := tensor.LookupOp("exp")
+	reluOp, ok2 := tensor.LookupOp("relu")
+	require.True(t, ok1 && ok2)
+	p.Begin(ctx, expOp)
+	p.Begin(ctx, reluOp)
+	p.Forward(ctx, expOp, []*tensor.Tensor{relu}, relu)
+	p.Reset()
+	require.Empty(t, clk.live, "Reset releases every record's stamps and the orphaned Begin")
+	p.Close()
+	require.False(t, clk.closed, "a clock given WithClock is its owner's to close")
+
+	q := New()
+	dc := q.clock.(*DeviceClock)
+	q.Close()
+	require.Equal(t, 0, dc.Live())
+	ctx.Close()
+}
