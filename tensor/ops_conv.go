@@ -309,6 +309,21 @@ func (c *Context) pool2d(op *Op, x *Tensor, kernel, stride, padding [2]int, incl
 	a.OW = (a.W+2*a.PadW-a.KW)/a.StrideW + 1
 	xd := x.dense(c)
 	out := allocOut(c, x.dtype, x.device, Shape{a.N, a.C, a.OH, a.OW})
+	if r, ok := x.ref.b.(backend.MaxPoolRecomputer); ok && a.Kind == backend.MaxPool {
+		// Backward finds the maxima again in the input, which the graph holds anyway,
+		// rather than keeping an Int64 index.
+		r.MaxPool(out.ref.s, xd.ref.s, a)
+		out = c.record(op, out, in, func(bc *Context, g *Tensor) []*Tensor {
+			gd := g.dense(bc)
+			gx := allocOut(bc, g.dtype, g.device, x.shape)
+			g.ref.b.(backend.MaxPoolRecomputer).MaxPoolBackward(gx.ref.s, gd.ref.s, xd.ref.s, a)
+			return []*Tensor{gx}
+		})
+		if out.node == nil {
+			releaseTemp(xd, x)
+		}
+		return out
+	}
 	var idx *Tensor
 	var idxS backend.Storage
 	if a.Kind == backend.MaxPool {

@@ -34,9 +34,60 @@ func (b *Backend) PoolBackward(gx, gy, index backend.Storage, a backend.PoolArgs
 	}
 }
 
+// MaxPool implements backend.MaxPoolRecomputer: Pool for a MaxPool geometry, the
+// window positions kept in per-worker scratch only.
+func (b *Backend) MaxPool(dst, src backend.Storage, a backend.PoolArgs) {
+	if a.Kind != backend.MaxPool {
+		panic("cpu: MaxPool: the geometry is not a MaxPool")
+	}
+	s, d := poolData("MaxPool", src, dst, a)
+	if computeF64(s.dt) {
+		poolForward[float64](d, s, nil, a)
+	} else {
+		poolForward[float32](d, s, nil, a)
+	}
+}
+
+// MaxPoolBackward implements backend.MaxPoolRecomputer: each plane of x goes through
+// the forward's maxPlane again, and gy is added to the positions it returns, as
+// PoolBackward does with the forward's index.
+func (b *Backend) MaxPoolBackward(gx, gy, x backend.Storage, a backend.PoolArgs) {
+	if a.Kind != backend.MaxPool {
+		panic("cpu: MaxPoolBackward: the geometry is not a MaxPool")
+	}
+	g, y := poolData("MaxPoolBackward", gx, gy, a)
+	xs, _ := poolData("MaxPoolBackward", x, gy, a)
+	if xs.dt != g.dt {
+		panic("cpu: MaxPoolBackward: x is " + xs.dt.String() + " but gx is " + g.dt.String())
+	}
+	if computeF64(g.dt) {
+		maxPoolBackward[float64](g, y, xs, a)
+	} else {
+		maxPoolBackward[float32](g, y, xs, a)
+	}
+}
+
 // poolOperands checks a and the storages of input-shaped in, output-shaped out and, for
 // MaxPool, the Int64 index, which it returns as a slice.
 func poolOperands(op string, in, out, index backend.Storage, a backend.PoolArgs) (*storage, *storage, []int64) {
+	i, o := poolData(op, in, out, a)
+	if a.Kind != backend.MaxPool {
+		return i, o, nil
+	}
+	x := st(index)
+	switch {
+	case x == nil:
+		panic("cpu: " + op + ": MaxPool needs an index storage")
+	case x.dt != backend.Int64:
+		panic("cpu: " + op + ": index is " + x.dt.String() + ", want int64")
+	case x.n < a.N*a.C*a.OH*a.OW:
+		panic(fmt.Sprintf("cpu: %s: index holds %d elements, geometry needs N·C·OH·OW = %d", op, x.n, a.N*a.C*a.OH*a.OW))
+	}
+	return i, o, x.i64()[:a.N*a.C*a.OH*a.OW]
+}
+
+// poolData checks a and the storages of input-shaped in and output-shaped out.
+func poolData(op string, in, out backend.Storage, a backend.PoolArgs) (*storage, *storage) {
 	checkPool(op, a)
 	i, o := st(in), st(out)
 	if i == nil || o == nil {
@@ -52,19 +103,7 @@ func poolOperands(op string, in, out, index backend.Storage, a backend.PoolArgs)
 	if o.n < nOut {
 		panic(fmt.Sprintf("cpu: %s: output-shaped storage holds %d elements, geometry needs N·C·OH·OW = %d", op, o.n, nOut))
 	}
-	if a.Kind != backend.MaxPool {
-		return i, o, nil
-	}
-	x := st(index)
-	switch {
-	case x == nil:
-		panic("cpu: " + op + ": MaxPool needs an index storage")
-	case x.dt != backend.Int64:
-		panic("cpu: " + op + ": index is " + x.dt.String() + ", want int64")
-	case x.n < nOut:
-		panic(fmt.Sprintf("cpu: %s: index holds %d elements, geometry needs N·C·OH·OW = %d", op, x.n, nOut))
-	}
-	return i, o, x.i64()[:nOut]
+	return i, o
 }
 
 // checkPool panics unless a is a consistent pooling geometry.
@@ -111,24 +150,59 @@ func poolWindow(o, stride, pad, k, in int) (lo, hi, padded int) {
 	return max(start, 0), min(end, in), end - start
 }
 
+// poolForward pools s into d; a MaxPool writes its window positions into idx, or into
+// scratch when idx is nil (MaxPool).
 func poolForward[C numeric](d, s *storage, idx []int64, a backend.PoolArgs) {
 	hw, ohw := a.H*a.W, a.OH*a.OW
 	ParallelFor(a.N*a.C, max(1, grainElems/max(ohw*a.KH*a.KW, 1)), func(lo, hi int) {
 		in := make([]C, hw)
 		out := make([]C, ohw)
+		var scratch []int64
+		if idx == nil && a.Kind == backend.MaxPool {
+			scratch = make([]int64, ohw)
+		}
 		for p := lo; p < hi; p++ {
-			if _, ok := any(in).([]float32); ok && maxPool2x2Packed(&a) {
-				maxPlane2x2Packed(any(out).([]float32), idx[p*ohw:(p+1)*ohw], any(in).([]float32), s, p*hw, &a)
-				store(d, p*ohw, 1, out)
-				continue
+			pi := scratch
+			if pi == nil && idx != nil {
+				pi = idx[p*ohw : (p+1)*ohw]
 			}
-			load(in, s, p*hw, 1)
-			if a.Kind == backend.MaxPool {
-				maxPlane(out, idx[p*ohw:(p+1)*ohw], in, &a)
-			} else {
-				avgPlane(out, in, &a)
-			}
+			maxPlaneOf(out, pi, in, s, p*hw, &a)
 			store(d, p*ohw, 1, out)
+		}
+	})
+}
+
+// maxPlaneOf sets out to the pooled plane s[off:] (MaxPool: idx to its positions), in
+// as scratch for the input plane.
+func maxPlaneOf[C numeric](out []C, idx []int64, in []C, s *storage, off int, a *backend.PoolArgs) {
+	if _, ok := any(in).([]float32); ok && maxPool2x2Packed(a) {
+		maxPlane2x2Packed(any(out).([]float32), idx, any(in).([]float32), s, off, a)
+		return
+	}
+	load(in, s, off, 1)
+	if a.Kind == backend.MaxPool {
+		maxPlane(out, idx, in, a)
+	} else {
+		avgPlane(out, in, a)
+	}
+}
+
+// maxPoolBackward is poolBackward for a MaxPool whose positions come from running
+// the forward's maxPlaneOf on x again.
+func maxPoolBackward[C numeric](g, y, x *storage, a backend.PoolArgs) {
+	hw, ohw := a.H*a.W, a.OH*a.OW
+	ParallelFor(a.N*a.C, max(1, grainElems/max(ohw*a.KH*a.KW, 1)), func(lo, hi int) {
+		acc, in := make([]C, hw), make([]C, hw)
+		gy, out := make([]C, ohw), make([]C, ohw)
+		idx := make([]int64, ohw)
+		for p := lo; p < hi; p++ {
+			maxPlaneOf(out, idx, in, x, p*hw, &a)
+			clear(acc)
+			load(gy, y, p*ohw, 1)
+			for o, i := range idx {
+				acc[i] += gy[o]
+			}
+			store(g, p*hw, 1, acc)
 		}
 	})
 }
