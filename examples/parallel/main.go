@@ -8,8 +8,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/gamp-ml/gamp/amp"
 	"github.com/gamp-ml/gamp/autocast"
 	"github.com/gamp-ml/gamp/data"
+	"github.com/gamp-ml/gamp/internal/cli"
 	"github.com/gamp-ml/gamp/memory"
 	"github.com/gamp-ml/gamp/models"
 	"github.com/gamp-ml/gamp/nn"
@@ -28,33 +31,77 @@ import (
 	_ "github.com/gamp-ml/gamp/cuda"
 )
 
+// options are the command-line flags.
+type options struct {
+	devices []tensor.Device // the first is the main one
+	level   amp.OptLevel
+	epochs  int
+	batch   int
+	micro   int  // pipeline micro-batches
+	inside  bool // the loss inside the replicas
+}
+
+// parseArgs parses and checks the command line: a bad value is a *cli.UsageError (exit
+// status 2, as every gamp command); -h returns flag.ErrHelp after printing the usage.
+func parseArgs(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("parallel", flag.ContinueOnError)
+	devFlag := fs.String("devices", "cpu:1,cpu:2", "comma-separated devices; the first is the main one")
+	levelFlag := fs.String("level", "O1", "amp opt level (O0–O3)")
+	fs.IntVar(&o.epochs, "epochs", 3, "epochs over the synthetic set")
+	fs.IntVar(&o.batch, "batch", 128, "batch size")
+	fs.IntVar(&o.micro, "micro", 4, "pipeline micro-batches")
+	fs.BoolVar(&o.inside, "loss-inside", false, "compute the loss inside the replicas")
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return o, err
+		}
+		return o, cli.Usagef("%v (parallel -h lists the flags)", err)
+	}
+	if fs.NArg() > 0 {
+		return o, cli.Usagef("unexpected argument %q (parallel takes flags only)", fs.Arg(0))
+	}
+	for _, s := range strings.Split(*devFlag, ",") {
+		d, err := tensor.OpenDevice(strings.TrimSpace(s))
+		if err != nil {
+			return o, cli.Usagef("-devices: %v", err)
+		}
+		o.devices = append(o.devices, d)
+	}
+	var err error
+	if o.level, err = amp.ParseOptLevel(*levelFlag); err != nil {
+		return o, cli.Usagef("-level: %v", err)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"epochs", o.epochs}, {"batch", o.batch}, {"micro", o.micro}} {
+		if f.v < 1 {
+			return o, cli.Usagef("-%s must be ≥ 1, got %d", f.name, f.v)
+		}
+	}
+	return o, nil
+}
+
 func main() {
-	devFlag := flag.String("devices", "cpu:1,cpu:2", "comma-separated devices; the first is the main one")
-	levelFlag := flag.String("level", "O1", "amp opt level (O0–O3)")
-	epochs := flag.Int("epochs", 3, "epochs over the synthetic set")
-	batch := flag.Int("batch", 128, "batch size")
-	micro := flag.Int("micro", 4, "pipeline micro-batches")
-	inside := flag.Bool("loss-inside", false, "compute the loss inside the replicas")
-	flag.Parse()
-	if err := run(*devFlag, *levelFlag, *epochs, *batch, *micro, *inside); err != nil {
+	o, err := parseArgs(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err == nil {
+		err = run(o)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "parallel:", err)
-		os.Exit(1)
+		os.Exit(cli.ExitStatus(err))
 	}
 }
 
-func run(devFlag, levelFlag string, epochs, batch, micro int, inside bool) error {
-	var devs []tensor.Device
-	for _, s := range strings.Split(devFlag, ",") {
-		d, err := tensor.ParseDevice(strings.TrimSpace(s))
-		if err != nil {
-			return err
-		}
-		devs = append(devs, d)
-	}
-	level, err := amp.ParseOptLevel(levelFlag)
-	if err != nil {
-		return err
-	}
+func run(o options) error {
+	devs, level, epochs, batch, micro, inside := o.devices, o.level, o.epochs, o.batch, o.micro, o.inside
 	cfg := amp.Config{Level: level, Low: autocast.Default(devs[0]).Low}
 	train := data.Synthetic(4096, 10, tensor.Shape{64}, 1)
 	loss := func(out, y *tensor.Tensor) *tensor.Tensor { return tensor.CrossEntropy(out, y, 0) }

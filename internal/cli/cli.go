@@ -1,7 +1,7 @@
-// Package cli holds what gamp's commands (examples/fashion, cmd/ampbench,
-// cmd/overflowcheck) share so that they behave alike: one exit status for usage
-// errors, output paths checked before the work starts, progress redrawn only on a
-// terminal.
+// Package cli holds what gamp's commands (examples/fashion, examples/chargpt,
+// examples/parallel, cmd/ampbench, cmd/overflowcheck) share so that they behave alike:
+// one exit status for usage errors, output paths checked before the work starts,
+// progress redrawn only on a terminal.
 //
 //	if err := cli.CheckWritable(path); err != nil { return cli.Usagef("-save %s: %v", path, err) }
 //	os.Exit(cli.ExitStatus(run(o)))
