@@ -139,6 +139,9 @@ type convOps[E float32 | half.BFloat16, P float32 | uint32] struct {
 	// stride ld (convPackRowsTF32, gemmBF16PackGatherRows), or, with rowsA, as
 	// rows of len(dst)/stride steps, zero-padded (convPairRows).
 	rows func(dst []P, src []E, ld, steps, w, stride int)
+	// rowKern, for rowsA kernels, is kern with an A panel of mr rows of steps
+	// pairs side by side (a[i*steps+p]) instead of AMX tiles.
+	rowKern func(steps int, a, b []P, c []float32, ldc int)
 	// tapRow packs one step of a forward B panel: nr positions of the one or two
 	// taps at src and src[d:] (d < 0: no second tap).
 	tapRow func(dst []P, src []E, d int)
@@ -232,13 +235,26 @@ func newConvBF16(kern *gemmBF16Kernel) *convOps[half.BFloat16, uint32] {
 		return nil
 	}
 	rows := gemmBF16PackGatherRows
+	var rowKern func(steps int, a, b []uint32, c []float32, ldc int)
 	if kern.rowsA {
 		rows = func(dst []uint32, src []half.BFloat16, ld, steps, w, stride int) {
 			convPairRows(dst, src, ld, steps, w, stride, kern.tileK)
 		}
+		if rowKern = convAMXRowKernel(kern); rowKern == nil {
+			// The pure-Go twin: repack the rows as tiles.
+			rowKern = func(steps int, a, b []uint32, c []float32, ldc int) {
+				t := make([]uint32, len(a))
+				for i := range kern.mr {
+					for p, v := range a[i*steps:][:steps] {
+						t[amxAt(i, p, kern.mr, kern.tileK)] = v
+					}
+				}
+				kern.fn(steps, t, b, c, ldc, true)
+			}
+		}
 	}
 	return &convOps[half.BFloat16, uint32]{mr: kern.mr, nr: kern.nr, maxSteps: convMaxBF16Steps, pairs: true,
-		tileK: kern.tileK, rowsA: kern.rowsA,
+		tileK: kern.tileK, rowsA: kern.rowsA, rowKern: rowKern,
 		kern: func(steps int, a, b []uint32, c []float32, ldc int) { kern.fn(steps, a, b, c, ldc, true) },
 		rows: rows, gather: convGatherPairs,
 		tapRow: func(dst []uint32, src []half.BFloat16, d int) {
@@ -602,6 +618,15 @@ func flipWeights[E any](w []E, a backend.Conv2dArgs) []E {
 // sum has none. Each task checks its own images, so the check is no serial pass.
 func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], gw, x, gy []E, a backend.Conv2dArgs) bool {
 	s := newConvShape(a, false)
+	if ob, ok := any(o).(*convOps[half.BFloat16, uint32]); ok && o.rowsA {
+		return convWeightGradTaps(ob, any(gw).([]half.BFloat16), any(x).([]half.BFloat16), any(gy).([]half.BFloat16), &s)
+	}
+	return convWeightGradRows(o, gw, x, gy, &s)
+}
+
+// convWeightGradRows is convWeightGrad with the output channels as the rows of the
+// product and the taps as its columns.
+func convWeightGradRows[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], gw, x, gy []E, s *convShape) bool {
 	rp := gemmCeilDiv(s.og, o.mr)
 	npT := gemmCeilDiv(s.k, o.nr)
 	ldw := npT * o.nr
@@ -636,7 +661,7 @@ func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E,
 					nonFinite.Store(true)
 					return
 				}
-				padImage(&s, sc.xp, img)
+				padImage(s, sc.xp, img)
 				for g := range s.Groups {
 					// gy of the group on the wide grid; the discarded columns stay zero.
 					for oc := range s.og {

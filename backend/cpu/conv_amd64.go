@@ -149,3 +149,24 @@ func convKernelGo(mr, nr, steps int, a, b []float32, offs []int, c []float32, ld
 		}
 	}
 }
+
+// convAMXRowKernel returns, for the AMX kernel, gemmAMXKernel32x32 reading an A
+// panel of 32 rows of steps pairs side by side (convOps.rowKern), accumulating
+// onto C; nil for any other kernel.
+func convAMXRowKernel(k *gemmBF16Kernel) func(steps int, a, b []uint32, c []float32, ldc int) {
+	if k != gemmAMXKernel {
+		return nil
+	}
+	return func(steps int, a, b []uint32, c []float32, ldc int) {
+		if steps%amxTileK != 0 {
+			panic("cpu: convAMXRowKernel: steps is not a multiple of the k tile")
+		}
+		if steps == 0 {
+			return
+		}
+		_ = a[amxMR*steps-1]
+		_ = b[amxNR*steps-1]
+		_ = c[(amxMR-1)*ldc+amxNR-1]
+		gemmAMXKernel32x32(steps/amxTileK, &a[0], 4*steps, 4*amxTileK, &b[0], &c[0], 4*ldc, &amxTileConfig, true)
+	}
+}

@@ -418,3 +418,43 @@ func BenchmarkConvCNN(bm *testing.B) {
 		})
 	}
 }
+
+// TestConvWeightGradTaps checks that the AMX layout's weight gradient with the taps
+// as rows (convWeightGradTaps, the pure-Go twin and AMX where this process may use
+// it) equals, bit for bit, the product with the output channels as rows on the same
+// kernel (convWeightGradRows), including batches split into several chunks.
+func TestConvWeightGradTaps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	kerns := []*gemmBF16Kernel{gemmAMXKernelGo32x32}
+	if convBF16Kernel != nil && convBF16Kernel.rowsA {
+		kerns = append(kerns, convBF16Kernel)
+	}
+	geoms := convTestGeoms()
+	big := geoms[0]
+	big.N, big.H, big.W, big.OH, big.OW = 20, 40, 40, 40, 40 // several pixel slices, chunks
+	geoms = append(geoms, big)
+	for _, a := range geoms {
+		b := func(n int) []half.BFloat16 {
+			out := make([]half.BFloat16, n)
+			for i := range out {
+				out[i] = half.BFloat16FromFloat64(rng.NormFloat64())
+			}
+			return out
+		}
+		x, gy := b(a.N*a.C*a.H*a.W), b(a.N*a.O*a.OH*a.OW)
+		for _, kern := range kerns {
+			o := newConvBF16(kern)
+			s := newConvShape(a, false)
+			got := make([]half.BFloat16, a.O*a.C/a.Groups*a.KH*a.KW)
+			want := make([]half.BFloat16, len(got))
+			if !convWeightGradTaps(o, got, x, gy, &s) || !convWeightGradRows(o, want, x, gy, &s) {
+				t.Fatal("weight gradient declined finite data")
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%+v %s: gw[%d] = %v, rows as output channels %v", a, kern.name, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
