@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
 )
 
 // Fused scaled dot-product attention (backend.Attention), FlashAttention's algorithm on
@@ -25,10 +26,13 @@ const attnBlock = 64
 func (b *Backend) Attention(a backend.AttentionArgs) {
 	ops := attnOperands("Attention", &a, a.Q, a.K, a.V, a.O)
 	lse := attnLSE("Attention", &a)
-	if computeF64(ops[0].dt) {
+	switch {
+	case computeF64(ops[0].dt):
 		attnForward[float64](&a, ops, lse)
-	} else {
-		attnForward[float32](&a, ops, lse)
+	case ops[0].dt == backend.BFloat16:
+		attnForwardF32[half.BFloat16](&a, ops, lse)
+	default:
+		attnForwardF32[float32](&a, ops, lse)
 	}
 }
 
@@ -36,10 +40,13 @@ func (b *Backend) Attention(a backend.AttentionArgs) {
 func (b *Backend) AttentionBackward(a backend.AttentionArgs) {
 	ops := attnOperands("AttentionBackward", &a, a.Q, a.K, a.V, a.O, a.GO, a.GQ, a.GK, a.GV)
 	lse := attnLSE("AttentionBackward", &a)
-	if computeF64(ops[0].dt) {
+	switch {
+	case computeF64(ops[0].dt):
 		attnBackward[float64](&a, ops, lse)
-	} else {
-		attnBackward[float32](&a, ops, lse)
+	case ops[0].dt == backend.BFloat16:
+		attnBackwardF32[half.BFloat16](&a, ops, lse)
+	default:
+		attnBackwardF32[float32](&a, ops, lse)
 	}
 }
 
