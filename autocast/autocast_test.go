@@ -133,6 +133,9 @@ func init() {
 		"scaled_dot_product_attention": func(ac *tensor.Context, dt tensor.DType) *tensor.Tensor {
 			return tensor.ScaledDotProductAttention(in(ac, dt, 1, 2, 4, 3), in(ac, dt, 1, 2, 4, 3), in(ac, dt, 1, 2, 4, 3), tensor.AttentionOptions{Causal: true})
 		},
+		"self_attention": func(ac *tensor.Context, dt tensor.DType) *tensor.Tensor {
+			return tensor.SelfAttention(in(ac, dt, 1, 4, 6), 2, tensor.AttentionOptions{Causal: true})
+		},
 		"layer_norm": func(ac *tensor.Context, dt tensor.DType) *tensor.Tensor {
 			return tensor.LayerNorm(in(ac, dt, 4, 3), tensor.Shape{3}, nil, nil, 1e-5)
 		},

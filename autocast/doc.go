@@ -80,6 +80,7 @@
 //	| rsqrt                            | fp32            |
 //	| rsub_scalar                      | passthrough     |
 //	| scaled_dot_product_attention     | lower_precision |
+//	| self_attention                   | lower_precision |
 //	| sigmoid                          | passthrough     |
 //	| slice                            | passthrough     |
 //	| softmax                          | fp32            |

@@ -169,7 +169,7 @@ func (b *GPTBlock) Forward(x *tensor.Tensor) *tensor.Tensor {
 
 // CausalSelfAttention is multi-head self-attention where position t attends to
 // positions ≤ t: one Linear to queries, keys and values, the fused causal attention op
-// (tensor.ScaledDotProductAttention, low precision under autocast) and an output
+// on its packed output (tensor.SelfAttention, low precision under autocast) and an output
 // projection followed by dropout. Dropout on the attention probabilities is not
 // offered: the fused op never forms them.
 type CausalSelfAttention struct {
@@ -182,19 +182,20 @@ type CausalSelfAttention struct {
 
 // Forward implements nn.Module on x [N, T, D].
 func (a *CausalSelfAttention) Forward(x *tensor.Tensor) *tensor.Tensor {
-	s := x.Shape()
-	n, t, d := s[0], s[1], s[2]
-	dh := d / a.heads
-	// [N, T, 3D] → [3, N, H, T, Dh]
-	qkv := nn.Call(a.qkv, x).Reshape(n, t, 3, a.heads, dh).Permute(2, 0, 3, 1, 4)
-	q, k, v := qkv.Select(0, 0), qkv.Select(0, 1), qkv.Select(0, 2)
 	o := tensor.AttentionOptions{Causal: true}
 	var y *tensor.Tensor
 	if a.composed {
-		y = tensor.ComposedAttention(q, k, v, o)
+		s := x.Shape()
+		n, t, d := s[0], s[1], s[2]
+		dh := d / a.heads
+		// [N, T, 3D] → [3, N, H, T, Dh]
+		qkv := nn.Call(a.qkv, x).Reshape(n, t, 3, a.heads, dh).Permute(2, 0, 3, 1, 4)
+		y = tensor.ComposedAttention(qkv.Select(0, 0), qkv.Select(0, 1), qkv.Select(0, 2), o)
+		y = y.Permute(0, 2, 1, 3).Reshape(n, t, d)
 	} else {
-		y = tensor.ScaledDotProductAttention(q, k, v, o)
+		// The packed op splits and merges the heads itself (no Select gradients of the
+		// whole packed width to add up in the backward pass).
+		y = tensor.SelfAttention(nn.Call(a.qkv, x), a.heads, o)
 	}
-	y = y.Permute(0, 2, 1, 3).Reshape(n, t, d)
 	return tensor.Dropout(nn.Call(a.proj, y), a.dropout, a.Training())
 }

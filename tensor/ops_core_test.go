@@ -130,7 +130,7 @@ func requireOpError(t *testing.T, f func()) *OpError {
 
 func TestEveryDifferentiableOpHasGradCheck(t *testing.T) {
 	covered := map[string]bool{}
-	for _, cs := range [][]gradCase{coreGradCases(), nnGradCases(), indexGradCases(), convGradCases(), normGradCases(), attentionGradCases()} {
+	for _, cs := range [][]gradCase{coreGradCases(), nnGradCases(), indexGradCases(), convGradCases(), normGradCases(), attentionGradCases(), selfAttentionGradCases()} {
 		for _, c := range cs {
 			covered[c.op] = true
 		}
