@@ -5,7 +5,7 @@ export PATH := $(PATH):/usr/local/go/bin
 # under the race detector.
 RACE_PKGS = ./backend/cpu/ ./tensor/ ./data/ ./autocast/ ./memory/ ./profiler/ ./parallel/ ./dist/ ./cmd/gamprun/ ./cuda/
 
-.PHONY: demo chargpt fitdemo test test-deps test-run check check-fmt check-vet check-staticcheck check-generated test-short race bench bench-torch lint fmt vet gpu-tests
+.PHONY: demo chargpt fitdemo test test-deps test-run check check-fmt check-cross check-vet check-staticcheck check-generated test-short race bench bench-torch lint fmt vet gpu-tests
 
 # The main job: the Fashion-MNIST CNN trained with AMP on the best device present
 # (bf16 autocast on the CPU, fp16 on a GPU).
@@ -55,7 +55,13 @@ test-run:
 # installed on first use by scripts/staticcheck.sh), also over the pure-Go twins
 # (-tags purego), and every code generator re-run and compared with the committed file.
 # `make -k check` reports every failing check, not just the first.
-check: check-fmt check-vet check-staticcheck check-generated
+check: check-fmt check-cross check-vet check-staticcheck check-generated
+
+# Every package builds on Windows and macOS too (the CUDA backend and dist load their
+# libraries at run time through internal/dl, so nothing links against them).
+check-cross:
+	GOOS=windows GOARCH=amd64 $(GO) build ./...
+	GOOS=darwin GOARCH=arm64 $(GO) build ./...
 
 check-fmt:
 	@echo "gofmt -l"; files=$$(gofmt -l $$(find . -name '*.go' -not -path './.*')); \

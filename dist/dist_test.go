@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/ebitengine/purego"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gamp-ml/gamp/internal/dl"
 	"github.com/gamp-ml/gamp/internal/testenv"
 	"github.com/gamp-ml/gamp/tensor"
 )
@@ -89,11 +89,11 @@ func TestNCCLBinding(t *testing.T) {
 	require.ErrorContains(t, err, "GAMP_NCCL_LIB")
 	// The function signatures (the 128-byte id by value among them) are accepted by
 	// purego; nothing is called.
-	libc, err := purego.Dlopen("libc.so.6", purego.RTLD_NOW)
+	libc, err := dl.Open("libc.so.6")
 	if err != nil {
 		testenv.Skip(t, testenv.Libc, "no libc.so.6 to borrow a symbol address from: %v", err)
 	}
-	abs, err := purego.Dlsym(libc, "abs")
+	abs, err := dl.Sym(libc, "abs")
 	require.NoError(t, err)
 	l := &ncclLib{path: "fake"}
 	require.NoError(t, l.bind(func(string) (uintptr, error) { return abs, nil }))

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/gamp-ml/gamp/internal/dl"
 )
 
 // ErrNoMPI is wrapped by the error Init returns when the MPI backend is needed and
@@ -97,7 +98,7 @@ func openMPI() (*mpiLib, error) {
 	for _, p := range paths {
 		// RTLD_GLOBAL: Open MPI's components are plugins that resolve libmpi's and
 		// libopen-pal's symbols from the global namespace.
-		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		h, err := dl.Open(p)
 		if err == nil {
 			handle, path = h, p
 			break
@@ -109,7 +110,7 @@ func openMPI() (*mpiLib, error) {
 	}
 	l := &mpiLib{path: path}
 	sym := func(name string) (uintptr, error) {
-		a, err := purego.Dlsym(handle, name)
+		a, err := dl.Sym(handle, name)
 		if err != nil || a == 0 {
 			return 0, fmt.Errorf("%w: %s has no symbol %s (gamp binds Open MPI 4 or 5; MPICH and others have another ABI): %s", ErrNoMPI, path, name, mpiInstallHint)
 		}

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/ebitengine/purego"
-
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/cuda"
+	"github.com/gamp-ml/gamp/internal/dl"
 	"github.com/gamp-ml/gamp/tensor"
 )
 
@@ -106,7 +106,7 @@ func openNCCL() (*ncclLib, error) {
 	l := &ncclLib{}
 	var tried []string
 	for _, p := range ncclCandidates() {
-		if x, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL); err == nil {
+		if x, err := dl.Open(p); err == nil {
 			h, l.path = x, p
 			break
 		}
@@ -115,7 +115,7 @@ func openNCCL() (*ncclLib, error) {
 	if h == 0 {
 		return nil, fmt.Errorf("%w: libnccl.so.2 not found (tried %s): install NCCL (pip install nvidia-nccl-cu12, or NVIDIA's libnccl2 package) or set GAMP_NCCL_LIB", ErrNoNCCL, strings.Join(tried, ", "))
 	}
-	return l, l.bind(func(name string) (uintptr, error) { return purego.Dlsym(h, name) })
+	return l, l.bind(func(name string) (uintptr, error) { return dl.Sym(h, name) })
 }
 
 // bind registers the NCCL functions found by sym.

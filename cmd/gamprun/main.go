@@ -227,8 +227,7 @@ func runLocal(c config, out *router) int {
 		cmd := exec.Command(path, c.prog[1:]...)
 		cmd.Env = setEnv(os.Environ(), worldEnv(r, c.n, r, c.n, c.masterAddr, c.masterPort, c.token)...)
 		cmd.Stdin = nil
-		// Each rank leads its own process group, so stopping it stops its children.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = rankProcAttr()
 		if r == 0 {
 			cmd.Stdout = out.raw()
 		} else {
@@ -285,7 +284,7 @@ func runLocal(c config, out *router) int {
 func stopAll(cmds []*exec.Cmd, exited []atomic.Bool, sig syscall.Signal) {
 	for r, cmd := range cmds {
 		if cmd != nil && cmd.Process != nil && !exited[r].Load() {
-			syscall.Kill(-cmd.Process.Pid, sig)
+			signalRank(cmd.Process, sig)
 		}
 	}
 }

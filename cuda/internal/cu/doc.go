@@ -42,7 +42,8 @@
 //
 // # Binding rules
 //
-//   - Symbols are found with purego.Dlsym and bound with purego.RegisterFunc into typed
+//   - Symbols are found with internal/dl (dlsym through purego; GetProcAddress on
+//     Windows) and bound with purego.RegisterFunc into typed
 //     Go funcs, every lookup checked; never RegisterLibFunc, which panics on a missing
 //     symbol. Symbols of newer versions (cuFuncGetParamInfo, 12.4; cuEventElapsedTime_v2,
 //     12.8) are optional: without them FuncGetParamInfo returns ErrNotSupported and

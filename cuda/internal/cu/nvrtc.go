@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
+	"github.com/gamp-ml/gamp/internal/dl"
 )
 
 var nvrtcLib = library{spec: specNVRTC}
@@ -90,7 +90,7 @@ func preloadBuiltins(nvrtcPath string, major int) (string, error) {
 	})
 	var errs []string
 	for _, p := range m {
-		if _, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL); err == nil {
+		if _, err := dl.Open(p); err == nil {
 			return p, nil
 		} else {
 			errs = append(errs, fmt.Sprintf("%s (%v)", p, err))

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/ebitengine/purego"
+	"github.com/gamp-ml/gamp/internal/dl"
 )
 
 // libSpec says how to find one library.
@@ -195,7 +196,7 @@ func (l *library) dlopen() error {
 		// RTLD_GLOBAL, as for NCCL: a library loaded later that looks symbols up
 		// globally finds this copy. (Dependencies by soname, such as libcublas's on
 		// libcublasLt, match an already loaded library either way.)
-		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		h, err := dl.Open(p)
 		if err == nil {
 			l.handle, l.path, l.soname = h, p, p
 			return nil
@@ -228,7 +229,7 @@ type symbol struct {
 // naming the library and the symbol.
 func (l *library) bindAll(syms []symbol) error {
 	for _, s := range syms {
-		addr, err := purego.Dlsym(l.handle, s.name)
+		addr, err := dl.Sym(l.handle, s.name)
 		if err != nil || addr == 0 {
 			if s.optional {
 				continue
