@@ -61,7 +61,10 @@ func TestMain(m *testing.M) {
 		time.Sleep(time.Minute)
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	remove := testenv.PrivateTMPDIR() // mpirun's session directory, apart from other packages'
+	code := m.Run()
+	remove()
+	os.Exit(code)
 }
 
 func launchers(t *testing.T) []string {

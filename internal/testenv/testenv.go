@@ -248,3 +248,26 @@ func haveFile(path string) func() bool {
 func havePython(modules ...string) func() bool {
 	return func() bool { return findPython(modules...) != "" }
 }
+
+// PrivateTMPDIR points TMPDIR at a fresh short directory for the rest of the test
+// process (and the processes it starts) and returns a function that removes it. Test
+// packages that run mpirun call it from TestMain: Open MPI keeps its session directory
+// under TMPDIR, named after the host and user only, and two packages' mpiruns racing to
+// create it fail with "File exists" when go test runs them in parallel. Short, because
+// Open MPI puts Unix sockets there (108-byte path limit).
+func PrivateTMPDIR() (remove func()) {
+	dir, err := os.MkdirTemp("", "gamp")
+	if err != nil {
+		return func() {}
+	}
+	old, had := os.LookupEnv("TMPDIR")
+	os.Setenv("TMPDIR", dir)
+	return func() {
+		if had {
+			os.Setenv("TMPDIR", old)
+		} else {
+			os.Unsetenv("TMPDIR")
+		}
+		os.RemoveAll(dir)
+	}
+}
