@@ -11,7 +11,6 @@ package models
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/tensor"
@@ -193,40 +192,25 @@ func (b *EncoderBlock) Forward(x *tensor.Tensor) *tensor.Tensor {
 	return x.Add(nn.Call(b.drop, h))
 }
 
-// MultiHeadAttention is scaled dot-product self-attention with Heads heads. Its
-// products (projections, QKᵀ, attention·V) are matmul/linear ops — low precision under
-// autocast — and its softmax runs in FP32.
+// MultiHeadAttention is scaled dot-product self-attention with Heads heads: one Linear
+// to the packed queries, keys and values (PyTorch's in_proj), the fused attention op on
+// it (tensor.SelfAttention; low precision under autocast, softmax statistics in FP32
+// inside the kernel) and an output Linear.
 type MultiHeadAttention struct {
 	nn.Base
-	q, k, v, out *nn.Linear
-	heads        int
+	qkv, out *nn.Linear
+	heads    int
 }
 
 // NewMultiHeadAttention returns attention over width dim with heads heads.
 func NewMultiHeadAttention(dim, heads int, init nn.Init) *MultiHeadAttention {
-	m := &MultiHeadAttention{
-		q: nn.NewLinear(dim, dim, init), k: nn.NewLinear(dim, dim, init),
-		v: nn.NewLinear(dim, dim, init), out: nn.NewLinear(dim, dim, init), heads: heads,
-	}
-	m.AddModule("q", m.q)
-	m.AddModule("k", m.k)
-	m.AddModule("v", m.v)
+	m := &MultiHeadAttention{qkv: nn.NewLinear(dim, 3*dim, init), out: nn.NewLinear(dim, dim, init), heads: heads}
+	m.AddModule("qkv", m.qkv)
 	m.AddModule("out", m.out)
 	return m
 }
 
 // Forward implements nn.Module on x [N, T, D].
 func (m *MultiHeadAttention) Forward(x *tensor.Tensor) *tensor.Tensor {
-	s := x.Shape()
-	n, t, d := s[0], s[1], s[2]
-	dh := d / m.heads
-	split := func(y *tensor.Tensor) *tensor.Tensor { // [N, T, D] → [N, H, T, Dh]
-		return y.Reshape(n, t, m.heads, dh).Permute(0, 2, 1, 3)
-	}
-	q, k, v := split(nn.Call(m.q, x)), split(nn.Call(m.k, x)), split(nn.Call(m.v, x))
-	scores := tensor.MatMul(q, k.T()).MulScalar(1 / math.Sqrt(float64(dh))) // [N, H, T, T]
-	att := tensor.Softmax(scores, -1)
-	y := tensor.MatMul(att, v) // [N, H, T, Dh]
-	y = y.Permute(0, 2, 1, 3).Reshape(n, t, d)
-	return nn.Call(m.out, y)
+	return nn.Call(m.out, tensor.SelfAttention(nn.Call(m.qkv, x), m.heads, tensor.AttentionOptions{}))
 }

@@ -70,7 +70,7 @@ func TestTransformerNamesAndMisuse(t *testing.T) {
 	for _, p := range m.Params() {
 		names[p.Name] = true
 	}
-	for _, want := range []string{"tok.weight", "pos", "blocks.0.attn.q.weight", "blocks.0.fc2.bias", "head.weight"} {
+	for _, want := range []string{"tok.weight", "pos", "blocks.0.attn.qkv.weight", "blocks.0.fc2.bias", "head.weight"} {
 		require.True(t, names[want], "missing parameter %s in %v", want, names)
 	}
 	c := tensor.NewContext()

@@ -492,9 +492,8 @@ func TestTransformerModulePaths(t *testing.T) {
 	}
 	for _, b := range []string{"blocks.0", "blocks.1"} {
 		for _, want := range []struct{ module, op string }{
-			{b + ".ln1", "layer_norm"}, {b + ".attn.q", "linear"}, {b + ".attn.k", "linear"},
-			{b + ".attn.v", "linear"}, {b + ".attn.out", "linear"}, {b + ".attn", "softmax"},
-			{b + ".attn", "matmul"}, {b + ".ln2", "layer_norm"}, {b + ".fc1", "linear"},
+			{b + ".ln1", "layer_norm"}, {b + ".attn.qkv", "linear"}, {b + ".attn.out", "linear"},
+			{b + ".attn", "self_attention"}, {b + ".ln2", "layer_norm"}, {b + ".fc1", "linear"},
 			{b + ".fc2", "linear"}, {b, "add"},
 		} {
 			require.True(t, got[want.module][want.op], "no %s row for %s in %v", want.op, want.module, got)
