@@ -262,7 +262,10 @@ func TestExitStatus(t *testing.T) {
 }
 
 // Checkpointing recomputes the same forward, so the losses match the plain run
-// exactly; on the CNN (12 layers, 3 segments) it lowers the activation memory.
+// exactly; on the transformer (uniform blocks, the peak at the end of the forward) it
+// lowers the activation memory. Not on the CNN: since max-pool keeps no index, its peak
+// is in the first block's backward, where the recomputed segment holds what the plain
+// run kept (amp.Plan measures this and does not pick checkpointing there).
 func TestCheckpoint(t *testing.T) {
 	for _, tc := range []struct {
 		model string
@@ -280,7 +283,7 @@ func TestCheckpoint(t *testing.T) {
 				assert.False(t, plain.Results[i].Checkpoint)
 				assert.Equal(t, *plain.Results[i].FinalLoss, *r.FinalLoss, r.Precision)
 				assert.Equal(t, plain.Results[i].ParamOptimMemory, r.ParamOptimMemory, r.Precision)
-				if tc.model == "cnn" {
+				if tc.model == "transformer" {
 					assert.Less(t, r.ActivationMemory, plain.Results[i].ActivationMemory, r.Precision)
 				}
 			}
