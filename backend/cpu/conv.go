@@ -139,6 +139,8 @@ type convOps[E float32 | half.BFloat16, P float32 | uint32] struct {
 	// stride ld (convPackRowsTF32, gemmBF16PackGatherRows), or, with rowsA, as
 	// rows of len(dst)/stride steps, zero-padded (convPairRows).
 	rows func(dst []P, src []E, ld, steps, w, stride int)
+	// stack, for AMX kernels, is the kernel of convForwardStacked.
+	stack convStackKernel
 	// rowKern, for rowsA kernels, is kern with an A panel of mr rows of steps
 	// pairs side by side (a[i*steps+p]) instead of AMX tiles.
 	rowKern func(steps int, a, b []P, c []float32, ldc int)
@@ -236,7 +238,11 @@ func newConvBF16(kern *gemmBF16Kernel) *convOps[half.BFloat16, uint32] {
 	}
 	rows := gemmBF16PackGatherRows
 	var rowKern func(steps int, a, b []uint32, c []float32, ldc int)
+	var stack convStackKernel
 	if kern.rowsA {
+		if stack = convAMXStack(kern); stack == nil {
+			stack = convAMXStackGo(kern)
+		}
 		rows = func(dst []uint32, src []half.BFloat16, ld, steps, w, stride int) {
 			convPairRows(dst, src, ld, steps, w, stride, kern.tileK)
 		}
@@ -254,7 +260,7 @@ func newConvBF16(kern *gemmBF16Kernel) *convOps[half.BFloat16, uint32] {
 		}
 	}
 	return &convOps[half.BFloat16, uint32]{mr: kern.mr, nr: kern.nr, maxSteps: convMaxBF16Steps, pairs: true,
-		tileK: kern.tileK, rowsA: kern.rowsA, rowKern: rowKern,
+		tileK: kern.tileK, rowsA: kern.rowsA, rowKern: rowKern, stack: stack,
 		kern: func(steps int, a, b []uint32, c []float32, ldc int) { kern.fn(steps, a, b, c, ldc, true) },
 		rows: rows, gather: convGatherPairs,
 		tapRow: func(dst []uint32, src []half.BFloat16, d int) {
@@ -445,6 +451,11 @@ func packWeights[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 // convForward computes y = x ⋆ w + bias on the wide grid (see the top of the
 // file); bias may be nil.
 func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], y, x, w, bias []E, a backend.Conv2dArgs) {
+	if ob, ok := any(o).(*convOps[half.BFloat16, uint32]); ok && convStackable(ob, a) {
+		b := func(v []E) []half.BFloat16 { return any(v).([]half.BFloat16) }
+		convForwardStacked(ob, b(y), b(x), b(w), b(bias), a)
+		return
+	}
 	s := newConvShape(a, o.pairs)
 	pl := packWeights(o, &s, w)
 	rp, steps, nSl, per := pl.rp, pl.steps, pl.nSl, pl.per

@@ -170,3 +170,37 @@ func convAMXRowKernel(k *gemmBF16Kernel) func(steps int, a, b []uint32, c []floa
 		gemmAMXKernel32x32(steps/amxTileK, &a[0], 4*steps, 4*amxTileK, &b[0], &c[0], 4*ldc, &amxTileConfig, true)
 	}
 }
+
+// convAMXKernel32x32 is gemmAMXKernel32x32 (add set, a packed A panel) with the
+// B tiles of k tile t read in place at b + offs[t] bytes, pair rows bStride bytes
+// apart, the second 16 columns 64 bytes on: convStackKernel, ldc in bytes. It
+// equals convAMXStackGo(gemmAMXKernelGo32x32), NaN payloads aside.
+//
+//go:noescape
+func convAMXKernel32x32(kt int, a *uint32, b *uint32, offs *int, bStride int, c *float32, ldc int, cfg *[64]byte)
+
+// convAMXStack returns, for the AMX kernel, convAMXKernel32x32 as a
+// convStackKernel with the bounds checks the assembly does not make; nil for
+// any other kernel.
+func convAMXStack(k *gemmBF16Kernel) convStackKernel {
+	if k != gemmAMXKernel {
+		return nil
+	}
+	return func(kt int, a, b []uint32, offs []int, bStride int, c []float32, ldc int) {
+		if kt <= 0 {
+			return
+		}
+		_ = a[kt*amxTileK*amxMR-1]
+		_ = c[(amxMR-1)*ldc+amxNR-1]
+		if bStride < 0 || bStride%4 != 0 {
+			panic("cpu: convAMXStack: bad B stride")
+		}
+		last := (amxTileK-1)*bStride/4 + amxNR
+		for _, o := range offs[:kt] {
+			if o < 0 || o%4 != 0 || o/4+last > len(b) {
+				panic("cpu: convAMXStack: B tile out of range")
+			}
+		}
+		convAMXKernel32x32(kt, &a[0], &b[0], &offs[0], bStride, &c[0], 4*ldc, &amxTileConfig)
+	}
+}

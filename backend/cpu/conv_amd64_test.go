@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gamp-ml/gamp/half"
 )
 
 // TestConvKernelDirect checks convKernel12x32AVX512 and convKernel16x16AVX512 against the loop of its doc
@@ -64,6 +66,49 @@ func TestConvKernelDirect(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestConvAMXKernelStack pits convAMXKernel32x32 against its pure-Go twin,
+// convAMXStackGo(gemmAMXKernelGo32x32), bit for bit: random finite bf16 pairs, B
+// tiles at scattered, overlapping offsets with a row stride wider than a tile row,
+// C with a row stride wider than the tile and random starting values.
+func TestConvAMXKernelStack(t *testing.T) {
+	asm := convAMXStack(convBF16Kernel)
+	if asm == nil {
+		t.Skip("no AMX in this process")
+	}
+	twin := convAMXStackGo(gemmAMXKernelGo32x32)
+	rng := rand.New(rand.NewPCG(15, 16))
+	word := func() uint32 {
+		h := func() uint32 { return uint32(half.BFloat16FromFloat64(rng.NormFloat64())) }
+		return h() | h()<<16
+	}
+	const ldc, stride = 40, 4 * 50
+	for _, kt := range []int{1, 2, 5, 15} {
+		a := make([]uint32, kt*amxTileK*amxMR)
+		b := make([]uint32, 3000)
+		for _, v := range [][]uint32{a, b} {
+			for i := range v {
+				v[i] = word()
+			}
+		}
+		offs := make([]int, kt)
+		for i := range offs {
+			offs[i] = 4 * rng.IntN(len(b)-15*stride/4-amxNR)
+		}
+		got := make([]float32, amxMR*ldc)
+		for i := range got {
+			got[i] = float32(rng.NormFloat64())
+		}
+		want := append([]float32(nil), got...)
+		asm(kt, a, b, offs, stride, got, ldc)
+		twin(kt, a, b, offs, stride, want, ldc)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("kt %d: c[%d] = %v, twin %v", kt, i, got[i], want[i])
+			}
 		}
 	}
 }

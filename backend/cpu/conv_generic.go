@@ -25,3 +25,6 @@ var convDirectF32, convDirectF32x16 func(steps int, a, b []float32, offs []int, 
 func convAMXRowKernel(*gemmBF16Kernel) func(steps int, a, b []uint32, c []float32, ldc int) {
 	return nil
 }
+
+// convAMXStack is nil: no AMX kernel in this build.
+func convAMXStack(*gemmBF16Kernel) convStackKernel { return nil }

@@ -8,6 +8,13 @@
 //
 //	go generate ./backend/cpu/   (or: go run ./internal/convgen -o conv_amd64.s)
 //
+// It also writes convAMXKernel32x32, gemmAMXKernel32x32 (gemm_bf16_amd64.s) with
+// the B tiles of k tile t read in place at b + offs[t] with a row stride of
+// bStride bytes (pair rows of the stacked image, conv_amx.go). The tile
+// instructions are spelled as bytes (the Go assembler has no AMX mnemonics): the
+// encodings of gemm_bf16_amd64.s, whose generator checks them against GNU as, with
+// the same registers.
+//
 // TestConvAsmGenerated checks that the committed file is its output; the Go
 // declaration in conv_amd64.go gives the loop the routine equals.
 package main
@@ -18,6 +25,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 )
 
 // kernels are the tiles written: mr rows (broadcast A elements) × nr columns
@@ -38,6 +46,8 @@ func main() {
 		p("")
 		kernel(p, k.mr, k.nr)
 	}
+	p("")
+	amxKernel(p)
 	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -94,5 +104,95 @@ func kernel(p func(string, ...any), mr, nr int) {
 		}
 	}
 	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// amx holds the encodings of the tile instructions amxKernel uses (from
+// gemm_bf16_amd64.s, same registers).
+var amx = map[string]string{
+	"ldtilecfg (%rax)":                 "c4 e2 78 49 00",
+	"tileloadd (%rdx,%r8,1), %tmm0":    "c4 a2 7b 4b 04 02",
+	"tileloadd 64(%rdx,%r8,1), %tmm1":  "c4 a2 7b 4b 4c 02 40",
+	"tileloadd (%rdx,%r8,1), %tmm2":    "c4 a2 7b 4b 14 02",
+	"tileloadd 64(%rdx,%r8,1), %tmm3":  "c4 a2 7b 4b 5c 02 40",
+	"tileloadd (%rsi,%r9,1), %tmm4":    "c4 a2 7b 4b 24 0e",
+	"tileloadd (%rbx,%r9,1), %tmm5":    "c4 a2 7b 4b 2c 0b",
+	"tileloadd (%rdi,%r10,1), %tmm6":   "c4 a2 7b 4b 34 17",
+	"tileloadd 64(%rdi,%r10,1), %tmm7": "c4 a2 7b 4b 7c 17 40",
+	"tdpbf16ps %tmm6, %tmm4, %tmm0":    "c4 e2 4a 5c c4",
+	"tdpbf16ps %tmm7, %tmm4, %tmm1":    "c4 e2 42 5c cc",
+	"tdpbf16ps %tmm6, %tmm5, %tmm2":    "c4 e2 4a 5c d5",
+	"tdpbf16ps %tmm7, %tmm5, %tmm3":    "c4 e2 42 5c dd",
+	"tilestored %tmm0, (%rdx,%r8,1)":   "c4 a2 7a 4b 04 02",
+	"tilestored %tmm1, 64(%rdx,%r8,1)": "c4 a2 7a 4b 4c 02 40",
+	"tilestored %tmm2, (%rdx,%r8,1)":   "c4 a2 7a 4b 14 02",
+	"tilestored %tmm3, 64(%rdx,%r8,1)": "c4 a2 7a 4b 5c 02 40",
+	"tilerelease":                      "c4 e2 78 49 c0",
+}
+
+// amxKernel writes convAMXKernel32x32: C (2×2 tiles 0–3, row stride ldc bytes)
+// += A (tiles 4, 5: rows 0–15 and 16–31 of k tile t at a + 2048·t, 64 bytes a
+// row) × B (tiles 6, 7: columns 0–15 and 16–31 at b + offs[t] and 64 bytes on,
+// bStride bytes a pair row).
+func amxKernel(p func(string, ...any)) {
+	ins := func(asm string) {
+		enc, ok := amx[asm]
+		if !ok {
+			log.Fatalf("convgen: no encoding for %q", asm)
+		}
+		var bs []string
+		for _, h := range strings.Fields(enc) {
+			bs = append(bs, "BYTE $0x"+h)
+		}
+		p("\t%s // %s", strings.Join(bs, "; "), asm)
+	}
+	const name = "convAMXKernel32x32"
+	p("// func %s(kt int, a *uint32, b *uint32, offs *int, bStride int, c *float32, ldc int, cfg *[64]byte)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	p("\tMOVQ cfg+56(FP), AX")
+	ins("ldtilecfg (%rax)")
+	p("\tMOVQ kt+0(FP), CX")
+	p("\tMOVQ a+8(FP), SI")
+	p("\tMOVQ b+16(FP), AX")
+	p("\tMOVQ offs+24(FP), R11")
+	p("\tMOVQ bStride+32(FP), R10")
+	p("\tMOVQ c+40(FP), DX")
+	p("\tMOVQ ldc+48(FP), R8")
+	p("\tMOVQ $64, R9 // bytes per A row")
+	p("\tMOVQ R8, R12")
+	p("\tSHLQ $4, R12 // 16 rows of C")
+	ins("tileloadd (%rdx,%r8,1), %tmm0")
+	ins("tileloadd 64(%rdx,%r8,1), %tmm1")
+	p("\tADDQ R12, DX")
+	ins("tileloadd (%rdx,%r8,1), %tmm2")
+	ins("tileloadd 64(%rdx,%r8,1), %tmm3")
+	p("\tSUBQ R12, DX")
+	p("\tTESTQ CX, CX")
+	p("\tJZ %s_done", name)
+	p("")
+	p("%s_loop:", name)
+	p("\tMOVQ 0(R11), DI")
+	p("\tADDQ AX, DI")
+	ins("tileloadd (%rsi,%r9,1), %tmm4")
+	ins("tileloadd (%rdi,%r10,1), %tmm6")
+	ins("tileloadd 64(%rdi,%r10,1), %tmm7")
+	ins("tdpbf16ps %tmm6, %tmm4, %tmm0")
+	ins("tdpbf16ps %tmm7, %tmm4, %tmm1")
+	p("\tLEAQ 1024(SI), BX")
+	ins("tileloadd (%rbx,%r9,1), %tmm5")
+	ins("tdpbf16ps %tmm6, %tmm5, %tmm2")
+	ins("tdpbf16ps %tmm7, %tmm5, %tmm3")
+	p("\tADDQ $2048, SI")
+	p("\tADDQ $8, R11")
+	p("\tDECQ CX")
+	p("\tJNZ %s_loop", name)
+	p("")
+	p("%s_done:", name)
+	ins("tilestored %tmm0, (%rdx,%r8,1)")
+	ins("tilestored %tmm1, 64(%rdx,%r8,1)")
+	p("\tADDQ R12, DX")
+	ins("tilestored %tmm2, (%rdx,%r8,1)")
+	ins("tilestored %tmm3, 64(%rdx,%r8,1)")
+	ins("tilerelease")
 	p("\tRET")
 }

@@ -1,0 +1,174 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
+)
+
+// The AMX forward convolution on the stacked image, which needs no B panels.
+//
+// An AMX B tile is 16 pair rows read with one row stride. convForward's B panels
+// (pair step p = a channel pair at a tap, nr positions) cannot be read in place:
+// the channel pairs of a tap are planes apart, the taps are rows or columns apart.
+// Here each image is first interleaved into channel pairs, xpp[cp][pos] =
+// pair(xp[2cp][pos], xp[2cp+1][pos]), then stacked: row r = cp·KH + kh of xr holds
+// xpp[cp] from kh·DilationH·wp on, L pair words. Pair step (kw, r) of the wide
+// output position q is then xr[r·L + kw·DilationW + q]: for a fixed kw the rows r
+// are L words apart, so the k order kw, then r (each kw's rows padded with zero rows
+// to a multiple of 16), makes every k tile a B tile read in place at offset
+// (r0·L + kw·DilationW + q0)·4 (convAMXKernel32x32). Building xr costs KH copies
+// of the image's pairs, against one interleave per tap and panel for the packed
+// B panels; the zero rows cost AMX work, so the layout is taken where they add at
+// most a quarter to the k tiles (convStackable: the Fashion CNN's second
+// convolution, 240 pair steps against 208, and its input gradient, 400 against
+// 400; not its first, Cin = 1, 80 against 16).
+//
+// The k order and tiles differ from convForward's, so the bits may too; the
+// machine kernel equals its pure-Go twin (convAMXStackGo) bit for bit.
+
+// convStackKernel adds to the 32×32 float32 tile at c (row stride ldc) the product
+// of kt k tiles of an AMX A panel a (packAMXA's layout) and of B tiles read in
+// place: pair row j of k tile t is b[offs[t]/4+j·bStride/4:][:32] (offs and bStride
+// in bytes, multiples of 4), accumulating onto C as gemmAMXKernelGo does with add.
+type convStackKernel func(kt int, a, b []uint32, offs []int, bStride int, c []float32, ldc int)
+
+// convAMXStackGo is the pure-Go twin of convAMXKernel32x32 on kern's arithmetic:
+// the B tiles copied into a panel, then kern.fn.
+func convAMXStackGo(kern *gemmBF16Kernel) convStackKernel {
+	return func(kt int, a, b []uint32, offs []int, bStride int, c []float32, ldc int) {
+		panel := make([]uint32, kt*amxTileK*amxNR)
+		for t := range kt {
+			for j := range amxTileK {
+				copy(panel[(t*amxTileK+j)*amxNR:][:amxNR], b[offs[t]/4+j*bStride/4:][:amxNR])
+			}
+		}
+		kern.fn(kt*amxTileK, a, panel, c, ldc, true)
+	}
+}
+
+// convStackable reports whether convForward takes the stacked layout for a with o:
+// an AMX kernel, and zero rows adding at most a quarter to the k tiles.
+func convStackable(o *convOps[half.BFloat16, uint32], a backend.Conv2dArgs) bool {
+	if o.stack == nil {
+		return false
+	}
+	cg := a.C / a.Groups
+	rpad := gemmCeilDiv((cg+1)/2*a.KH, amxTileK) * amxTileK
+	tiles := gemmCeilDiv(gemmCeilDiv(cg*a.KH*a.KW, 2), amxTileK)
+	return 4*a.KW*rpad <= 5*tiles*amxTileK
+}
+
+// convForwardStacked is convForward on the stacked image (see above).
+func convForwardStacked(o *convOps[half.BFloat16, uint32], y, x, w, bias []half.BFloat16, a backend.Conv2dArgs) {
+	s := newConvShape(a, false)
+	ncp := (s.cg + 1) / 2
+	rows := ncp * a.KH
+	rpad := gemmCeilDiv(rows, amxTileK) * amxTileK
+	tpk := rpad / amxTileK // k tiles per kw
+	kt := a.KW * tpk
+	rp := gemmCeilDiv(s.og, amxMR)
+	npan := gemmCeilDiv(s.nq, amxNR)
+	ldc := npan * amxNR
+	L := ldc + (a.KW-1)*a.DilationW
+	P := s.hp * s.wp
+	kk := a.KH * a.KW
+	// The weights as A panels: group g, row panel r at (g·rp + r)·blk.
+	blk := amxMR * kt * amxTileK
+	wa := make([]uint32, a.Groups*rp*blk)
+	for g := range a.Groups {
+		for r := range rp {
+			d := wa[(g*rp+r)*blk:][:blk]
+			for i := range min(amxMR, s.og-r*amxMR) {
+				wr := w[(g*s.og+r*amxMR+i)*s.cg*kk:][:s.cg*kk]
+				for p := range kt * amxTileK {
+					kw, rr := p/rpad, p%rpad
+					if rr >= rows {
+						continue
+					}
+					c0, kh := 2*(rr/a.KH), rr%a.KH
+					var hi half.BFloat16
+					if c0+1 < s.cg {
+						hi = wr[(c0+1)*kk+kh*a.KW+kw]
+					}
+					d[amxAt(i, p, amxMR, amxTileK)] = pair(wr[c0*kk+kh*a.KW+kw], hi)
+				}
+			}
+		}
+	}
+	// Byte offsets of the k tiles' B tiles at position 0.
+	boff := make([]int, kt)
+	for t := range boff {
+		kw, r0 := t/tpk, t%tpk*amxTileK
+		boff[t] = 4 * (r0*L + kw*a.DilationW)
+	}
+	init := make([]float32, a.O)
+	for i := range init {
+		init[i] = float32(math.Copysign(0, -1)) // as GemmBF16 with beta 0 stores acc itself
+		if bias != nil {
+			init[i] = bias[i].Float32()
+		}
+	}
+	ParallelFor(a.N, 1, func(lo, hi int) {
+		sc := convScratchBF16.Get().(*convScratch[half.BFloat16, uint32])
+		defer convScratchBF16.Put(sc)
+		// a: the pair image xpp (ncp planes and a tail of L words), b: xr. Their
+		// padding is zero, and stays so: every image writes the same words.
+		sc.a = grow(sc.a, ncp*P+L)
+		clear(sc.a)
+		xpp := sc.a[:ncp*P+L]
+		sc.b = grow(sc.b, rpad*L)
+		clear(sc.b)
+		xr := sc.b[:rpad*L]
+		sc.c = grow(sc.c, rp*amxMR*ldc)
+		offs := make([]int, kt)
+		for n := lo; n < hi; n++ {
+			for g := range a.Groups {
+				for cp := range ncp {
+					c0 := g*s.cg + 2*cp
+					for h := range a.H {
+						d := xpp[cp*P+(h+a.PadH)*s.wp+a.PadW:][:a.W]
+						xl := x[((n*a.C+c0)*a.H+h)*a.W:][:a.W]
+						if 2*cp+1 < s.cg {
+							xh := x[((n*a.C+c0+1)*a.H+h)*a.W:][:a.W]
+							for j, v := range xl {
+								d[j] = pair(v, xh[j])
+							}
+							continue
+						}
+						for j, v := range xl {
+							d[j] = uint32(v)
+						}
+					}
+					for kh := range a.KH {
+						copy(xr[(cp*a.KH+kh)*L:][:L], xpp[cp*P+kh*a.DilationH*s.wp:][:L])
+					}
+				}
+				for i := range rp * amxMR {
+					v := float32(0)
+					if i < s.og {
+						v = init[g*s.og+i]
+					}
+					fillF32(sc.c[i*ldc:][:ldc], v)
+				}
+				for q := range npan {
+					for t, v := range boff {
+						offs[t] = v + 4*q*amxNR
+					}
+					for r := range rp {
+						o.stack(kt, wa[(g*rp+r)*blk:][:blk], xr, offs, 4*L, sc.c[r*amxMR*ldc+q*amxNR:], ldc)
+					}
+				}
+				for oc := range s.og {
+					yc := y[(n*a.O+g*s.og+oc)*a.OH*a.OW:][:a.OH*a.OW]
+					cr := sc.c[oc*ldc:][:a.OH*s.wp]
+					for oh := 1; oh < a.OH; oh++ {
+						copy(cr[oh*a.OW:][:a.OW], cr[oh*s.wp:][:a.OW])
+					}
+					o.store(yc, cr[:a.OH*a.OW])
+				}
+			}
+		}
+	})
+}
