@@ -47,9 +47,13 @@ type attnWork[L attnLow] struct {
 	m, l               []float32
 	lse, delta         []float32 // per row of the head
 	// bf16 products.
-	kern         *gemmBF16Kernel
-	aPack, bPack []uint32
-	edge         []float32
+	kern  *gemmBF16Kernel
+	aPack []uint32
+	aF    []float32
+	edge  []float32
+	// The head's B operands, packed once: Kᵀ (scores), V (P·V), Vᵀ (dP), K (dS·K),
+	// Q (dSᵀ·Q), dO (Pᵀ·dO).
+	bKt, bV, bVt, bK, bQ, bG attnB
 }
 
 var attnWorks32, attnWorksBF16 sync.Pool
@@ -129,30 +133,75 @@ func (w *attnWork[L]) low(t []float32, dst *[]L, rows, cols int) []L {
 	return *dst
 }
 
-// mul sets C = op(A)·op(B) (or adds it to C, add) for float32 C, m×n, depth k, A and B
-// row-major as Gemm takes them.
-func (w *attnWork[L]) mul(transA, transB bool, m, n, k int, a []L, lda int, b []L, ldb int, add bool, c []float32, ldc int) {
-	var beta float32
-	if add {
-		beta = 1
-	}
-	if af, ok := any(a).([]float32); ok {
-		gemmWith(gemmKernel32, 1, transA, transB, m, n, k, 1, af, lda, any(b).([]float32), ldb, beta, c, ldc)
-		return
-	}
-	w.mulBF16(transA, transB, m, n, k, any(a).([]half.BFloat16), lda, any(b).([]half.BFloat16), ldb, add, c, ldc)
+// attnB is a B operand packed once per head for the micro-kernel: np panels of nr
+// columns, each steps k steps deep (float32: f[q*steps*nr + p*nr + j]; bf16: pairs of k
+// values, u[...] likewise, steps a multiple of the kernel's k tile). A product over the
+// k values [k0, k0+k) reads steps from k0 (k0/2 for pairs) of each panel: k0 is a
+// multiple of attnBlock and a block's end is the operand's end or a multiple of
+// attnBlock, so no pair straddles two blocks.
+type attnB struct {
+	f     []float32
+	u     []uint32
+	steps int
 }
 
-// mulBF16 is mul for bf16 operands with w.kern: both operands packed as the kernel
-// reads them (odd k padded with a zero), every tile from zero pair steps in ascending k
-// (one k slice: k ≤ 2·attnBlock here), stored or added (float32 addition; the AMX
-// kernel accumulates onto C) to C.
-func (w *attnWork[L]) mulBF16(transA, transB bool, m, n, k int, a []half.BFloat16, lda int, b []half.BFloat16, ldb int, add bool, c []float32, ldc int) {
+// packB packs op(X) (k×n; X row-major with stride ld, stored n×k when trans) into b.
+func (w *attnWork[L]) packB(b *attnB, x []L, ld, k, n int, trans bool) {
+	if xf, ok := any(x).([]float32); ok {
+		nr := gemmKernel32.nr
+		np := gemmCeilDiv(n, nr)
+		b.steps = k
+		b.f = grow(b.f, np*k*nr)
+		for q := range np {
+			j0 := q * nr
+			cols := min(nr, n-j0)
+			panel := b.f[q*k*nr:][:k*nr]
+			if !trans {
+				for p := range k {
+					d := panel[p*nr:][:nr]
+					copy(d, xf[p*ld+j0:][:cols])
+					clear(d[cols:])
+				}
+				continue
+			}
+			if cols < nr {
+				clear(panel)
+			}
+			for j := range cols {
+				for p, v := range xf[(j0+j)*ld:][:k] {
+					panel[p*nr+j] = v
+				}
+			}
+		}
+		return
+	}
+	xb := any(x).([]half.BFloat16)
+	kern := w.kern
+	nr, t := kern.nr, max(kern.tileK, 1)
+	np := gemmCeilDiv(n, nr)
+	b.steps = gemmCeilDiv(gemmCeilDiv(k, 2), t) * t
+	b.u = grow(b.u, np*b.steps*nr)
+	for q := range np {
+		j0 := q * nr
+		cols := min(nr, n-j0)
+		panel := b.u[q*b.steps*nr:][:b.steps*nr]
+		if !trans {
+			packPairs(panel, xb[j0:], ld, k, cols, nr, false)
+		} else {
+			packPairs(panel, xb[j0*ld:], ld, k, cols, nr, true)
+		}
+		clear(panel[(k+1)/2*nr:])
+	}
+}
+
+// mul sets C = op(A)·B' (or adds it to C, add) for float32 C (m×n, stride ldc), where
+// op(A) is m×k (A row-major with stride lda, stored k×m when transA) and B' is columns
+// [n0, n0+n) and k values [k0, k0+k) of the packed b; n0 is a multiple of the
+// kernel's nr.
+func (w *attnWork[L]) mul(transA bool, m, n, k int, a []L, lda int, b *attnB, n0, k0 int, add bool, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
-	kern := w.kern
-	mr, nr := kern.mr, kern.nr
 	if k == 0 {
 		if !add {
 			for i := range m {
@@ -161,27 +210,92 @@ func (w *attnWork[L]) mulBF16(transA, transB bool, m, n, k int, a []half.BFloat1
 		}
 		return
 	}
+	if af, ok := any(a).([]float32); ok {
+		w.mulF32(transA, m, n, k, af, lda, b, n0, k0, add, c, ldc)
+		return
+	}
+	w.mulBF16(transA, m, n, k, any(a).([]half.BFloat16), lda, b, n0, k0, add, c, ldc)
+}
+
+// mulF32 is mul with gemmKernel32: A read in place by its direct form where it has one
+// (whole row panels, not transposed), else packed per row panel; the kernel adds each
+// tile, summed from zero in ascending k, to C (cleared first unless add).
+func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *attnB, n0, k0 int, add bool, c []float32, ldc int) {
+	kern := gemmKernel32
+	mr, nr := kern.mr, kern.nr
+	if !add {
+		for i := range m {
+			clear(c[i*ldc:][:n])
+		}
+	}
+	w.aF = grow(w.aF, k*mr)
+	w.edge = grow(w.edge, mr*nr)
+	ap := w.aF
+	q0 := n0 / nr
+	np := gemmCeilDiv(n, nr)
+	for i0 := 0; i0 < m; i0 += mr {
+		rows := min(mr, m-i0)
+		direct := kern.direct != nil && !transA && rows == mr
+		if !direct {
+			for p := range k {
+				d := ap[p*mr:][:mr]
+				if transA {
+					copy(d, a[p*lda+i0:][:rows])
+				} else {
+					for i := range rows {
+						d[i] = a[(i0+i)*lda+p]
+					}
+				}
+				clear(d[rows:])
+			}
+		}
+		for q := range np {
+			j0 := q * nr
+			cols := min(nr, n-j0)
+			bp := b.f[(q0+q)*b.steps*nr+k0*nr:][:k*nr]
+			ct, ldt := c[i0*ldc+j0:], ldc
+			if rows < mr || cols < nr {
+				ct, ldt = w.edge, nr
+				clear(ct)
+			}
+			if direct {
+				kern.direct(k, a[i0*lda:], lda, bp, ct, ldt)
+			} else {
+				kern.fn(k, ap, bp, ct, ldt)
+			}
+			if rows < mr || cols < nr {
+				for r := range rows {
+					src := w.edge[r*nr:][:cols]
+					dst := c[(i0+r)*ldc+j0:][:cols]
+					for j, v := range src {
+						dst[j] += v
+					}
+				}
+			}
+		}
+	}
+}
+
+// mulBF16 is mul with w.kern on bf16 operands: A packed per row panel as the kernel
+// reads it (odd k padded with a zero), or read in place by the AMX kernel (whole row
+// panels, not transposed, k a multiple of its k tile); each tile summed from zero pair
+// steps in ascending k and stored or added (float32 addition; the AMX kernel
+// accumulates onto C) to C.
+func (w *attnWork[L]) mulBF16(transA bool, m, n, k int, a []half.BFloat16, lda int, b *attnB, n0, k0 int, add bool, c []float32, ldc int) {
+	kern := w.kern
+	mr, nr := kern.mr, kern.nr
 	t := max(kern.tileK, 1)
 	kc2 := gemmCeilDiv(gemmCeilDiv(k, 2), t) * t
-	np := gemmCeilDiv(n, nr)
-	w.bPack = grow(w.bPack, np*kc2*nr)
-	for q := range np {
-		j0 := q * nr
-		cols := min(nr, n-j0)
-		dst := w.bPack[q*kc2*nr:][:kc2*nr]
-		if !transB {
-			packPairs(dst, b[j0:], ldb, k, cols, nr, false)
-		} else {
-			packPairs(dst, b[j0*ldb:], ldb, k, cols, nr, true)
-		}
-		clear(dst[(k+1)/2*nr:])
-	}
 	w.aPack = grow(w.aPack, kc2*mr)
 	w.edge = grow(w.edge, mr*nr)
 	ap := w.aPack
+	q0 := n0 / nr
+	np := gemmCeilDiv(n, nr)
 	for i0 := 0; i0 < m; i0 += mr {
 		rows := min(mr, m-i0)
+		direct := kern.rowsA && !transA && rows == mr && k%(2*t) == 0 && attnAMXDirectOK(kern)
 		switch {
+		case direct:
 		case kern.rowsA && !transA:
 			packAMXA(ap, a[i0*lda:], lda, k, kc2, rows, true)
 		case kern.rowsA:
@@ -196,12 +310,20 @@ func (w *attnWork[L]) mulBF16(transA, transB bool, m, n, k int, a []half.BFloat1
 		for q := range np {
 			j0 := q * nr
 			cols := min(nr, n-j0)
-			bp := w.bPack[q*kc2*nr:][:kc2*nr]
+			bp := b.u[(q0+q)*b.steps*nr+k0/2*nr:][:kc2*nr]
 			if rows == mr && cols == nr {
-				kern.fn(kc2, ap, bp, c[i0*ldc+j0:], ldc, add)
+				if direct {
+					attnAMXDirect(kc2, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, add)
+				} else {
+					kern.fn(kc2, ap, bp, c[i0*ldc+j0:], ldc, add)
+				}
 				continue
 			}
-			kern.fn(kc2, ap, bp, w.edge, nr, false)
+			if direct {
+				attnAMXDirect(kc2, a[i0*lda:], lda, bp, w.edge, nr, false)
+			} else {
+				kern.fn(kc2, ap, bp, w.edge, nr, false)
+			}
 			for r := range rows {
 				src := w.edge[r*nr:][:cols]
 				dst := c[(i0+r)*ldc+j0:][:cols]
@@ -240,6 +362,8 @@ func attnForwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, lseS *s
 func (w *attnWork[L]) forwardHead(causal bool, scale float32, q, k, v []L) {
 	t, d := w.t, w.d
 	ninf := float32(math.Inf(-1))
+	w.packB(&w.bKt, k, d, d, t, true)
+	w.packB(&w.bV, v, d, t, d, false)
 	for i0 := 0; i0 < t; i0 += attnBlock {
 		rows := min(attnBlock, t-i0)
 		acc := w.acc[i0*d : (i0+rows)*d]
@@ -250,7 +374,7 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, q, k, v []L) {
 		end := attnKeyEnd(causal, i0, rows, t)
 		for j0 := 0; j0 < end; j0 += attnBlock {
 			cols := min(attnBlock, end-j0)
-			w.mul(false, true, rows, cols, d, q[i0*d:], d, k[j0*d:], d, false, w.tile, attnBlock)
+			w.mul(false, rows, cols, d, q[i0*d:], d, &w.bKt, j0, 0, false, w.tile, attnBlock)
 			for r := range rows {
 				row := w.tile[r*attnBlock : r*attnBlock+cols]
 				vis := attnVisible(causal, i0+r, j0, cols)
@@ -281,7 +405,7 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, q, k, v []L) {
 				w.m[r] = mNew
 			}
 			p := w.low(w.tile, &w.pLow, rows, cols)
-			w.mul(false, false, rows, d, cols, p, attnBlock, v[j0*d:], d, true, acc, d)
+			w.mul(false, rows, d, cols, p, attnBlock, &w.bV, 0, j0, true, acc, d)
 		}
 		for r := range rows {
 			ar := acc[r*d : (r+1)*d]
@@ -347,13 +471,18 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, q, k, v, o, g []L
 		}
 		w.delta[i] = float32(dot)
 	}
+	w.packB(&w.bKt, k, d, d, t, true)
+	w.packB(&w.bVt, v, d, d, t, true)
+	w.packB(&w.bK, k, d, t, d, false)
+	w.packB(&w.bQ, q, d, t, d, false)
+	w.packB(&w.bG, g, d, t, d, false)
 	for i0 := 0; i0 < t; i0 += attnBlock {
 		rows := min(attnBlock, t-i0)
 		end := attnKeyEnd(causal, i0, rows, t)
 		for j0 := 0; j0 < end; j0 += attnBlock {
 			cols := min(attnBlock, end-j0)
 			// P = exp(scale·Q_i·K_jᵀ - lse_i), masked entries 0.
-			w.mul(false, true, rows, cols, d, q[i0*d:], d, k[j0*d:], d, false, w.tile, attnBlock)
+			w.mul(false, rows, cols, d, q[i0*d:], d, &w.bKt, j0, 0, false, w.tile, attnBlock)
 			for r := range rows {
 				row := w.tile[r*attnBlock : r*attnBlock+cols]
 				vis := attnVisible(causal, i0+r, j0, cols)
@@ -367,9 +496,9 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, q, k, v, o, g []L
 			}
 			p := w.low(w.tile, &w.pLow, rows, cols)
 			// dV_j += Pᵀ·dO_i
-			w.mul(true, false, cols, d, rows, p, attnBlock, g[i0*d:], d, true, gv[j0*d:], d)
+			w.mul(true, cols, d, rows, p, attnBlock, &w.bG, 0, i0, true, gv[j0*d:], d)
 			// dP = dO_i·V_jᵀ, then dS = P∘(dP - delta_i) in place of dP.
-			w.mul(false, true, rows, cols, d, g[i0*d:], d, v[j0*d:], d, false, w.dp, attnBlock)
+			w.mul(false, rows, cols, d, g[i0*d:], d, &w.bVt, j0, 0, false, w.dp, attnBlock)
 			for r := range rows {
 				pr := w.tile[r*attnBlock : r*attnBlock+cols]
 				dp := w.dp[r*attnBlock : r*attnBlock+cols]
@@ -380,8 +509,8 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, q, k, v, o, g []L
 			}
 			ds := w.low(w.dp, &w.dsLow, rows, cols)
 			// dQ_i += dS·K_j; dK_j += dSᵀ·Q_i (scaled at the end)
-			w.mul(false, false, rows, d, cols, ds, attnBlock, k[j0*d:], d, true, gq[i0*d:], d)
-			w.mul(true, false, cols, d, rows, ds, attnBlock, q[i0*d:], d, true, gk[j0*d:], d)
+			w.mul(false, rows, d, cols, ds, attnBlock, &w.bK, 0, j0, true, gq[i0*d:], d)
+			w.mul(true, cols, d, rows, ds, attnBlock, &w.bQ, 0, i0, true, gk[j0*d:], d)
 		}
 	}
 	for i := range gq {
