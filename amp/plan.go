@@ -41,7 +41,10 @@ type Candidate struct {
 	Micro, Accum, Segments int
 	// PredictedPeak is the device memory the run would hold at its peak (model,
 	// optimizer state and the step's activations, gradients and temporaries), from the
-	// fitted line of the measured peaks.
+	// fitted line of the measured peaks. It counts the blocks in use at their allocated
+	// size (backend.MemoryStats.PeakActive: the requested bytes plus the allocator's
+	// rounding), since that is what a memory cap has to hold; backends that do not
+	// report Active are measured by PeakAllocated.
 	PredictedPeak int64
 	// TimePerExample is predicted from the fitted line of the measured step times.
 	TimePerExample time.Duration
@@ -179,7 +182,7 @@ func measure(x, y *tensor.Tensor, cfg PlanConfig, s int, sizes []int) (pts []Pla
 		return nil, 0, 0, err
 	}
 	b.EmptyCache()
-	base := b.MemoryStats().Allocated
+	base := inUse(b.MemoryStats())
 	budget = cfg.Budget
 	if budget == 0 {
 		st := b.MemoryStats()
@@ -224,7 +227,7 @@ func measure(x, y *tensor.Tensor, cfg PlanConfig, s int, sizes []int) (pts []Pla
 				return nil, 0, 0, fmt.Errorf("amp: Plan: a step of %d examples: %w", m, err)
 			}
 			if rep > 0 {
-				pk := b.MemoryStats().PeakAllocated - base
+				pk := peakInUse(b.MemoryStats()) - base
 				if rep == 1 || el < p.Time {
 					p.Time = el
 				}
@@ -237,6 +240,23 @@ func measure(x, y *tensor.Tensor, cfg PlanConfig, s int, sizes []int) (pts []Pla
 		pts = append(pts, p)
 	}
 	return pts, budget, grads, nil
+}
+
+// inUse is what a memory cap must hold of st now: the blocks in use at their size
+// (Active) where the backend reports it, else the requested bytes.
+func inUse(st backend.MemoryStats) int64 {
+	if st.PeakActive > 0 {
+		return st.Active
+	}
+	return st.Allocated
+}
+
+// peakInUse is inUse's peak.
+func peakInUse(st backend.MemoryStats) int64 {
+	if st.PeakActive > 0 {
+		return st.PeakActive
+	}
+	return st.PeakAllocated
 }
 
 // freeTrainer releases what Build made: the model's parameters and buffers and the

@@ -487,6 +487,12 @@ type MemoryStats struct {
 	TotalAllocated int64 // sum of all allocations ever made
 	Reserved       int64 // held by the allocator: in use plus cached
 	PeakReserved   int64
+	// Active counts the blocks in use at their allocated size: Allocated plus the
+	// allocator's rounding (size classes, block granularity), without the cache. It is
+	// what a memory cap must hold once the cache is emptied, so a planner that wants
+	// to fit under a cap measures PeakActive.
+	Active     int64
+	PeakActive int64
 	NumAllocs      int64
 	NumFrees       int64
 	NumOOMs        int64
@@ -500,6 +506,7 @@ type MemoryStats struct {
 func (s *MemoryStats) ResetPeak() {
 	s.PeakAllocated = s.Allocated
 	s.PeakReserved = s.Reserved
+	s.PeakActive = s.Active
 	for i := range s.ByDType {
 		s.ByDType[i].PeakAllocated = s.ByDType[i].Allocated
 	}

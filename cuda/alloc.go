@@ -142,9 +142,9 @@ type BlockInfo struct {
 // are cached per stream and reused by best fit, and neighbours are coalesced.
 //
 // Statistics mean what the CPU backend's mean: Allocated, PeakAllocated,
-// TotalAllocated and ByDType count requested bytes (not rounded up); Reserved and
-// PeakReserved count segment bytes, so Reserved - Allocated is rounding, splitting
-// remainders and cache. A block freed while other streams may use it counts as freed
+// TotalAllocated and ByDType count requested bytes (not rounded up); Active counts the
+// blocks in use at their size; Reserved and PeakReserved count segment bytes, so
+// Reserved - Allocated is rounding, splitting remainders and cache. A block freed while other streams may use it counts as freed
 // at once (NumFrees, Allocated) but stays out of the cache until they pass the free.
 // It is safe for concurrent use.
 type cachingAllocator struct {
@@ -227,6 +227,8 @@ func (a *cachingAllocator) account(b *block, bytes int64, dt backend.DType) *blo
 	b.requested = bytes
 	b.dtype = dt
 	s := &a.st
+	s.Active += b.size
+	s.PeakActive = max(s.PeakActive, s.Active)
 	s.Allocated += bytes
 	s.PeakAllocated = max(s.PeakAllocated, s.Allocated)
 	s.TotalAllocated += bytes
@@ -423,6 +425,7 @@ func (a *cachingAllocator) freeLocked1(b *block) {
 		panic(fmt.Sprintf("%s: block at %#x of %d bytes freed twice", a.dev, b.addr, b.requested))
 	}
 	s := &a.st
+	s.Active -= b.size
 	s.Allocated -= b.requested
 	s.NumFrees++
 	s.ByDType[b.dtype].Allocated -= b.requested

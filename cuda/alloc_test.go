@@ -288,12 +288,18 @@ func TestPools(t *testing.T) {
 			if st.Allocated != c.bytes || st.Reserved != c.seg || st.NumAllocs != 1 || st.TotalAllocated != c.bytes {
 				t.Fatalf("stats %+v", st)
 			}
+			if st.Active != -c.blocks[0] || st.PeakActive != st.Active {
+				t.Fatalf("active %d (peak %d), want the block's %d bytes", st.Active, st.PeakActive, -c.blocks[0])
+			}
 			if !slices.Equal(raw.mallocs, []int64{c.seg}) {
 				t.Fatalf("mallocs %v", raw.mallocs)
 			}
 			a.free(b)
 			if got := blockSizes(a.segments()[0]); !slices.Equal(got, []int64{c.seg}) {
 				t.Fatalf("after free: blocks %v, want one free block", got)
+			}
+			if st := a.stats(); st.Active != 0 {
+				t.Fatalf("after free: active %d", st.Active)
 			}
 		})
 	}

@@ -132,6 +132,8 @@ func (a *allocator) take(dt backend.DType, nbytes int64, words int) (block, erro
 		s.PeakReserved = max(s.PeakReserved, s.Reserved)
 	}
 	s := &a.stats
+	s.Active += capBytes
+	s.PeakActive = max(s.PeakActive, s.Active)
 	s.Allocated += nbytes
 	s.PeakAllocated = max(s.PeakAllocated, s.Allocated)
 	s.TotalAllocated += nbytes
@@ -154,6 +156,7 @@ func (a *allocator) free(s *storage) {
 	a.cached += int64(words) * 8
 	s.words = nil
 	st := &a.stats
+	st.Active -= int64(words) * 8
 	st.Allocated -= s.bytes
 	st.NumFrees++
 	st.ByDType[s.dt].Allocated -= s.bytes

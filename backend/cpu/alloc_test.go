@@ -87,6 +87,43 @@ func TestCachingAllocatorReuseAndRetry(t *testing.T) {
 	}
 }
 
+// Active counts the blocks in use at their size-class capacity: at least Allocated, at
+// most a quarter more (plus the 8-word granularity), none of the cache, and its peak is
+// what a cap must hold.
+func TestActiveBytes(t *testing.T) {
+	b, _ := New(43)
+	var live []backend.Storage
+	for _, n := range []int{1, 7, 65, 1000, 1025, 4097, 100000} {
+		s, err := b.Alloc(backend.Float32, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, s)
+		st := b.MemoryStats()
+		if st.Active < st.Allocated || st.Active > st.Allocated*5/4+64*int64(len(live)) || st.PeakActive != st.Active {
+			t.Fatalf("after %d floats: allocated %d, active %d (peak %d)", n, st.Allocated, st.Active, st.PeakActive)
+		}
+	}
+	peak := b.MemoryStats().PeakActive
+	for _, s := range live[:4] {
+		b.Free(s)
+	}
+	st := b.MemoryStats()
+	if st.Active >= peak || st.PeakActive != peak || st.Reserved != peak {
+		t.Fatalf("after freeing four: active %d, peak %d (was %d), reserved %d (the cache keeps the blocks)", st.Active, st.PeakActive, peak, st.Reserved)
+	}
+	b.ResetPeak()
+	if st := b.MemoryStats(); st.PeakActive != st.Active {
+		t.Fatalf("ResetPeak: peak active %d, active %d", st.PeakActive, st.Active)
+	}
+	for _, s := range live[4:] {
+		b.Free(s)
+	}
+	if st := b.MemoryStats(); st.Active != 0 || st.Allocated != 0 {
+		t.Fatalf("all freed: active %d, allocated %d", st.Active, st.Allocated)
+	}
+}
+
 // Without a cap, a request beyond physical memory is an out-of-memory error, not a
 // crash of the Go runtime.
 func TestHugeAllocationIsAnError(t *testing.T) {

@@ -67,6 +67,7 @@ type summary struct {
 	SamplesPerSecond jsonFloat `json:"samples_per_second"`
 	TestAccuracy     jsonFloat `json:"test_accuracy"`
 	PeakMemoryBytes  int64     `json:"peak_memory_bytes"`
+	PeakActiveBytes  int64     `json:"peak_active_bytes"`            // the peak of the blocks in use (with the allocator's rounding): what -plan predicts
 	PlannedPeakBytes int64     `json:"planned_peak_bytes,omitempty"` // -plan's predicted peak
 	FinalLoss        jsonFloat `json:"final_loss"`
 	WorldSize        int       `json:"world_size"`
@@ -516,7 +517,8 @@ func train(o options, log io.Writer) (summary, error) {
 		if trainTime > 0 {
 			res.SamplesPerSecond = jsonFloat(float64(samples) / trainTime.Seconds())
 		}
-		res.PeakMemoryBytes = be.MemoryStats().PeakAllocated
+		st := be.MemoryStats()
+		res.PeakMemoryBytes, res.PeakActiveBytes = st.PeakAllocated, st.PeakActive
 	}
 	for epoch := startEpoch; epoch < o.epochs; epoch++ {
 		it := loader.Epoch(epoch)
