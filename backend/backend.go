@@ -493,12 +493,12 @@ type MemoryStats struct {
 	// to fit under a cap measures PeakActive.
 	Active     int64
 	PeakActive int64
-	NumAllocs      int64
-	NumFrees       int64
-	NumOOMs        int64
-	NumRetries     int64 // allocations that succeeded after emptying the cache
-	Limit          int64 // cap or device total; 0: none
-	ByDType        [NumDTypes]DTypeStats
+	NumAllocs  int64
+	NumFrees   int64
+	NumOOMs    int64
+	NumRetries int64 // allocations that succeeded after emptying the cache
+	Limit      int64 // cap or device total; 0: none
+	ByDType    [NumDTypes]DTypeStats
 }
 
 // ResetPeak sets the peak figures (total and per dtype) to the current ones; allocators
