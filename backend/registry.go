@@ -83,6 +83,7 @@ func MemorySummary(b Backend) string {
 	fmt.Fprintf(&sb, "| %-24s| %14s | %14s | %14s |\n", "Metric", "Cur Usage", "Peak Usage", "Tot Alloc")
 	sb.WriteString(sep)
 	fmt.Fprintf(&sb, "| %-24s| %14s | %14s | %14s |\n", "Allocated memory", FormatBytes(s.Allocated), FormatBytes(s.PeakAllocated), FormatBytes(s.TotalAllocated))
+	fmt.Fprintf(&sb, "| %-24s| %14s | %14s | %14s |\n", "Active memory (blocks)", FormatBytes(s.Active), FormatBytes(s.PeakActive), "")
 	fmt.Fprintf(&sb, "| %-24s| %14s | %14s | %14s |\n", "Reserved memory", FormatBytes(s.Reserved), FormatBytes(s.PeakReserved), "")
 	for dt := 1; dt < NumDTypes; dt++ {
 		d := s.ByDType[dt]

@@ -80,7 +80,7 @@ func TestCachingAllocatorReuseAndRetry(t *testing.T) {
 		t.Fatalf("EmptyCache left %d reserved", r)
 	}
 	sum := backend.MemorySummary(b)
-	for _, want := range []string{"Allocated memory", "Reserved memory", "float16", "float32", "Alloc retries"} {
+	for _, want := range []string{"Allocated memory", "Active memory", "Reserved memory", "float16", "float32", "Alloc retries"} {
 		if !strings.Contains(sum, want) {
 			t.Errorf("summary lacks %q:\n%s", want, sum)
 		}
