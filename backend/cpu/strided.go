@@ -309,6 +309,9 @@ func (b *Backend) Copy(dst, src backend.View) {
 }
 
 func copyRows[C numeric](dst, src backend.View, d, s *storage) {
+	if d.dt == s.dt && copyRowsSame(dst, src, d, s) {
+		return
+	}
 	forRows(dst.Shape, []backend.View{dst, src}, func(off []int, inner int, is []int) {
 		if is[0] == 1 && is[1] == 1 && convertContig(d, off[0], s, off[1], inner) {
 			return
@@ -668,4 +671,77 @@ func checkShapes(op string, a, b []int) {
 			panic("cpu: " + op + ": shape mismatch")
 		}
 	}
+}
+
+// copyRowsSame copies between views of one dtype whose innermost collapsed dimension is
+// contiguous in both and which have more than one row of it — the head split and merge
+// around attention, a transpose of whole rows — by a typed copy per row, and reports
+// whether it did. A row copy is the raw copy convertContig makes of equal dtypes; the
+// per-row calls of forRows cost more than moving a short row (64 bytes for 32 bfloat16s).
+func copyRowsSame(dst, src backend.View, d, s *storage) bool {
+	cs, cst := collapse(dst.Shape, dst.Strides, src.Strides)
+	last := len(cs) - 1
+	if last == 0 || cst[0][last] != 1 || cst[1][last] != 1 {
+		return false
+	}
+	switch d.dt.Size() {
+	case 1:
+		copyRowsT(d.b8(), s.b8(), cs, cst, dst.Offset, src.Offset)
+	case 2:
+		copyRowsT(d.u16(), s.u16(), cs, cst, dst.Offset, src.Offset)
+	case 4:
+		copyRowsT(d.i32(), s.i32(), cs, cst, dst.Offset, src.Offset)
+	case 8:
+		copyRowsT(d.i64(), s.i64(), cs, cst, dst.Offset, src.Offset)
+	default:
+		return false
+	}
+	return true
+}
+
+// copyRowsT copies the rows of a collapsed loop (shape cs, strides cst[0] in d and
+// cst[1] in s, the last dimension contiguous in both) on the worker pool, walking the
+// outer indices with an odometer of its own.
+func copyRowsT[T any](d, s []T, cs []int, cst [][]int, do, so int) {
+	last := len(cs) - 1
+	inner := cs[last]
+	rows := 1
+	for _, n := range cs[:last] {
+		rows *= n
+	}
+	ParallelFor(rows, max(1, grainElems/inner), func(lo, hi int) {
+		var idxBuf [8]int
+		idx := idxBuf[:0]
+		if last > len(idxBuf) {
+			idx = make([]int, 0, last)
+		}
+		idx = idx[:last]
+		od, os := do, so
+		for k, r := last-1, lo; k >= 0; k-- {
+			idx[k] = r % cs[k]
+			r /= cs[k]
+			od += idx[k] * cst[0][k]
+			os += idx[k] * cst[1][k]
+		}
+		ds, ss := cst[0][last-1], cst[1][last-1]
+		n0 := cs[last-1]
+		for r := lo; r < hi; {
+			// A run along the innermost outer dimension: fixed strides.
+			run := min(n0-idx[last-1], hi-r)
+			for range run {
+				copy(d[od:od+inner], s[os:os+inner])
+				od += ds
+				os += ss
+			}
+			r += run
+			idx[last-1] += run
+			// Carry into the outer dimensions.
+			for k := last - 1; k > 0 && idx[k] == cs[k]; k-- {
+				od += cst[0][k-1] - cs[k]*cst[0][k]
+				os += cst[1][k-1] - cs[k]*cst[1][k]
+				idx[k] = 0
+				idx[k-1]++
+			}
+		}
+	})
 }
