@@ -9,20 +9,38 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// attnExpAVX512 is attnExpRowGo(s, x[:n], scale, shift) with zmm registers, n ≥ 1,
-// sixteen elements a step and the last 1–16 under a lane mask; c is attnExpConsts.
+// attnExpAVX512 is attnExpRowGo(x[:n], scale, shift) with zmm registers, n ≥ 1,
+// sixteen elements a step and the last 1–16 under a lane mask, the lanes' tree at the
+// end; c is attnExpConsts.
 //
 //go:noescape
-func attnExpAVX512(s *[16]float32, x *float32, n int, scale, shift float32, c *[12]float32)
+func attnExpAVX512(x *float32, n int, scale, shift float32, c *[12]float32) float32
 
-// attnExpRowAsm runs attnExpAVX512 on a non-empty row where the CPU has AVX-512 and
-// reports whether it did.
-func attnExpRowAsm(s *[16]float32, row []float32, scale, shift float32) bool {
-	if !cpu.X86.HasAVX512F {
-		return false
+// attnMaxAVX512 is attnMaxGo(x[:n]), n ≥ 1, as attnExpAVX512 walks x.
+//
+//go:noescape
+func attnMaxAVX512(x *float32, n int) float32
+
+// attnAsm reports whether the AVX-512 row loops run.
+var attnAsm = cpu.X86.HasAVX512F
+
+// attnExpRow sets row[i] = exp(row[i]·scale - shift) (one rounding of the argument)
+// and returns the sum of the row's new values: attnExpRowGo, with AVX-512 where the
+// CPU has it.
+func attnExpRow(row []float32, scale, shift float32) float32 {
+	if attnAsm && len(row) > 0 {
+		return attnExpAVX512(&row[0], len(row), scale, shift, &attnExpConsts)
 	}
-	attnExpAVX512(s, &row[0], len(row), scale, shift, &attnExpConsts)
-	return true
+	return attnExpRowGo(row, scale, shift)
+}
+
+// attnMax returns the largest element of row (-Inf for an empty one): attnMaxGo, with
+// AVX-512 where the CPU has it.
+func attnMax(row []float32) float32 {
+	if attnAsm && len(row) > 0 {
+		return attnMaxAVX512(&row[0], len(row))
+	}
+	return attnMaxGo(row)
 }
 
 // attnAMXDirectOK reports whether kern is the AMX kernel, whose A attnAMXDirect reads

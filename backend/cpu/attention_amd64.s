@@ -26,7 +26,7 @@
 	VCMPPS $0x15, Z14, Z16, K2 \
 	VMOVAPS.Z Z19, K2, Z19
 
-// func attnExpAVX512(s *[16]float32, x *float32, n int, scale, shift float32, c *[12]float32)
+// func attnExpAVX512(x *float32, n int, scale, shift float32, c *[12]float32) float32
 //
 // Per lane, as attnExp32(fma32(x, scale, -shift)):
 //   Z16 = x·scale - shift (VFMSUB213PS, one rounding)
@@ -34,13 +34,12 @@
 //   Z18 = Z16 - Z17·ln2hi - Z17·ln2lo (two VFNMADD231PS)
 //   Z19 = Horner(expC, Z18) (VFMADD213PS)
 //   e   = Z19 · 2^Z17, zeroed where !(Z16 >= cut is unordered-false), i.e. Z16 < cut.
-TEXT ·attnExpAVX512(SB), NOSPLIT, $0-40
-	MOVQ s+0(FP), DI
-	MOVQ x+8(FP), SI
-	MOVQ n+16(FP), CX
-	VBROADCASTSS scale+24(FP), Z1
-	VBROADCASTSS shift+28(FP), Z2
-	MOVQ c+32(FP), R8
+TEXT ·attnExpAVX512(SB), NOSPLIT, $0-36
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS scale+16(FP), Z1
+	VBROADCASTSS shift+20(FP), Z2
+	MOVQ c+24(FP), R8
 	VBROADCASTSS 0(R8), Z3
 	VBROADCASTSS 4(R8), Z4
 	VBROADCASTSS 8(R8), Z5
@@ -55,9 +54,7 @@ TEXT ·attnExpAVX512(SB), NOSPLIT, $0-40
 	VBROADCASTSS 44(R8), Z13
 	MOVL $127, AX
 	VPBROADCASTD AX, Z15
-	VMOVUPS 0(DI), Z0
-	MOVL $0xffff, AX
-	KMOVW AX, K1
+	VXORPS Z0, Z0, Z0
 
 attnExpAVX512_loop:
 	CMPQ CX, $16
@@ -80,7 +77,52 @@ attnExpAVX512_last:
 	EXP_BODY
 	VMOVUPS Z19, K1, 0(SI)
 	VADDPS Z19, Z0, K1, Z0
-	VMOVUPS Z0, 0(DI)
+	// The lanes' tree: i += i+8, i += i+4, i += i+2, i += i+1.
+	VEXTRACTF32X8 $1, Z0, Y1
+	VADDPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VMOVHLPS X0, X0, X1
+	VADDPS X1, X0, X0
+	VMOVSHDUP X0, X1
+	VADDSS X1, X0, X0
+	VMOVSS X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func attnMaxAVX512(x *float32, n int) float32
+//
+// attnMaxGo with zmm lanes: VMAXPS (vecMax(lane, x)) a step of sixteen, the last 1–16
+// under a lane mask, then the lanes' tree i = vecMax(i, i+8), (i, i+4), (i, i+2), (i, i+1).
+TEXT ·attnMaxAVX512(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVL $0xff800000, AX
+	VPBROADCASTD AX, Z0
+
+attnMaxAVX512_loop:
+	CMPQ CX, $16
+	JBE attnMaxAVX512_last
+	VMAXPS 0(SI), Z0, Z0
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP attnMaxAVX512_loop
+
+attnMaxAVX512_last:
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VMAXPS 0(SI), Z0, K1, Z0
+	VEXTRACTF32X8 $1, Z0, Y1
+	VMAXPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VMOVHLPS X0, X0, X1
+	VMAXPS X1, X0, X0
+	VMOVSHDUP X0, X1
+	VMAXSS X1, X0, X0
+	VMOVSS X0, ret+16(FP)
 	VZEROUPPER
 	RET
 

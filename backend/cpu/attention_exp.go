@@ -15,6 +15,7 @@ import "math"
 // masked tail) where the CPU has it and in pure Go (attnExpRowGo, its twin bit for bit,
 // NaN payloads aside) otherwise; the row sum is kept in sixteen float32 lanes, element i
 // added to lane i%16 in ascending i, the lanes added in a fixed tree at the end.
+// attnMax, the row maximum, is built the same way.
 
 // attnExpUlp is the bound TestAttnExpUlp asserts; over every 17th float32 in [-87, 1]
 // (go test -run TestAttnExpUlp -attnexp.stride=17) the worst was 0.918 ulp, at
@@ -41,23 +42,14 @@ func attnExp32(x float32) float32 {
 }
 
 // attnExpRowGo sets row[i] = attnExp32(fma32(row[i], scale, -shift)) for i < len(row)
-// and adds it to s[i%16].
-func attnExpRowGo(s *[16]float32, row []float32, scale, shift float32) {
+// and returns their sum: element i added to lane i%16 of sixteen float32 lanes in
+// ascending i, then the lanes folded by attnLaneSum.
+func attnExpRowGo(row []float32, scale, shift float32) float32 {
+	var s [16]float32
 	for i, v := range row {
 		e := attnExp32(fma32(v, scale, -shift))
 		row[i] = e
 		s[i%16] += e
-	}
-}
-
-// attnExpRow sets row[i] = exp(row[i]·scale - shift) (one rounding of the argument)
-// and returns the sum of the row's new values.
-func attnExpRow(row []float32, scale, shift float32) float32 {
-	var s [16]float32
-	if len(row) > 0 {
-		if !attnExpRowAsm(&s, row, scale, shift) {
-			attnExpRowGo(&s, row, scale, shift)
-		}
 	}
 	return attnLaneSum(&s)
 }
@@ -67,6 +59,26 @@ func attnLaneSum(s *[16]float32) float32 {
 	for w := 8; w >= 1; w /= 2 {
 		for i := range w {
 			s[i] += s[i+w]
+		}
+	}
+	return s[0]
+}
+
+// attnMaxGo returns the largest element of row, -Inf for an empty row: sixteen lanes
+// from -Inf, element i folded into lane i%16 by vecMax (VMAXPS) in ascending i, the
+// lanes folded as attnLaneSum adds them. A NaN may or may not come out; the caller
+// checks a row whose maximum is -Inf for NaNs.
+func attnMaxGo(row []float32) float32 {
+	var s [16]float32
+	for i := range s {
+		s[i] = float32(math.Inf(-1))
+	}
+	for i, v := range row {
+		s[i%16] = vecMax(s[i%16], v)
+	}
+	for w := 8; w >= 1; w /= 2 {
+		for i := range w {
+			s[i] = vecMax(s[i], s[i+w])
 		}
 	}
 	return s[0]

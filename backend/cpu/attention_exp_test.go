@@ -76,36 +76,32 @@ func attnExpInputs(rng *rand.Rand, n int, scale, shift float32) []float32 {
 	return x
 }
 
-// The AVX-512 row loop against attnExpRowGo bit for bit (values and the sixteen lane
-// sums), every length from 1 to 80 so that the masked tail takes every width.
+// The AVX-512 row loops against attnExpRowGo and attnMaxGo bit for bit (values, sums
+// and maxima), every length from 1 to 80 so that the masked tail takes every width.
 func TestAttnExpRowTwin(t *testing.T) {
-	var s0 [16]float32
-	if !attnExpRowAsm(&s0, []float32{0}, 1, 0) {
-		t.Skip("no AVX-512 (or purego build): attnExpRowGo is the only implementation")
+	if !attnAsm {
+		t.Skip("no AVX-512 (or purego build): the Go loops are the only implementation")
 	}
+	same := func(a, b float32) bool { return sameBits(a, b) || a != a && b != b }
 	rng := rand.New(rand.NewPCG(5, 9))
 	for n := 1; n <= 80; n++ {
 		for range 20 {
 			scale := float32(0.05 + rng.Float64())
 			shift := float32(rng.NormFloat64() * 3)
 			x := attnExpInputs(rng, n, scale, shift)
-			a, g := append([]float32(nil), x...), append([]float32(nil), x...)
-			var sa, sg [16]float32
-			for i := range sa {
-				sa[i] = float32(i) // the loops add to the lanes they are given
-				sg[i] = float32(i)
+			if gm, wm := attnMax(x), attnMaxGo(x); !same(gm, wm) {
+				t.Fatalf("n=%d: max asm %g, Go %g", n, gm, wm)
 			}
-			attnExpRowAsm(&sa, a, scale, shift)
-			attnExpRowGo(&sg, g, scale, shift)
+			a, g := append([]float32(nil), x...), append([]float32(nil), x...)
+			sa := attnExpRow(a, scale, shift)
+			sg := attnExpRowGo(g, scale, shift)
 			for i := range a {
-				if !sameBits(a[i], g[i]) && !(a[i] != a[i] && g[i] != g[i]) {
+				if !same(a[i], g[i]) {
 					t.Fatalf("n=%d x[%d]=%g: asm %g, Go %g", n, i, x[i], a[i], g[i])
 				}
 			}
-			for i := range sa {
-				if !sameBits(sa[i], sg[i]) && !(sa[i] != sa[i] && sg[i] != sg[i]) {
-					t.Fatalf("n=%d lane %d: asm %g, Go %g", n, i, sa[i], sg[i])
-				}
+			if !same(sa, sg) {
+				t.Fatalf("n=%d: sum asm %g, Go %g", n, sa, sg)
 			}
 		}
 	}

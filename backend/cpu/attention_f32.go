@@ -46,6 +46,7 @@ type attnWork[L attnLow] struct {
 	pLow, dsLow        []L       // P and dS rounded to L (bf16 only)
 	m, l               []float32
 	lse, delta         []float32 // per row of the head
+	oF, gF             []float32 // O and dO widened (bf16)
 	// bf16 products.
 	kern  *gemmBF16Kernel
 	aPack []uint32
@@ -382,8 +383,8 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, q, k, v []L) {
 					clear(row)
 					continue
 				}
-				mNew := max(w.m[r], scale*vecMaxF32(row[:vis]))
-				if math.IsInf(float64(mNew), -1) {
+				mNew := max(w.m[r], scale*attnMax(row[:vis]))
+				if math.IsInf(float64(mNew), -1) && !attnHasNaN(row[:vis]) {
 					// Every visible score is -Inf: nothing to add (no NaN from -Inf - -Inf).
 					clear(row)
 					continue
@@ -447,12 +448,24 @@ func attnBackwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, lseS *
 	})
 }
 
-// attnF32 returns element i of x as float32.
-func attnF32[L attnLow](x L) float32 {
-	if b, ok := any(x).(half.BFloat16); ok {
-		return b.Float32()
+// attnHasNaN reports whether x holds a NaN.
+func attnHasNaN(x []float32) bool {
+	for _, v := range x {
+		if v != v {
+			return true
+		}
 	}
-	return any(x).(float32)
+	return false
+}
+
+// f32 returns x as float32: x itself, or widened into *buf.
+func (w *attnWork[L]) f32(x []L, buf *[]float32) []float32 {
+	if xf, ok := any(x).([]float32); ok {
+		return xf
+	}
+	*buf = grow(*buf, len(x))
+	half.BFloat16ToFloat32(*buf, any(x).([]half.BFloat16))
+	return *buf
 }
 
 // backwardHead computes one head's dQ into w.acc, dK into w.gk and dV into w.gv.
@@ -463,13 +476,9 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, q, k, v, o, g []L
 	clear(gk)
 	clear(gv)
 	// delta_i = Σ_c dO_ic·O_ic: the softmax backward's row term.
+	gf, of := w.f32(g, &w.gF), w.f32(o, &w.oF)
 	for i := range t {
-		var dot float64
-		gr, or := g[i*d:(i+1)*d], o[i*d:(i+1)*d]
-		for c := range gr {
-			dot += float64(attnF32(gr[c])) * float64(attnF32(or[c]))
-		}
-		w.delta[i] = float32(dot)
+		w.delta[i] = float32(vecDotF64(gf[i*d:(i+1)*d], of[i*d:(i+1)*d]))
 	}
 	w.packB(&w.bKt, k, d, d, t, true)
 	w.packB(&w.bVt, v, d, d, t, true)
@@ -502,10 +511,8 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, q, k, v, o, g []L
 			for r := range rows {
 				pr := w.tile[r*attnBlock : r*attnBlock+cols]
 				dp := w.dp[r*attnBlock : r*attnBlock+cols]
-				del := w.delta[i0+r]
-				for c := range dp {
-					dp[c] = pr[c] * (dp[c] - del)
-				}
+				vecScalar(vecSubS, dp, dp, w.delta[i0+r])
+				vecBinary(vecMul, dp, dp, pr)
 			}
 			ds := w.low(w.dp, &w.dsLow, rows, cols)
 			// dQ_i += dS·K_j; dK_j += dSᵀ·Q_i (scaled at the end)
@@ -513,10 +520,6 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, q, k, v, o, g []L
 			w.mul(true, cols, d, rows, ds, attnBlock, &w.bQ, 0, i0, true, gk[j0*d:], d)
 		}
 	}
-	for i := range gq {
-		gq[i] *= scale
-	}
-	for i := range gk {
-		gk[i] *= scale
-	}
+	vecScalar(vecMulS, gq, gq, scale)
+	vecScalar(vecMulS, gk, gk, scale)
 }

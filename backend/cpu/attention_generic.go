@@ -4,8 +4,14 @@ package cpu
 
 import "github.com/gamp-ml/gamp/half"
 
-// attnExpRowAsm reports false: this build has no assembly, attnExpRowGo runs.
-func attnExpRowAsm(s *[16]float32, row []float32, scale, shift float32) bool { return false }
+// attnAsm is false: this build has no assembly.
+const attnAsm = false
+
+// attnExpRow is attnExpRowGo.
+func attnExpRow(row []float32, scale, shift float32) float32 { return attnExpRowGo(row, scale, shift) }
+
+// attnMax is attnMaxGo.
+func attnMax(row []float32) float32 { return attnMaxGo(row) }
 
 // attnAMXDirectOK reports false: no AMX kernel in this build.
 func attnAMXDirectOK(kern *gemmBF16Kernel) bool { return false }
