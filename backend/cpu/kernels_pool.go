@@ -155,10 +155,10 @@ func poolWindow(o, stride, pad, k, in int) (lo, hi, padded int) {
 func poolForward[C numeric](d, s *storage, idx []int64, a backend.PoolArgs) {
 	hw, ohw := a.H*a.W, a.OH*a.OW
 	ParallelFor(a.N*a.C, max(1, grainElems/max(ohw*a.KH*a.KW, 1)), func(lo, hi int) {
-		in := make([]C, hw)
+		in := make([]C, 2*hw) // maxPlaneOf's scratch
 		out := make([]C, ohw)
 		var scratch []int64
-		if idx == nil && a.Kind == backend.MaxPool {
+		if _, f32 := any(in).([]float32); idx == nil && a.Kind == backend.MaxPool && !(f32 && maxPool2x2Packed(&a)) {
 			scratch = make([]int64, ohw)
 		}
 		for p := lo; p < hi; p++ {
@@ -172,13 +172,21 @@ func poolForward[C numeric](d, s *storage, idx []int64, a backend.PoolArgs) {
 	})
 }
 
-// maxPlaneOf sets out to the pooled plane s[off:] (MaxPool: idx to its positions), in
-// as scratch for the input plane.
+// maxPlaneOf sets out to the pooled plane s[off:] (MaxPool: idx to its positions, which
+// a float32 maxPool2x2Packed geometry may leave out: nil idx), in (2·H·W long) as
+// scratch for the input plane.
 func maxPlaneOf[C numeric](out []C, idx []int64, in []C, s *storage, off int, a *backend.PoolArgs) {
-	if _, ok := any(in).([]float32); ok && maxPool2x2Packed(a) {
-		maxPlane2x2Packed(any(out).([]float32), idx, any(in).([]float32), s, off, a)
+	if f, ok := any(in).([]float32); ok && maxPool2x2Packed(a) {
+		if idx == nil {
+			f = f[:a.H*a.W]
+			load(f, s, off, 1)
+			vecMaxRows2x2(any(out).([]float32), f, a.OW, a.W)
+			return
+		}
+		maxPlane2x2Packed(any(out).([]float32), idx, f, s, off, a)
 		return
 	}
+	in = in[:a.H*a.W]
 	load(in, s, off, 1)
 	if a.Kind == backend.MaxPool {
 		maxPlane(out, idx, in, a)
@@ -188,12 +196,19 @@ func maxPlaneOf[C numeric](out []C, idx []int64, in []C, s *storage, off int, a 
 }
 
 // maxPoolBackward is poolBackward for a MaxPool whose positions come from running
-// the forward's maxPlaneOf on x again.
+// the forward's maxPlaneOf on x again; a maxPool2x2Packed float32 plane runs
+// maxPlane2x2PackedGrad instead, the same sums without the positions.
 func maxPoolBackward[C numeric](g, y, x *storage, a backend.PoolArgs) {
 	hw, ohw := a.H*a.W, a.OH*a.OW
 	ParallelFor(a.N*a.C, max(1, grainElems/max(ohw*a.KH*a.KW, 1)), func(lo, hi int) {
-		acc, in := make([]C, hw), make([]C, hw)
+		acc, in := make([]C, hw), make([]C, 2*hw)
 		gy, out := make([]C, ohw), make([]C, ohw)
+		if _, ok := any(in).([]float32); ok && maxPool2x2Packed(&a) {
+			for p := lo; p < hi; p++ {
+				maxPlane2x2PackedGrad(g, y, x, p, any(acc).([]float32), any(in).([]float32), any(gy).([]float32), &a)
+			}
+			return
+		}
 		idx := make([]int64, ohw)
 		for p := lo; p < hi; p++ {
 			maxPlaneOf(out, idx, in, x, p*hw, &a)
@@ -205,6 +220,19 @@ func maxPoolBackward[C numeric](g, y, x *storage, a backend.PoolArgs) {
 			store(g, p*hw, 1, acc)
 		}
 	})
+}
+
+// maxPlane2x2PackedGrad is maxPoolBackward's plane p for a maxPool2x2Packed geometry:
+// the input plane is loaded into in, vecMaxRows2x2Grad writes the gradient of its
+// row pairs into acc (rows below the last window, for odd H, +0), stored in one run.
+func maxPlane2x2PackedGrad(g, y, x *storage, p int, acc, in, gy []float32, a *backend.PoolArgs) {
+	w, oh, ow, hw := a.W, a.OH, a.OW, a.H*a.W
+	in, acc = in[:hw], acc[:hw]
+	load(in, x, p*hw, 1)
+	load(gy[:oh*ow], y, p*oh*ow, 1)
+	vecMaxRows2x2Grad(acc, in, gy[:oh*ow], ow, w)
+	clear(acc[2*oh*w:])
+	store(g, p*hw, 1, acc)
 }
 
 // maxPlane sets out to the maxima of the windows of one input plane and idx to their

@@ -20,6 +20,9 @@ func TestMaxPoolRecomputeMatchesIndex(t *testing.T) {
 	geoms := []backend.PoolArgs{
 		{H: 28, W: 28, KH: 2, KW: 2, StrideH: 2, StrideW: 2},
 		{H: 7, W: 9, KH: 2, KW: 2, StrideH: 2, StrideW: 2},
+		{H: 5, W: 8, KH: 2, KW: 2, StrideH: 2, StrideW: 2},
+		{H: 2, W: 34, KH: 2, KW: 2, StrideH: 2, StrideW: 2},
+		{H: 14, W: 14, KH: 2, KW: 2, StrideH: 2, StrideW: 2},
 		{H: 9, W: 8, KH: 3, KW: 3, StrideH: 2, StrideW: 2, PadH: 1, PadW: 1},
 		{H: 6, W: 11, KH: 3, KW: 2, StrideH: 1, StrideW: 3, PadH: 1},
 		{H: 5, W: 5, KH: 5, KW: 5, StrideH: 1, StrideW: 1, PadH: 2, PadW: 2},
@@ -40,6 +43,9 @@ func TestMaxPoolRecomputeMatchesIndex(t *testing.T) {
 			}
 			for i := range gvals {
 				gvals[i] = float32(rng.NormFloat64())
+				if rng.IntN(10) == 0 {
+					gvals[i] = special[2+rng.IntN(3)] // NaN, +0, -0
+				}
 			}
 			alloc := func(dt backend.DType, n int, v []float32) backend.Storage {
 				s, err := b.Alloc(dt, n)
@@ -67,6 +73,63 @@ func TestMaxPoolRecomputeMatchesIndex(t *testing.T) {
 				for i := range want {
 					if math.Float64bits(want[i]) != math.Float64bits(got[i]) {
 						t.Fatalf("%s %+v: element %d of %d: index path %v, recomputed %v", dt, a, i, n, want[i], got[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestVecMaxPool2x2Rows compares the row-pair max-pool loops (values, and gradient
+// without index) with their twins bit for bit, and the twins with maxRow2x2 and
+// PoolBackward's accumulation at its index, for row lengths of every remainder
+// modulo 16, with ties, NaNs and signed zeros in the rows and the gradient.
+func TestVecMaxPool2x2Rows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(43, 44))
+	for _, ow := range []int{0, 1, 2, 7, 14, 15, 16, 17, 31, 32, 33, 47, 50} {
+		for _, rows := range []int{1, 2, 5, 14} {
+			w := 2 * ow
+			x := vecInputs(rng, 2*rows*w+1)[1:] // misaligned
+			for i := range x {
+				if rng.IntN(4) == 0 && i >= w {
+					x[i] = x[i-w] // ties
+				}
+			}
+			gy := vecInputs(rng, rows*ow)
+			for i := range gy {
+				switch rng.IntN(8) {
+				case 0:
+					gy[i] = float32(math.Copysign(0, -1))
+				case 1:
+					gy[i] = float32(math.NaN())
+				}
+			}
+			// The reference: maxRow2x2 per row pair and a zeroed accumulator.
+			wantOut, wantG := make([]float32, rows*ow), make([]float32, 2*rows*w)
+			idx := make([]int64, ow)
+			for i := range rows {
+				maxRow2x2(wantOut[i*ow:(i+1)*ow], idx, x[2*i*w:], x[(2*i+1)*w:], 2*i*w, w)
+				for j, k := range idx {
+					wantG[k] += gy[i*ow+j]
+				}
+			}
+			twinOut, twinG := make([]float32, rows*ow), make([]float32, 2*rows*w)
+			maxRows2x2(twinOut, x, ow, w)
+			maxRows2x2Grad(twinG, x, gy, ow, w)
+			vOut, vG := make([]float32, rows*ow+1), make([]float32, 2*rows*w+1)
+			vOut[rows*ow], vG[2*rows*w] = 7, 7 // past the end: must stay
+			vecMaxRows2x2(vOut[:rows*ow], x, ow, w)
+			vecMaxRows2x2Grad(vG[:2*rows*w], x, gy, ow, w)
+			if vOut[rows*ow] != 7 || vG[2*rows*w] != 7 {
+				t.Fatalf("ow=%d rows=%d: a vector loop wrote past its output", ow, rows)
+			}
+			for _, c := range []struct {
+				what            string
+				want, twin, got []float32
+			}{{"values", wantOut, twinOut, vOut}, {"gradient", wantG, twinG, vG}} {
+				for i := range c.want {
+					if !sameBits(c.twin[i], c.want[i]) || !sameBits(c.got[i], c.want[i]) {
+						t.Fatalf("ow=%d rows=%d %s %d: reference %v, twin %v, vector %v", ow, rows, c.what, i, c.want[i], c.twin[i], c.got[i])
 					}
 				}
 			}

@@ -261,3 +261,19 @@ func vecGeluAVX2(dst, x, gy *float32, n int)
 //
 //go:noescape
 func vecMaxPool2x2AVX512(out *float32, idx *int64, r0, r1 *float32, n, base, w int)
+
+// vecMaxPool2x2RowsAVX512 equals maxRows2x2(out[:rows·ow], x[:2·rows·w], ow, w) for any
+// rows, ow ≥ 0 and w = 2·ow, bit for bit: vecMaxPool2x2AVX512's comparisons on each
+// row pair in place, sixteen windows at a time and the rest of a row under lane masks.
+//
+//go:noescape
+func vecMaxPool2x2RowsAVX512(out, x *float32, rows, ow, w int)
+
+// vecMaxPool2x2GradRowsAVX512 equals maxRows2x2Grad(gx[:2·rows·w], x[:2·rows·w],
+// gy[:rows·ow], ow, w) for any rows, ow ≥ 0 and w = 2·ow, bit for bit: each window's
+// winner (vecMaxPool2x2AVX512's comparisons) gets 0 + gy (VADDPS), the other three +0
+// (zeroing masked moves), interleaved back into the rows by VPERMI2PS; the rest of a
+// row runs under lane masks.
+//
+//go:noescape
+func vecMaxPool2x2GradRowsAVX512(gx, x, gy *float32, rows, ow, w int)

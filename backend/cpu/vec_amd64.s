@@ -4208,3 +4208,334 @@ vecMaxPool2x2AVX512_loop:
 vecMaxPool2x2AVX512_done:
 	VZEROUPPER
 	RET
+
+// Tables of the 2×2 max-pool gradient loop (vecMaxPool2x2GradRows): interleave low and high halves.
+DATA poolgc<>+0(SB)/4, $0
+DATA poolgc<>+4(SB)/4, $16
+DATA poolgc<>+8(SB)/4, $1
+DATA poolgc<>+12(SB)/4, $17
+DATA poolgc<>+16(SB)/4, $2
+DATA poolgc<>+20(SB)/4, $18
+DATA poolgc<>+24(SB)/4, $3
+DATA poolgc<>+28(SB)/4, $19
+DATA poolgc<>+32(SB)/4, $4
+DATA poolgc<>+36(SB)/4, $20
+DATA poolgc<>+40(SB)/4, $5
+DATA poolgc<>+44(SB)/4, $21
+DATA poolgc<>+48(SB)/4, $6
+DATA poolgc<>+52(SB)/4, $22
+DATA poolgc<>+56(SB)/4, $7
+DATA poolgc<>+60(SB)/4, $23
+DATA poolgc<>+64(SB)/4, $8
+DATA poolgc<>+68(SB)/4, $24
+DATA poolgc<>+72(SB)/4, $9
+DATA poolgc<>+76(SB)/4, $25
+DATA poolgc<>+80(SB)/4, $10
+DATA poolgc<>+84(SB)/4, $26
+DATA poolgc<>+88(SB)/4, $11
+DATA poolgc<>+92(SB)/4, $27
+DATA poolgc<>+96(SB)/4, $12
+DATA poolgc<>+100(SB)/4, $28
+DATA poolgc<>+104(SB)/4, $13
+DATA poolgc<>+108(SB)/4, $29
+DATA poolgc<>+112(SB)/4, $14
+DATA poolgc<>+116(SB)/4, $30
+DATA poolgc<>+120(SB)/4, $15
+DATA poolgc<>+124(SB)/4, $31
+GLOBL poolgc<>(SB), RODATA|NOPTR, $128
+
+// func vecMaxPool2x2RowsAVX512(out, x *float32, rows, ow, w int)
+TEXT ·vecMaxPool2x2RowsAVX512(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ rows+16(FP), R10
+	MOVQ ow+24(FP), R11
+	MOVQ w+32(FP), R12
+	SHLQ $2, R12 // bytes per input row
+	MOVL $1, AX
+	VPBROADCASTD AX, Z23 // winner 1
+	MOVL $2, AX
+	VPBROADCASTD AX, Z24 // winner 2
+	MOVL $3, AX
+	VPBROADCASTD AX, Z25 // winner 3
+	VPXORD Z28, Z28, Z28 // +0, winner 0
+	VMOVDQU32 poolc<>+0(SB), Z26 // even
+	VMOVDQU32 poolc<>+64(SB), Z27 // odd
+
+vecMaxPool2x2RowsAVX512_row:
+	TESTQ R10, R10
+	JZ vecMaxPool2x2RowsAVX512_done
+	MOVQ SI, DX // r0
+	LEAQ (SI)(R12*1), BX // r1
+	MOVQ R11, R13 // windows left in the row
+
+vecMaxPool2x2RowsAVX512_group:
+	CMPQ R13, $16
+	JLT vecMaxPool2x2RowsAVX512_tail
+	VMOVUPS 0(DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 0(BX), Z2
+	VMOVUPS 64(BX), Z3
+	VMOVDQA32 Z26, Z4
+	VPERMI2PS Z1, Z0, Z4 // best = r0 even
+	VMOVDQA32 Z27, Z5
+	VPERMI2PS Z1, Z0, Z5 // r0 odd
+	VMOVDQA32 Z26, Z6
+	VPERMI2PS Z3, Z2, Z6 // r1 even
+	VMOVDQA32 Z27, Z7
+	VPERMI2PS Z3, Z2, Z7 // r1 odd
+	VPXORD Z8, Z8, Z8 // winner 0
+	VCMPPS $0x1e, Z4, Z5, K1 // v > best
+	VCMPPS $0x03, Z5, Z5, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z5, K1, Z4
+	VCMPPS $0x1e, Z4, Z6, K1 // v > best
+	VCMPPS $0x03, Z6, Z6, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z6, K1, Z4
+	VCMPPS $0x1e, Z4, Z7, K1 // v > best
+	VCMPPS $0x03, Z7, Z7, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z7, K1, Z4
+	VMOVUPS Z4, 0(DI)
+	ADDQ $128, DX
+	ADDQ $128, BX
+	ADDQ $64, DI
+	SUBQ $16, R13
+	JMP vecMaxPool2x2RowsAVX512_group
+
+vecMaxPool2x2RowsAVX512_tail:
+	TESTQ R13, R13
+	JZ vecMaxPool2x2RowsAVX512_next
+	MOVL $1, AX
+	MOVQ R13, CX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K3 // the last windows
+	MOVL $1, AX
+	LEAQ (R13)(R13*1), CX // their input columns
+	CMPQ CX, $16
+	JGE vecMaxPool2x2RowsAVX512_wide
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K4
+	KXORW K5, K5, K5
+	JMP vecMaxPool2x2RowsAVX512_masked
+vecMaxPool2x2RowsAVX512_wide:
+	SUBQ $16, CX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K5
+	KXNORW K4, K4, K4
+vecMaxPool2x2RowsAVX512_masked:
+	VMOVUPS.Z 0(DX), K4, Z0
+	VMOVUPS.Z 64(DX), K5, Z1
+	VMOVUPS.Z 0(BX), K4, Z2
+	VMOVUPS.Z 64(BX), K5, Z3
+	VMOVDQA32 Z26, Z4
+	VPERMI2PS Z1, Z0, Z4 // best = r0 even
+	VMOVDQA32 Z27, Z5
+	VPERMI2PS Z1, Z0, Z5 // r0 odd
+	VMOVDQA32 Z26, Z6
+	VPERMI2PS Z3, Z2, Z6 // r1 even
+	VMOVDQA32 Z27, Z7
+	VPERMI2PS Z3, Z2, Z7 // r1 odd
+	VPXORD Z8, Z8, Z8 // winner 0
+	VCMPPS $0x1e, Z4, Z5, K1 // v > best
+	VCMPPS $0x03, Z5, Z5, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z5, K1, Z4
+	VCMPPS $0x1e, Z4, Z6, K1 // v > best
+	VCMPPS $0x03, Z6, Z6, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z6, K1, Z4
+	VCMPPS $0x1e, Z4, Z7, K1 // v > best
+	VCMPPS $0x03, Z7, Z7, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z7, K1, Z4
+	VMOVUPS Z4, K3, 0(DI)
+	LEAQ (DI)(R13*4), DI
+
+vecMaxPool2x2RowsAVX512_next:
+	LEAQ (SI)(R12*2), SI
+	DECQ R10
+	JMP vecMaxPool2x2RowsAVX512_row
+
+vecMaxPool2x2RowsAVX512_done:
+	VZEROUPPER
+	RET
+
+// func vecMaxPool2x2GradRowsAVX512(gx, x, gy *float32, rows, ow, w int)
+TEXT ·vecMaxPool2x2GradRowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ gx+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ gy+16(FP), R8
+	MOVQ rows+24(FP), R10
+	MOVQ ow+32(FP), R11
+	MOVQ w+40(FP), R12
+	SHLQ $2, R12 // bytes per input row
+	MOVL $1, AX
+	VPBROADCASTD AX, Z23 // winner 1
+	MOVL $2, AX
+	VPBROADCASTD AX, Z24 // winner 2
+	MOVL $3, AX
+	VPBROADCASTD AX, Z25 // winner 3
+	VPXORD Z28, Z28, Z28 // +0, winner 0
+	VMOVDQU32 poolc<>+0(SB), Z26 // even
+	VMOVDQU32 poolc<>+64(SB), Z27 // odd
+	VMOVDQU32 poolgc<>+0(SB), Z18 // interleave, low
+	VMOVDQU32 poolgc<>+64(SB), Z19 // interleave, high
+
+vecMaxPool2x2GradRowsAVX512_row:
+	TESTQ R10, R10
+	JZ vecMaxPool2x2GradRowsAVX512_done
+	MOVQ SI, DX // r0
+	LEAQ (SI)(R12*1), BX // r1
+	MOVQ DI, R9 // g0; g1 at (R9)(R12*1)
+	MOVQ R11, R13 // windows left in the row
+
+vecMaxPool2x2GradRowsAVX512_group:
+	CMPQ R13, $16
+	JLT vecMaxPool2x2GradRowsAVX512_tail
+	VMOVUPS 0(DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 0(BX), Z2
+	VMOVUPS 64(BX), Z3
+	VMOVDQA32 Z26, Z4
+	VPERMI2PS Z1, Z0, Z4 // best = r0 even
+	VMOVDQA32 Z27, Z5
+	VPERMI2PS Z1, Z0, Z5 // r0 odd
+	VMOVDQA32 Z26, Z6
+	VPERMI2PS Z3, Z2, Z6 // r1 even
+	VMOVDQA32 Z27, Z7
+	VPERMI2PS Z3, Z2, Z7 // r1 odd
+	VPXORD Z8, Z8, Z8 // winner 0
+	VCMPPS $0x1e, Z4, Z5, K1 // v > best
+	VCMPPS $0x03, Z5, Z5, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z5, K1, Z4
+	VMOVDQA32 Z23, K1, Z8
+	VCMPPS $0x1e, Z4, Z6, K1 // v > best
+	VCMPPS $0x03, Z6, Z6, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z6, K1, Z4
+	VMOVDQA32 Z24, K1, Z8
+	VCMPPS $0x1e, Z4, Z7, K1 // v > best
+	VCMPPS $0x03, Z7, Z7, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z7, K1, Z4
+	VMOVDQA32 Z25, K1, Z8
+	VMOVUPS (R8), Z9
+	VADDPS Z9, Z28, Z9 // 0 + gy
+	VPCMPEQD Z28, Z8, K1
+	VMOVAPS.Z Z9, K1, Z10
+	VPCMPEQD Z23, Z8, K1
+	VMOVAPS.Z Z9, K1, Z11
+	VPCMPEQD Z24, Z8, K1
+	VMOVAPS.Z Z9, K1, Z12
+	VPCMPEQD Z25, Z8, K1
+	VMOVAPS.Z Z9, K1, Z13
+	VMOVDQA32 Z18, Z14
+	VPERMI2PS Z11, Z10, Z14
+	VMOVDQA32 Z19, Z15
+	VPERMI2PS Z11, Z10, Z15
+	VMOVUPS Z14, 0(R9)
+	VMOVUPS Z15, 64(R9)
+	VMOVDQA32 Z18, Z14
+	VPERMI2PS Z13, Z12, Z14
+	VMOVDQA32 Z19, Z15
+	VPERMI2PS Z13, Z12, Z15
+	VMOVUPS Z14, 0(R9)(R12*1)
+	VMOVUPS Z15, 64(R9)(R12*1)
+	ADDQ $128, DX
+	ADDQ $128, BX
+	ADDQ $128, R9
+	ADDQ $64, R8
+	SUBQ $16, R13
+	JMP vecMaxPool2x2GradRowsAVX512_group
+
+vecMaxPool2x2GradRowsAVX512_tail:
+	TESTQ R13, R13
+	JZ vecMaxPool2x2GradRowsAVX512_next
+	MOVL $1, AX
+	MOVQ R13, CX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K3 // the last windows
+	MOVL $1, AX
+	LEAQ (R13)(R13*1), CX // their input columns
+	CMPQ CX, $16
+	JGE vecMaxPool2x2GradRowsAVX512_wide
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K4
+	KXORW K5, K5, K5
+	JMP vecMaxPool2x2GradRowsAVX512_masked
+vecMaxPool2x2GradRowsAVX512_wide:
+	SUBQ $16, CX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K5
+	KXNORW K4, K4, K4
+vecMaxPool2x2GradRowsAVX512_masked:
+	VMOVUPS.Z 0(DX), K4, Z0
+	VMOVUPS.Z 64(DX), K5, Z1
+	VMOVUPS.Z 0(BX), K4, Z2
+	VMOVUPS.Z 64(BX), K5, Z3
+	VMOVDQA32 Z26, Z4
+	VPERMI2PS Z1, Z0, Z4 // best = r0 even
+	VMOVDQA32 Z27, Z5
+	VPERMI2PS Z1, Z0, Z5 // r0 odd
+	VMOVDQA32 Z26, Z6
+	VPERMI2PS Z3, Z2, Z6 // r1 even
+	VMOVDQA32 Z27, Z7
+	VPERMI2PS Z3, Z2, Z7 // r1 odd
+	VPXORD Z8, Z8, Z8 // winner 0
+	VCMPPS $0x1e, Z4, Z5, K1 // v > best
+	VCMPPS $0x03, Z5, Z5, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z5, K1, Z4
+	VMOVDQA32 Z23, K1, Z8
+	VCMPPS $0x1e, Z4, Z6, K1 // v > best
+	VCMPPS $0x03, Z6, Z6, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z6, K1, Z4
+	VMOVDQA32 Z24, K1, Z8
+	VCMPPS $0x1e, Z4, Z7, K1 // v > best
+	VCMPPS $0x03, Z7, Z7, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z7, K1, Z4
+	VMOVDQA32 Z25, K1, Z8
+	VMOVUPS.Z (R8), K3, Z9
+	VADDPS Z9, Z28, Z9 // 0 + gy
+	VPCMPEQD Z28, Z8, K1
+	VMOVAPS.Z Z9, K1, Z10
+	VPCMPEQD Z23, Z8, K1
+	VMOVAPS.Z Z9, K1, Z11
+	VPCMPEQD Z24, Z8, K1
+	VMOVAPS.Z Z9, K1, Z12
+	VPCMPEQD Z25, Z8, K1
+	VMOVAPS.Z Z9, K1, Z13
+	VMOVDQA32 Z18, Z14
+	VPERMI2PS Z11, Z10, Z14
+	VMOVDQA32 Z19, Z15
+	VPERMI2PS Z11, Z10, Z15
+	VMOVUPS Z14, K4, 0(R9)
+	VMOVUPS Z15, K5, 64(R9)
+	VMOVDQA32 Z18, Z14
+	VPERMI2PS Z13, Z12, Z14
+	VMOVDQA32 Z19, Z15
+	VPERMI2PS Z13, Z12, Z15
+	VMOVUPS Z14, K4, 0(R9)(R12*1)
+	VMOVUPS Z15, K5, 64(R9)(R12*1)
+	LEAQ (R8)(R13*4), R8
+
+vecMaxPool2x2GradRowsAVX512_next:
+	LEAQ (SI)(R12*2), SI
+	LEAQ (DI)(R12*2), DI
+	DECQ R10
+	JMP vecMaxPool2x2GradRowsAVX512_row
+
+vecMaxPool2x2GradRowsAVX512_done:
+	VZEROUPPER
+	RET

@@ -109,3 +109,11 @@ func vecGeluRun(dst *float32, x *float32, gy *float32, n int) {
 func vecMaxPool2x2Run(out *float32, idx *int64, r0 *float32, r1 *float32, n int, base int, w int) {
 	vecMaxPool2x2AVX512(out, idx, r0, r1, n, base, w)
 }
+
+func vecMaxPool2x2RowsRun(out *float32, x *float32, rows int, ow int, w int) {
+	vecMaxPool2x2RowsAVX512(out, x, rows, ow, w)
+}
+
+func vecMaxPool2x2GradRowsRun(gx *float32, x *float32, gy *float32, rows int, ow int, w int) {
+	vecMaxPool2x2GradRowsAVX512(gx, x, gy, rows, ow, w)
+}

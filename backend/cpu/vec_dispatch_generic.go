@@ -45,3 +45,11 @@ func vecGeluRun(dst *float32, x *float32, gy *float32, n int) { panic("cpu: no v
 func vecMaxPool2x2Run(out *float32, idx *int64, r0 *float32, r1 *float32, n int, base int, w int) {
 	panic("cpu: no vector loops")
 }
+
+func vecMaxPool2x2RowsRun(out *float32, x *float32, rows int, ow int, w int) {
+	panic("cpu: no vector loops")
+}
+
+func vecMaxPool2x2GradRowsRun(gx *float32, x *float32, gy *float32, rows int, ow int, w int) {
+	panic("cpu: no vector loops")
+}

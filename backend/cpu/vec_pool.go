@@ -38,3 +38,88 @@ func vecMaxRow2x2(o []float32, x []int64, r0, r1 []float32, base, w int) {
 	}
 	maxRow2x2(o[m:], x[m:], r0[2*m:], r1[2*m:], base+2*m, w)
 }
+
+// maxRows2x2 sets out[i·ow + j] to the maximum of window j of row pair i of x (rows
+// 2i and 2i+1, each w = 2·ow wide), for len(out)/ow row pairs: maxRow2x2's values,
+// without the index. It is the twin of the row-pair max-pool loop (vec_amd64.s).
+func maxRows2x2(out, x []float32, ow, w int) {
+	if ow == 0 {
+		return
+	}
+	for i := range len(out) / ow {
+		o, r0, r1 := out[i*ow:][:ow], x[2*i*w:][:2*ow], x[(2*i+1)*w:][:2*ow]
+		for j := range o {
+			best := r0[2*j]
+			if v := r0[2*j+1]; v > best || v != v {
+				best = v
+			}
+			if v := r1[2*j]; v > best || v != v {
+				best = v
+			}
+			if v := r1[2*j+1]; v > best || v != v {
+				best = v
+			}
+			o[j] = best
+		}
+	}
+}
+
+// maxRows2x2Grad is the gradient of maxRows2x2 without an index: g has x's layout
+// (rows 2i and 2i+1 of w = 2·ow), and window j of row pair i's winner (maxRow2x2's
+// comparisons) gets 0 + gy[i·ow + j], the other three positions +0 — what
+// PoolBackward's zeroed accumulator holds after adding gy at the index maxRow2x2
+// wrote. It is the twin of the row-pair max-pool gradient loop (vec_amd64.s).
+func maxRows2x2Grad(g, x, gy []float32, ow, w int) {
+	if ow == 0 {
+		return
+	}
+	for i := range len(gy) / ow {
+		gr := gy[i*ow:][:ow]
+		r0, r1 := x[2*i*w:][:2*ow], x[(2*i+1)*w:][:2*ow]
+		g0, g1 := g[2*i*w:][:2*ow], g[(2*i+1)*w:][:2*ow]
+		for j, d := range gr {
+			best, at := r0[2*j], 0
+			if v := r0[2*j+1]; v > best || v != v {
+				best, at = v, 1
+			}
+			if v := r1[2*j]; v > best || v != v {
+				best, at = v, 2
+			}
+			if v := r1[2*j+1]; v > best || v != v {
+				at = 3
+			}
+			var acc [4]float32
+			acc[at] += d
+			g0[2*j], g0[2*j+1], g1[2*j], g1[2*j+1] = acc[0], acc[1], acc[2], acc[3]
+		}
+	}
+}
+
+// vecMaxRows2x2 is maxRows2x2 on the vector layer (AVX-512 only; the twin elsewhere).
+func vecMaxRows2x2(out, x []float32, ow, w int) {
+	if ow == 0 {
+		return
+	}
+	rows := len(out) / ow
+	if vecAVX512OK() && rows > 0 {
+		_ = x[2*rows*w-1]
+		vecMaxPool2x2RowsRun(&out[0], &x[0], rows, ow, w)
+		return
+	}
+	maxRows2x2(out, x, ow, w)
+}
+
+// vecMaxRows2x2Grad is maxRows2x2Grad on the vector layer (AVX-512 only; the twin
+// elsewhere).
+func vecMaxRows2x2Grad(g, x, gy []float32, ow, w int) {
+	if ow == 0 {
+		return
+	}
+	rows := len(gy) / ow
+	if vecAVX512OK() && rows > 0 {
+		_, _ = g[2*rows*w-1], x[2*rows*w-1]
+		vecMaxPool2x2GradRowsRun(&g[0], &x[0], &gy[0], rows, ow, w)
+		return
+	}
+	maxRows2x2Grad(g, x, gy, ow, w)
+}

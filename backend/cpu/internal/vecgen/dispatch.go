@@ -36,6 +36,8 @@ var runFuncs = []runFunc{
 	{"vecLnRowRun", "vecLnRow", [][2]string{{"s", "*[32]float64"}, {"gw", "*float64"}, {"gb", "*float64"}, {"g", "*float32"}, {"gy", "*float32"}, {"x", "*float32"}, {"mean", "float64"}, {"invstd", "float64"}, {"n", "int"}}, "", true},
 	{"vecGeluRun", "vecGelu", [][2]string{{"dst", "*float32"}, {"x", "*float32"}, {"gy", "*float32"}, {"n", "int"}}, "", true},
 	{"vecMaxPool2x2Run", "vecMaxPool2x2", [][2]string{{"out", "*float32"}, {"idx", "*int64"}, {"r0", "*float32"}, {"r1", "*float32"}, {"n", "int"}, {"base", "int"}, {"w", "int"}}, "", false},
+	{"vecMaxPool2x2RowsRun", "vecMaxPool2x2Rows", [][2]string{{"out", "*float32"}, {"x", "*float32"}, {"rows", "int"}, {"ow", "int"}, {"w", "int"}}, "", false},
+	{"vecMaxPool2x2GradRowsRun", "vecMaxPool2x2GradRows", [][2]string{{"gx", "*float32"}, {"x", "*float32"}, {"gy", "*float32"}, {"rows", "int"}, {"ow", "int"}, {"w", "int"}}, "", false},
 }
 
 // dispatchFiles returns the two Go files of the dispatch functions, by

@@ -1,7 +1,7 @@
 // Command vecgen writes backend/cpu/vec_amd64.s: the float32 vector loops of
 // the elementwise, reduction, softmax, norm and unscale kernels, each for
 // AVX-512 (zmm) and AVX2 (ymm), the float32 GELU loops (gelu.go) too, and the
-// AVX-512-only 2×2 max-pool loop (pool.go). One template per routine is instantiated per
+// AVX-512-only 2×2 max-pool loops (pool.go). One template per routine is instantiated per
 // instruction set and, for vecOp and vecNarrow, per operation, so the loops are
 // not hand-copied. Every instruction used is one the Go assembler knows; none
 // is spelled as BYTEs.
@@ -108,6 +108,9 @@ func main() {
 	}
 	g.poolConsts()
 	g.maxPool2x2(isas[0])
+	g.poolGradConsts()
+	g.maxPool2x2Rows(isas[0], false)
+	g.maxPool2x2Rows(isas[0], true)
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}

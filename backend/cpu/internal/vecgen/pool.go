@@ -97,3 +97,200 @@ func (g *gen) maxPool2x2(x isa) {
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
 }
+
+// poolGradConsts emits the VPERMI2PS indices that interleave two registers of
+// sixteen (0, 16, 1, 17, …): the first eight pairs, then the last eight.
+func (g *gen) poolGradConsts() {
+	g.p("")
+	g.p("// Tables of the 2×2 max-pool gradient loop (vecMaxPool2x2GradRows): interleave low and high halves.")
+	for i := range 16 {
+		g.p("DATA poolgc<>+%d(SB)/4, $%d", 4*i, i/2+16*(i%2))
+	}
+	for i := range 16 {
+		g.p("DATA poolgc<>+%d(SB)/4, $%d", 64+4*i, 8+i/2+16*(i%2))
+	}
+	g.p("GLOBL poolgc<>(SB), RODATA|NOPTR, $128")
+}
+
+// maxPool2x2Rows emits, for grad false, vecMaxPool2x2RowsAVX512(out, x
+// *float32, rows, ow, w int): out[i·ow + j] is the maximum of window j of row
+// pair i (x rows 2i and 2i+1, w = 2·ow wide), maxPool2x2's comparisons; for
+// grad true, vecMaxPool2x2GradRowsAVX512(g, x, gy *float32, rows, ow, w int):
+// the window's winner in g (laid out as x) gets 0 + gy[i·ow + j] (as
+// PoolBackward's zeroed accumulator adds it) and the other three +0. Rows are
+// read in place, sixteen windows at a time, the last group of a row under
+// lane masks (masked-off lanes neither load nor store), so the windows of
+// rows of any length run on the vector layer.
+func (g *gen) maxPool2x2Rows(x isa, grad bool) {
+	if !x.masks {
+		panic("vecgen: the max-pool loop needs AVX-512 masks")
+	}
+	name, out := "vecMaxPool2x2Rows"+x.name, "out"
+	if grad {
+		name, out = "vecMaxPool2x2GradRows"+x.name, "gx" // not g: the assembler's goroutine register
+	}
+	args, frame := out+", x *float32, rows, ow, w int", 40
+	if grad {
+		args, frame = "gx, x, gy *float32, rows, ow, w int", 48
+	}
+	g.p("")
+	g.p("// func %s(%s)", name, args)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
+	g.p("\tMOVQ %s+0(FP), DI", out)
+	g.p("\tMOVQ x+8(FP), SI")
+	o := 16
+	if grad {
+		g.p("\tMOVQ gy+16(FP), R8")
+		o = 24
+	}
+	g.p("\tMOVQ rows+%d(FP), R10", o)
+	g.p("\tMOVQ ow+%d(FP), R11", o+8)
+	g.p("\tMOVQ w+%d(FP), R12", o+16)
+	g.p("\tSHLQ $2, R12 // bytes per input row")
+	g.p("\tMOVL $1, AX")
+	g.p("\tVPBROADCASTD AX, Z23 // winner 1")
+	g.p("\tMOVL $2, AX")
+	g.p("\tVPBROADCASTD AX, Z24 // winner 2")
+	g.p("\tMOVL $3, AX")
+	g.p("\tVPBROADCASTD AX, Z25 // winner 3")
+	g.p("\tVPXORD Z28, Z28, Z28 // +0, winner 0")
+	g.p("\tVMOVDQU32 poolc<>+0(SB), Z26 // even")
+	g.p("\tVMOVDQU32 poolc<>+64(SB), Z27 // odd")
+	if grad {
+		g.p("\tVMOVDQU32 poolgc<>+0(SB), Z18 // interleave, low")
+		g.p("\tVMOVDQU32 poolgc<>+64(SB), Z19 // interleave, high")
+	}
+	g.p("")
+	g.p("%s_row:", name)
+	g.p("\tTESTQ R10, R10")
+	g.p("\tJZ %s_done", name)
+	g.p("\tMOVQ SI, DX // r0")
+	g.p("\tLEAQ (SI)(R12*1), BX // r1")
+	if grad {
+		g.p("\tMOVQ DI, R9 // g0; g1 at (R9)(R12*1)")
+	}
+	g.p("\tMOVQ R11, R13 // windows left in the row")
+	// body emits one group of sixteen windows; masked says whether the loads and
+	// stores go under K4/K5 (the input and gradient registers) and K3 (gy, out).
+	body := func(masked bool) {
+		ld := func(off int, ptr, k string, z int) {
+			if masked {
+				g.p("\tVMOVUPS.Z %d(%s), %s, Z%d", off, ptr, k, z)
+			} else {
+				g.p("\tVMOVUPS %d(%s), Z%d", off, ptr, z)
+			}
+		}
+		stv := func(z int, off int, ptr, k string) {
+			if masked {
+				g.p("\tVMOVUPS Z%d, %s, %d%s", z, k, off, ptr)
+			} else {
+				g.p("\tVMOVUPS Z%d, %d%s", z, off, ptr)
+			}
+		}
+		ld(0, "DX", "K4", 0)
+		ld(64, "DX", "K5", 1)
+		ld(0, "BX", "K4", 2)
+		ld(64, "BX", "K5", 3)
+		g.p("\tVMOVDQA32 Z26, Z4")
+		g.p("\tVPERMI2PS Z1, Z0, Z4 // best = r0 even")
+		g.p("\tVMOVDQA32 Z27, Z5")
+		g.p("\tVPERMI2PS Z1, Z0, Z5 // r0 odd")
+		g.p("\tVMOVDQA32 Z26, Z6")
+		g.p("\tVPERMI2PS Z3, Z2, Z6 // r1 even")
+		g.p("\tVMOVDQA32 Z27, Z7")
+		g.p("\tVPERMI2PS Z3, Z2, Z7 // r1 odd")
+		g.p("\tVPXORD Z8, Z8, Z8 // winner 0")
+		for _, c := range []struct{ v, id int }{{5, 23}, {6, 24}, {7, 25}} {
+			g.p("\tVCMPPS $0x%02x, Z4, Z%d, K1 // v > best", cmpGTOQ, c.v)
+			g.p("\tVCMPPS $0x%02x, Z%d, Z%d, K2 // v NaN", cmpUnord, c.v, c.v)
+			g.p("\tKORW K1, K2, K1")
+			g.p("\tVMOVAPS Z%d, K1, Z4", c.v)
+			if grad {
+				g.p("\tVMOVDQA32 Z%d, K1, Z8", c.id)
+			}
+		}
+		if !grad {
+			stv(4, 0, "(DI)", "K3")
+			return
+		}
+		if masked {
+			g.p("\tVMOVUPS.Z (R8), K3, Z9")
+		} else {
+			g.p("\tVMOVUPS (R8), Z9")
+		}
+		g.p("\tVADDPS Z9, Z28, Z9 // 0 + gy")
+		for k, id := range []int{28, 23, 24, 25} {
+			g.p("\tVPCMPEQD Z%d, Z8, K1", id)
+			g.p("\tVMOVAPS.Z Z9, K1, Z%d", 10+k)
+		}
+		for _, row := range []struct {
+			even, odd int
+			ptr       string
+		}{{10, 11, "(R9)"}, {12, 13, "(R9)(R12*1)"}} {
+			g.p("\tVMOVDQA32 Z18, Z14")
+			g.p("\tVPERMI2PS Z%d, Z%d, Z14", row.odd, row.even)
+			g.p("\tVMOVDQA32 Z19, Z15")
+			g.p("\tVPERMI2PS Z%d, Z%d, Z15", row.odd, row.even)
+			stv(14, 0, row.ptr, "K4")
+			stv(15, 64, row.ptr, "K5")
+		}
+	}
+	g.p("")
+	g.p("%s_group:", name)
+	g.p("\tCMPQ R13, $16")
+	g.p("\tJLT %s_tail", name)
+	body(false)
+	g.p("\tADDQ $128, DX")
+	g.p("\tADDQ $128, BX")
+	if grad {
+		g.p("\tADDQ $128, R9")
+		g.p("\tADDQ $64, R8")
+	} else {
+		g.p("\tADDQ $64, DI")
+	}
+	g.p("\tSUBQ $16, R13")
+	g.p("\tJMP %s_group", name)
+	g.p("")
+	g.p("%s_tail:", name)
+	g.p("\tTESTQ R13, R13")
+	g.p("\tJZ %s_next", name)
+	g.p("\tMOVL $1, AX")
+	g.p("\tMOVQ R13, CX")
+	g.p("\tSHLL CX, AX")
+	g.p("\tDECL AX")
+	g.p("\tKMOVW AX, K3 // the last windows")
+	g.p("\tMOVL $1, AX")
+	g.p("\tLEAQ (R13)(R13*1), CX // their input columns")
+	g.p("\tCMPQ CX, $16")
+	g.p("\tJGE %s_wide", name)
+	g.p("\tSHLL CX, AX")
+	g.p("\tDECL AX")
+	g.p("\tKMOVW AX, K4")
+	g.p("\tKXORW K5, K5, K5")
+	g.p("\tJMP %s_masked", name)
+	g.p("%s_wide:", name)
+	g.p("\tSUBQ $16, CX")
+	g.p("\tSHLL CX, AX")
+	g.p("\tDECL AX")
+	g.p("\tKMOVW AX, K5")
+	g.p("\tKXNORW K4, K4, K4")
+	g.p("%s_masked:", name)
+	body(true)
+	if grad {
+		g.p("\tLEAQ (R8)(R13*4), R8")
+	} else {
+		g.p("\tLEAQ (DI)(R13*4), DI")
+	}
+	g.p("")
+	g.p("%s_next:", name)
+	g.p("\tLEAQ (SI)(R12*2), SI")
+	if grad {
+		g.p("\tLEAQ (DI)(R12*2), DI")
+	}
+	g.p("\tDECQ R10")
+	g.p("\tJMP %s_row", name)
+	g.p("")
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
