@@ -144,6 +144,17 @@ type attnB struct {
 	f     []float32
 	u     []uint32
 	steps int
+	// view, where set, is the float32 operand itself, already in the panel layout
+	// (one panel, not transposed, row stride nr): nothing is copied then.
+	view []float32
+}
+
+// panels returns the float32 panels.
+func (b *attnB) panels() []float32 {
+	if b.view != nil {
+		return b.view
+	}
+	return b.f
 }
 
 // packB packs op(X) (k×n; X row-major with stride ld, stored n×k when trans) into b.
@@ -152,6 +163,11 @@ func (w *attnWork[L]) packB(b *attnB, x []L, ld, k, n int, trans bool) {
 		nr := gemmKernel32.nr
 		np := gemmCeilDiv(n, nr)
 		b.steps = k
+		b.view = nil
+		if !trans && n == nr && ld == nr {
+			b.view = xf[:k*nr]
+			return
+		}
 		b.f = grow(b.f, np*k*nr)
 		for q := range np {
 			j0 := q * nr
@@ -168,7 +184,19 @@ func (w *attnWork[L]) packB(b *attnB, x []L, ld, k, n int, trans bool) {
 			if cols < nr {
 				clear(panel)
 			}
-			for j := range cols {
+			// Four stored rows at once: four read streams, one 4-wide write per p.
+			j := 0
+			for ; j+4 <= cols; j += 4 {
+				s0 := xf[(j0+j)*ld:][:k]
+				s1 := xf[(j0+j+1)*ld:][:k]
+				s2 := xf[(j0+j+2)*ld:][:k]
+				s3 := xf[(j0+j+3)*ld:][:k]
+				for p := range s0 {
+					d := panel[p*nr+j:][:4]
+					d[0], d[1], d[2], d[3] = s0[p], s1[p], s2[p], s3[p]
+				}
+			}
+			for ; j < cols; j++ {
 				for p, v := range xf[(j0+j)*ld:][:k] {
 					panel[p*nr+j] = v
 				}
@@ -241,7 +269,9 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 			for p := range k {
 				d := ap[p*mr:][:mr]
 				if transA {
-					copy(d, a[p*lda+i0:][:rows])
+					for i, v := range a[p*lda+i0:][:rows] {
+						d[i] = v
+					}
 				} else {
 					for i := range rows {
 						d[i] = a[(i0+i)*lda+p]
@@ -253,7 +283,7 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 		for q := range np {
 			j0 := q * nr
 			cols := min(nr, n-j0)
-			bp := b.f[(q0+q)*b.steps*nr+k0*nr:][:k*nr]
+			bp := b.panels()[(q0+q)*b.steps*nr+k0*nr:][:k*nr]
 			ct, ldt := c[i0*ldc+j0:], ldc
 			if rows < mr || cols < nr {
 				ct, ldt = w.edge, nr
