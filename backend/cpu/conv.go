@@ -629,8 +629,8 @@ func flipWeights[E any](w []E, a backend.Conv2dArgs) []E {
 // sum has none. Each task checks its own images, so the check is no serial pass.
 func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], gw, x, gy []E, a backend.Conv2dArgs) bool {
 	s := newConvShape(a, false)
-	if ob, ok := any(o).(*convOps[half.BFloat16, uint32]); ok && o.rowsA {
-		return convWeightGradTaps(ob, any(gw).([]half.BFloat16), any(x).([]half.BFloat16), any(gy).([]half.BFloat16), &s)
+	if convTapsFirst(o, &s) {
+		return convWeightGradTaps(o, gw, x, gy, &s)
 	}
 	return convWeightGradRows(o, gw, x, gy, &s)
 }

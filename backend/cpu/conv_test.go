@@ -419,14 +419,20 @@ func BenchmarkConvCNN(bm *testing.B) {
 	}
 }
 
-// TestConvWeightGradTaps checks that the AMX layout's weight gradient with the taps
-// as rows (convWeightGradTaps, the pure-Go twin and AMX where this process may use
-// it) equals, bit for bit, the product with the output channels as rows on the same
-// kernel (convWeightGradRows), including batches split into several chunks.
+// TestConvWeightGradTaps checks that the weight gradient with the taps as rows
+// (convWeightGradTaps) equals, bit for bit, the product with the output channels as
+// rows (convWeightGradRows) on the same kernel — float32, each bf16 micro-kernel
+// (pure-Go twins and this machine's) — including batches split into several chunks
+// and images into several pixel slices.
 func TestConvWeightGradTaps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
-	kerns := []*gemmBF16Kernel{gemmAMXKernelGo32x32}
-	if convBF16Kernel != nil && convBF16Kernel.rowsA {
+	kerns := []*gemmBF16Kernel{gemmBF16KernelGo12x32, gemmAMXKernelGo32x32}
+	for _, k := range gemmBF16Kernels() {
+		if k != k.goTwin() {
+			kerns = append(kerns, k)
+		}
+	}
+	if convBF16Kernel != nil && !slices.Contains(kerns, convBF16Kernel) {
 		kerns = append(kerns, convBF16Kernel)
 	}
 	geoms := convTestGeoms()
@@ -434,18 +440,36 @@ func TestConvWeightGradTaps(t *testing.T) {
 	big.N, big.H, big.W, big.OH, big.OW = 20, 40, 40, 40, 40 // several pixel slices, chunks
 	geoms = append(geoms, big)
 	for _, a := range geoms {
-		b := func(n int) []half.BFloat16 {
-			out := make([]half.BFloat16, n)
-			for i := range out {
-				out[i] = half.BFloat16FromFloat64(rng.NormFloat64())
+		s := newConvShape(a, false)
+		nw := a.O * a.C / a.Groups * a.KH * a.KW
+		x32, gy32 := convRandom(rng, a.N*a.C*a.H*a.W), convRandom(rng, a.N*a.O*a.OH*a.OW)
+		f := func(v []float64) []float32 {
+			out := make([]float32, len(v))
+			for i, e := range v {
+				out[i] = float32(e)
 			}
 			return out
 		}
-		x, gy := b(a.N*a.C*a.H*a.W), b(a.N*a.O*a.OH*a.OW)
+		got, want := make([]float32, nw), make([]float32, nw)
+		if !convWeightGradTaps(convF32, got, f(x32), f(gy32), &s) || !convWeightGradRows(convF32, want, f(x32), f(gy32), &s) {
+			t.Fatal("weight gradient declined finite data")
+		}
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%+v float32: gw[%d] = %v, rows as output channels %v", a, i, got[i], want[i])
+			}
+		}
+		b := func(v []float64) []half.BFloat16 {
+			out := make([]half.BFloat16, len(v))
+			for i, e := range v {
+				out[i] = half.BFloat16FromFloat64(e)
+			}
+			return out
+		}
+		x, gy := b(x32), b(gy32)
 		for _, kern := range kerns {
 			o := newConvBF16(kern)
-			s := newConvShape(a, false)
-			got := make([]half.BFloat16, a.O*a.C/a.Groups*a.KH*a.KW)
+			got := make([]half.BFloat16, nw)
 			want := make([]half.BFloat16, len(got))
 			if !convWeightGradTaps(o, got, x, gy, &s) || !convWeightGradRows(o, want, x, gy, &s) {
 				t.Fatal("weight gradient declined finite data")

@@ -6,17 +6,34 @@ import (
 	"github.com/gamp-ml/gamp/half"
 )
 
-// convWeightGradTaps is convWeightGrad for the AMX layout (rowsA) with the roles of
-// the operands swapped: it computes gwᵀ, the taps as the rows. Then the operand that
-// depends on the taps is A, which AMX reads as rows of pixel pairs side by side, so
-// that a tap's row is one copy of consecutive elements of the padded image
-// (convTapRows, rowKern) instead of a transposing gather per pixel pair; and B, gy
-// of the image transposed into pairs, is packed once per pixel slice for every tap
-// panel instead of being A packed anew per row panel. The products x·gy and gy·x are
-// the same float32 numbers, the slices and k tiles are those of convWeightGrad, and
-// each element goes through the same additions in the same order: the result is
-// bit for bit that of convWeightGrad with the same kernel (TestConvWeightGradTaps).
-func convWeightGradTaps(o *convOps[half.BFloat16, uint32], gw, x, gy []half.BFloat16, s *convShape) bool {
+// convWeightGradTaps is convWeightGrad with the roles of the operands swapped: it
+// computes gwᵀ, the taps as the rows (A) and the output channels as the columns
+// (B). B, gy of the image transposed (into pairs for bf16), is then packed once per
+// pixel slice for every tap panel instead of being A packed anew per row panel, and
+// the tiles fit other shapes: for 32 output channels and 400 taps the 12×32 float32
+// tile computes 408×32 instead of 36×416 (convTapsFirst). For AMX (rowsA), whose A
+// holds each row's pixel pairs side by side, a tap's row is one copy of consecutive
+// elements of the padded image (convTapRows, rowKern) instead of a transposing
+// gather per pixel pair. The products x·gy and gy·x are the same numbers, the
+// slices are those of convWeightGradRows, and each element goes through the same
+// additions in the same order: the result is bit for bit that of
+// convWeightGradRows with the same kernel (TestConvWeightGradTaps).
+func convWeightGradTaps[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], gw, x, gy []E, s *convShape) bool {
+	// packA packs the A panel of the taps at offs (w ≤ mr of them), st steps
+	// padded to kcs, and runs the kernel on it.
+	var packA func(ap []P, xp []E, offs []int, st, kcs int)
+	kernA := o.kern
+	if o.rowsA {
+		packA = func(ap []P, xp []E, offs []int, st, kcs int) {
+			convTapRows(any(ap).([]uint32), any(xp).([]half.BFloat16), offs, st, kcs)
+		}
+		kernA = o.rowKern
+	} else {
+		packA = func(ap []P, xp []E, offs []int, st, kcs int) {
+			o.gather(ap, xp, offs, st, len(offs), o.mr)
+			clear(ap[st*o.mr:])
+		}
+	}
 	mp := gemmCeilDiv(s.k, o.mr)          // tap panels of a group
 	ldw := gemmCeilDiv(s.og, o.nr) * o.nr // output channels of a group, padded
 	partLen := s.Groups * mp * o.mr * ldw
@@ -26,11 +43,11 @@ func convWeightGradTaps(o *convOps[half.BFloat16, uint32], gw, x, gy []half.BFlo
 	per += per % 2
 	chunks := max(1, min(s.N, convWGradChunks, convWGradPartials/partLen))
 	parts := make([]float32, chunks*partLen)
-	pool := convScratchPool[half.BFloat16, uint32]()
+	pool := convScratchPool[E, P]()
 	np := ldw / o.nr
 	var nonFinite atomic.Bool
 	ParallelFor(chunks, 1, func(lo, hi int) {
-		sc := pool.Get().(*convScratch[half.BFloat16, uint32])
+		sc := pool.Get().(*convScratch[E, P])
 		defer pool.Put(sc)
 		sc.xp = grow(sc.xp, s.xpLen)
 		clear(sc.xp)
@@ -79,9 +96,9 @@ func convWeightGradTaps(o *convOps[half.BFloat16, uint32], gw, x, gy []half.BFlo
 								offs[i] = xg + s.offs[it*o.mr+i] + q0
 							}
 							ap := sc.a[:o.mr*kcs]
-							convTapRows(ap, sc.xp, offs[:w], st, kcs)
+							packA(ap, sc.xp, offs[:w], st, kcs)
 							for j := range np {
-								o.rowKern(kcs, ap, sc.b[j*o.nr*kcs:][:o.nr*kcs], pg[it*o.mr*ldw+j*o.nr:], ldw)
+								kernA(kcs, ap, sc.b[j*o.nr*kcs:][:o.nr*kcs], pg[it*o.mr*ldw+j*o.nr:], ldw)
 							}
 						}
 					}
@@ -111,6 +128,17 @@ func convWeightGradTaps(o *convOps[half.BFloat16, uint32], gw, x, gy []half.BFlo
 		}
 	})
 	return true
+}
+
+// convTapsFirst reports whether convWeightGrad takes convWeightGradTaps: always
+// for AMX (its A is the cheaper to pack), else where its tiles compute fewer
+// elements (ties to the taps, whose B is packed once).
+func convTapsFirst[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], s *convShape) bool {
+	if o.rowsA {
+		return true
+	}
+	pad := func(n, m int) int { return gemmCeilDiv(n, m) * m }
+	return pad(s.k, o.mr)*pad(s.og, o.nr) <= pad(s.og, o.mr)*pad(s.k, o.nr)
 }
 
 // convTapRows packs the A operand of convWeightGradTaps as rows of lda pairs: row i
