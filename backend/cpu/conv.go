@@ -141,6 +141,10 @@ type convOps[E float32 | half.BFloat16, P float32 | uint32] struct {
 	rows func(dst []P, src []E, ld, steps, w, stride int)
 	// stack, for AMX kernels, is the kernel of convForwardStacked.
 	stack convStackKernel
+	// rowsIn, where set, is the weight gradient's kernel with the taps as mr rows
+	// read in place: c[i*ldc+j] += Σ_p x[offs[i]+p] · b[p*nr+j] (convKernelRowsGo),
+	// so that A needs no panel.
+	rowsIn func(steps int, x []E, offs []int, b []P, c []float32, ldc int)
 	// rowKern, for rowsA kernels, is kern with an A panel of mr rows of steps
 	// pairs side by side (a[i*steps+p]) instead of AMX tiles.
 	rowKern func(steps int, a, b []P, c []float32, ldc int)
@@ -792,7 +796,7 @@ func (b *Backend) Conv2dWeightGrad(gw, x, gy backend.Storage, a backend.Conv2dAr
 	}
 	convCheck("Conv2dWeightGrad", a, X, GW, GY, a.N*a.C*a.H*a.W, a.N*a.O*a.OH*a.OW)
 	if X.dt == backend.Float32 {
-		return convWeightGrad(convF32, GW.f32(), X.f32(), GY.f32(), a)
+		return convWeightGrad(convF32WGrad(a.O/a.Groups), GW.f32(), X.f32(), GY.f32(), a)
 	}
 	return convWeightGrad(convBF16, GW.bf16(), X.bf16(), GY.bf16(), a)
 }

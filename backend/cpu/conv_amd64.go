@@ -204,3 +204,48 @@ func convAMXStack(k *gemmBF16Kernel) convStackKernel {
 		convAMXKernel32x32(kt, &a[0], &b[0], &offs[0], bStride, &c[0], 4*ldc, &amxTileConfig)
 	}
 }
+
+// convKernelRows8x32AVX512 is the weight gradient's float32 kernel with the taps
+// as rows read in place: for i < 8 and j < 32, c[i*ldc+j] += Σ_p x[offs[i]/4+p] ·
+// b[p*32+j], accumulated from zero in ascending p with fused multiply-adds, then
+// added to C (convKernelRowsGo; offs in bytes).
+//
+//go:noescape
+func convKernelRows8x32AVX512(kc int, x *float32, offs *[8]int, b *float32, c *float32, ldc int)
+
+// convKernelRows8x16AVX512 is convKernelRows8x32AVX512 for 16 columns.
+//
+//go:noescape
+func convKernelRows8x16AVX512(kc int, x *float32, offs *[8]int, b *float32, c *float32, ldc int)
+
+// convRowsF32x32 and convRowsF32x16 are the in-place-rows kernels (see
+// convOps.rowsIn) where Gemm runs the AVX-512 kernels, else nil.
+var (
+	convRowsF32x32 = convRowsIn(32, convKernelRows8x32AVX512)
+	convRowsF32x16 = convRowsIn(16, convKernelRows8x16AVX512)
+)
+
+// convRowsIn wraps an in-place-rows kernel of nr columns with the bounds checks
+// the assembly does not make. Rows past len(offs) read the last tap again: their C
+// rows are padding.
+func convRowsIn(nr int, kern func(kc int, x *float32, offs *[8]int, b *float32, c *float32, ldc int)) func(steps int, x []float32, offs []int, b []float32, c []float32, ldc int) {
+	if gemmKernel32 != gemmKernelAVX512 {
+		return nil
+	}
+	return func(steps int, x []float32, offs []int, b []float32, c []float32, ldc int) {
+		if steps == 0 {
+			return
+		}
+		_ = b[steps*nr-1]
+		_ = c[(convRowsMR-1)*ldc+nr-1]
+		var ob [convRowsMR]int
+		for i := range ob {
+			o := offs[min(i, len(offs)-1)]
+			if o < 0 || o+steps > len(x) {
+				panic("cpu: convRowsIn: A row out of range")
+			}
+			ob[i] = 4 * o
+		}
+		kern(steps, &x[0], &ob, &b[0], &c[0], ldc)
+	}
+}

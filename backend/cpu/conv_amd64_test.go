@@ -112,3 +112,62 @@ func TestConvAMXKernelStack(t *testing.T) {
 		}
 	}
 }
+
+// TestConvKernelRows checks convKernelRows8x32AVX512 and convKernelRows8x16AVX512
+// against the loop of their doc comment with an exactly fused multiply-add
+// (gemmFMA32), bit for bit, and their pure-Go twin convKernelRowsGo within float32
+// rounding; rows at scattered, overlapping offsets, fewer taps than rows, C with a
+// row stride wider than the tile.
+func TestConvKernelRows(t *testing.T) {
+	if convRowsF32x32 == nil {
+		t.Skip("no AVX-512")
+	}
+	rng := rand.New(rand.NewPCG(17, 18))
+	const ldc = 40
+	for _, k := range []struct {
+		nr int
+		fn func(steps int, x []float32, offs []int, b []float32, c []float32, ldc int)
+	}{{32, convRowsF32x32}, {16, convRowsF32x16}} {
+		for _, kc := range []int{1, 2, 25, 400, 513} {
+			for _, w := range []int{8, 3} {
+				x := make([]float32, 2000)
+				b := make([]float32, kc*k.nr)
+				for _, v := range [][]float32{x, b} {
+					for i := range v {
+						v[i] = rng.Float32()*2 - 1
+					}
+				}
+				offs := make([]int, w)
+				for i := range offs {
+					offs[i] = rng.IntN(len(x) - kc)
+				}
+				c0 := make([]float32, convRowsMR*ldc)
+				for i := range c0 {
+					c0[i] = rng.Float32()
+				}
+				got, twin := append([]float32(nil), c0...), append([]float32(nil), c0...)
+				k.fn(kc, x, offs, b, got, ldc)
+				convKernelRowsGo(convRowsMR, k.nr, kc, x, offs, b, twin, ldc)
+				for i := range convRowsMR {
+					for j := range ldc {
+						e := i*ldc + j
+						want := c0[e]
+						if j < k.nr {
+							var acc float32
+							for p := range kc {
+								acc = gemmFMA32(x[offs[min(i, w-1)]+p], b[p*k.nr+j], acc)
+							}
+							want += acc
+						}
+						if math.Float32bits(got[e]) != math.Float32bits(want) {
+							t.Fatalf("8x%d kc %d w %d: c[%d][%d] = %v, want %v", k.nr, kc, w, i, j, got[e], want)
+						}
+						if d := math.Abs(float64(twin[e] - want)); d > 1e-5*float64(kc) {
+							t.Fatalf("Go twin 8x%d: c[%d][%d] = %v, want %v", k.nr, i, j, twin[e], want)
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -28,3 +28,6 @@ func convAMXRowKernel(*gemmBF16Kernel) func(steps int, a, b []uint32, c []float3
 
 // convAMXStack is nil: no AMX kernel in this build.
 func convAMXStack(*gemmBF16Kernel) convStackKernel { return nil }
+
+// convRowsF32x32 and convRowsF32x16 are nil: no assembly in this build.
+var convRowsF32x32, convRowsF32x16 func(steps int, x []float32, offs []int, b []float32, c []float32, ldc int)

@@ -23,12 +23,15 @@ func convWeightGradTaps[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 	// padded to kcs, and runs the kernel on it.
 	var packA func(ap []P, xp []E, offs []int, st, kcs int)
 	kernA := o.kern
-	if o.rowsA {
+	switch {
+	case o.rowsIn != nil:
+		// No A panel: the kernel reads the taps' runs in place.
+	case o.rowsA:
 		packA = func(ap []P, xp []E, offs []int, st, kcs int) {
 			convTapRows(any(ap).([]uint32), any(xp).([]half.BFloat16), offs, st, kcs)
 		}
 		kernA = o.rowKern
-	} else {
+	default:
 		packA = func(ap []P, xp []E, offs []int, st, kcs int) {
 			o.gather(ap, xp, offs, st, len(offs), o.mr)
 			clear(ap[st*o.mr:])
@@ -95,6 +98,12 @@ func convWeightGradTaps[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 							for i := range w {
 								offs[i] = xg + s.offs[it*o.mr+i] + q0
 							}
+							if o.rowsIn != nil {
+								for j := range np {
+									o.rowsIn(st, sc.xp, offs[:w], sc.b[j*o.nr*kcs:][:o.nr*kcs], pg[it*o.mr*ldw+j*o.nr:], ldw)
+								}
+								continue
+							}
 							ap := sc.a[:o.mr*kcs]
 							packA(ap, sc.xp, offs[:w], st, kcs)
 							for j := range np {
@@ -134,7 +143,7 @@ func convWeightGradTaps[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 // for AMX (its A is the cheaper to pack), else where its tiles compute fewer
 // elements (ties to the taps, whose B is packed once).
 func convTapsFirst[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], s *convShape) bool {
-	if o.rowsA {
+	if o.rowsA || o.rowsIn != nil {
 		return true
 	}
 	pad := func(n, m int) int { return gemmCeilDiv(n, m) * m }
@@ -160,4 +169,51 @@ func convTapRows(dst []uint32, src []half.BFloat16, offs []int, steps, lda int) 
 		clear(row[steps:])
 	}
 	clear(dst[len(offs)*lda:])
+}
+
+// convRowsMR is the rows of the in-place-rows kernels.
+const convRowsMR = 8
+
+// convF32Rows returns the float32 weight-gradient ops on the in-place-rows kernel
+// for og output channels (16 or 32 columns), nil without it.
+func convF32Rows(og int) *convOps[float32, float32] {
+	k, nr := convRowsF32x32, 32
+	if og <= 16 {
+		k, nr = convRowsF32x16, 16
+	}
+	if k == nil {
+		return nil
+	}
+	o := *convF32
+	o.mr, o.nr, o.rowsIn = convRowsMR, nr, k
+	return &o
+}
+
+// convF32WGrad returns the float32 weight-gradient ops for og output channels:
+// the in-place-rows kernel where there is one, else convF32. Both add each
+// element's products in the same order: the choice changes no bit.
+func convF32WGrad(og int) *convOps[float32, float32] {
+	if o := convF32Rows(og); o != nil {
+		return o
+	}
+	return convF32
+}
+
+// convKernelRowsGo is the pure-Go twin of convKernelRows8x<nr>AVX512 (element
+// offsets, rows past len(offs) reading the last tap): for i < mr and j < nr,
+// c[i*ldc+j] += Σ_p x[offs[i]+p] · b[p*nr+j], accumulated from zero in ascending p
+// (fused where the compiler fuses x·y+z).
+func convKernelRowsGo(mr, nr, steps int, x []float32, offs []int, b, c []float32, ldc int) {
+	b = b[:steps*nr]
+	for i := range mr {
+		xr := x[offs[min(i, len(offs)-1)]:][:steps]
+		crow := c[i*ldc:][:nr]
+		for j := range nr {
+			var acc float32
+			for p, v := range xr {
+				acc += v * b[p*nr+j]
+			}
+			crow[j] += acc
+		}
+	}
 }

@@ -8,7 +8,10 @@
 //
 //	go generate ./backend/cpu/   (or: go run ./internal/convgen -o conv_amd64.s)
 //
-// It also writes convAMXKernel32x32, gemmAMXKernel32x32 (gemm_bf16_amd64.s) with
+// It also writes convKernelRows8x<nr>AVX512, the weight gradient's kernels with
+// the taps as rows: the 8 rows of A read in place (the broadcast element of row i,
+// k step p at x + offs[i] + 4p, a tap's run of the padded image) and B from a
+// packed panel, so that A needs no transposing gather; and convAMXKernel32x32, gemmAMXKernel32x32 (gemm_bf16_amd64.s) with
 // the B tiles of k tile t read in place at b + offs[t] with a row stride of
 // bStride bytes (pair rows of the stacked image, conv_amx.go). The tile
 // instructions are spelled as bytes (the Go assembler has no AMX mnemonics): the
@@ -45,6 +48,10 @@ func main() {
 	for _, k := range kernels {
 		p("")
 		kernel(p, k.mr, k.nr)
+	}
+	for _, nr := range []int{32, 16} {
+		p("")
+		rowsKernel(p, nr)
 	}
 	p("")
 	amxKernel(p)
@@ -194,5 +201,64 @@ func amxKernel(p func(string, ...any)) {
 	ins("tilestored %tmm2, (%rdx,%r8,1)")
 	ins("tilestored %tmm3, 64(%rdx,%r8,1)")
 	ins("tilerelease")
+	p("\tRET")
+}
+
+// rowsRegs are the row pointers of rowsKernel.
+var rowsRegs = []string{"AX", "BX", "DX", "SI", "R8", "R9", "R10", "R11"}
+
+// rowsKernel writes convKernelRows8x<nr>AVX512: accumulators Z0… (row i, register
+// h at i·vr + h), the vr B registers from Z16, broadcast registers from Z20 in turn.
+func rowsKernel(p func(string, ...any), nr int) {
+	const mr = 8
+	vr := nr / 16
+	name := fmt.Sprintf("convKernelRows%dx%dAVX512", mr, nr)
+	p("// func %s(kc int, x *float32, offs *[8]int, b *float32, c *float32, ldc int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	p("\tMOVQ kc+0(FP), R12")
+	p("\tMOVQ x+8(FP), R13")
+	p("\tMOVQ offs+16(FP), DI")
+	for i, r := range rowsRegs {
+		p("\tMOVQ %d(DI), %s", 8*i, r)
+		p("\tADDQ R13, %s", r)
+	}
+	p("\tMOVQ b+24(FP), DI")
+	for r := range mr * vr {
+		p("\tVPXORD Z%d, Z%d, Z%d", r, r, r)
+	}
+	p("\tXORQ CX, CX")
+	p("\tTESTQ R12, R12")
+	p("\tJZ %s_store", name)
+	p("")
+	p("%s_loop:", name)
+	for h := range vr {
+		p("\tVMOVUPS %d(DI), Z%d", 64*h, 16+h)
+	}
+	for i, r := range rowsRegs {
+		bc := 20 + i%6
+		p("\tVBROADCASTSS (%s)(CX*4), Z%d", r, bc)
+		for h := range vr {
+			p("\tVFMADD231PS Z%d, Z%d, Z%d", 16+h, bc, i*vr+h)
+		}
+	}
+	p("\tADDQ $%d, DI", 4*nr)
+	p("\tINCQ CX")
+	p("\tCMPQ CX, R12")
+	p("\tJLT %s_loop", name)
+	p("")
+	p("%s_store:", name)
+	p("\tMOVQ c+32(FP), DI")
+	p("\tMOVQ ldc+40(FP), R8")
+	p("\tSHLQ $2, R8")
+	for i := range mr {
+		for h := range vr {
+			p("\tVADDPS %d(DI), Z%d, Z%d", 64*h, i*vr+h, i*vr+h)
+			p("\tVMOVUPS Z%d, %d(DI)", i*vr+h, 64*h)
+		}
+		if i < mr-1 {
+			p("\tADDQ R8, DI")
+		}
+	}
+	p("\tVZEROUPPER")
 	p("\tRET")
 }
