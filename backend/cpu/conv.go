@@ -455,11 +455,42 @@ func packWeights[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 // convForward computes y = x ⋆ w + bias on the wide grid (see the top of the
 // file); bias may be nil.
 func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], y, x, w, bias []E, a backend.Conv2dArgs) {
-	if ob, ok := any(o).(*convOps[half.BFloat16, uint32]); ok && convStackable(ob, a) {
+	if ob, ok := any(o).(*convOps[half.BFloat16, uint32]); ok {
 		b := func(v []E) []half.BFloat16 { return any(v).([]half.BFloat16) }
-		convForwardStacked(ob, b(y), b(x), b(w), b(bias), a)
-		return
+		if convWidens(a) {
+			convForwardWiden(b(y), b(x), b(w), b(bias), a)
+			return
+		}
+		if convStackable(ob, a) {
+			convForwardStacked(ob, b(y), b(x), b(w), b(bias), a)
+			return
+		}
 	}
+	load := func(s *convShape, xp []E, n int) { padImage(s, xp, x[n*s.C*s.H*s.W:]) }
+	store := func(s *convShape, n, oc int, cr []float32) {
+		yc := y[(n*s.O+oc)*s.OH*s.OW:][:s.OH*s.OW]
+		if o.pairs {
+			// Gather the output rows at the front of the accumulator row
+			// (forward, overlapping copies), then round the plane in one vector
+			// call: short rows would round mostly in the converter's scalar tail.
+			for oh := 1; oh < s.OH; oh++ {
+				copy(cr[oh*s.OW:][:s.OW], cr[oh*s.wp:][:s.OW])
+			}
+			o.store(yc, cr[:s.OH*s.OW])
+			return
+		}
+		for oh := range s.OH {
+			o.store(yc[oh*s.OW:][:s.OW], cr[oh*s.wp:][:s.OW])
+		}
+	}
+	convForwardFn(o, w, bias, a, load, store)
+}
+
+// convForwardFn is convForward reading image n into the zero-padded xp with load
+// and storing output channel oc of image n, on the wide grid in cr (OH rows of wp),
+// with store.
+func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], w, bias []E, a backend.Conv2dArgs,
+	load func(s *convShape, xp []E, n int), store func(s *convShape, n, oc int, cr []float32)) {
 	s := newConvShape(a, o.pairs)
 	pl := packWeights(o, &s, w)
 	rp, steps, nSl, per := pl.rp, pl.steps, pl.nSl, pl.per
@@ -495,7 +526,7 @@ func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 		sc.b = grow(sc.b, o.pad(per)*o.nr)
 		sc.c = grow(sc.c, rp*o.mr*ldc)
 		for n := lo; n < hi; n++ {
-			padImage(&s, sc.xp, x[n*s.C*s.H*s.W:])
+			load(&s, sc.xp, n)
 			for g := range s.Groups {
 				xg := sc.xp[g*s.cg*s.hp*s.wp:]
 				for i := range rp * o.mr {
@@ -548,22 +579,7 @@ func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 					}
 				}
 				for oc := range s.og {
-					yc := y[(n*s.O+g*s.og+oc)*s.OH*s.OW:][:s.OH*s.OW]
-					cr := sc.c[oc*ldc:][:s.OH*s.wp]
-					if o.pairs {
-						// Gather the output rows at the front of the accumulator
-						// row (forward, overlapping copies), then round the plane
-						// in one vector call: short rows would round mostly in the
-						// converter's scalar tail.
-						for oh := 1; oh < s.OH; oh++ {
-							copy(cr[oh*s.OW:][:s.OW], cr[oh*s.wp:][:s.OW])
-						}
-						o.store(yc, cr[:s.OH*s.OW])
-						continue
-					}
-					for oh := range s.OH {
-						o.store(yc[oh*s.OW:][:s.OW], cr[oh*s.wp:][:s.OW])
-					}
+					store(&s, n, g*s.og+oc, sc.c[oc*ldc:][:s.OH*s.wp])
 				}
 			}
 		}

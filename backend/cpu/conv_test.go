@@ -492,3 +492,44 @@ func TestConvWeightGradTaps(t *testing.T) {
 		}
 	}
 }
+
+// TestConvForwardWiden checks that the bf16 forward convolution of one input channel
+// per group is the float32 one on the widened operands, each element rounded once
+// to bf16, bit for bit, with and without bias.
+func TestConvForwardWiden(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	g := convTestGeoms()[0]
+	grouped := g
+	grouped.C, grouped.O, grouped.Groups = 3, 6, 3
+	for _, a := range []backend.Conv2dArgs{g, grouped} {
+		if !convWidens(a) {
+			t.Skip("no float32 in-place kernels")
+		}
+		b := func(n int) ([]half.BFloat16, []float32) {
+			v, f := make([]half.BFloat16, n), make([]float32, n)
+			for i := range v {
+				v[i] = half.BFloat16FromFloat64(rng.NormFloat64())
+				f[i] = v[i].Float32()
+			}
+			return v, f
+		}
+		x, x32 := b(a.N * a.C * a.H * a.W)
+		w, w32 := b(a.O * a.KH * a.KW)
+		bias, bias32 := b(a.O)
+		for _, withBias := range []bool{false, true} {
+			bb, bb32 := bias, bias32
+			if !withBias {
+				bb, bb32 = nil, nil
+			}
+			got := make([]half.BFloat16, a.N*a.O*a.OH*a.OW)
+			convForward(convBF16, got, x, w, bb, a)
+			y32 := make([]float32, len(got))
+			convForward(convF32For(a.O/a.Groups), y32, x32, w32, bb32, a)
+			for i, v := range y32 {
+				if want := half.BFloat16FromFloat32(v); got[i] != want {
+					t.Fatalf("%+v bias %v: y[%d] = %v, float32 path rounded %v", a, withBias, i, got[i], want)
+				}
+			}
+		}
+	}
+}
