@@ -9,12 +9,18 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// attnExpAVX512 is attnExpRowGo(x[:n], scale, shift) with zmm registers, n ≥ 1,
-// sixteen elements a step and the last 1–16 under a lane mask, the lanes' tree at the
-// end; c is attnExpConsts.
+// attnExpAVX512 is attnExpRowGo(x[:n], lo[:n], scale, shift) with zmm registers,
+// n ≥ 1, sixteen elements a step and the last 1–16 under a lane mask, the lanes' tree
+// at the end, the bf16 rounding as half's AVX-512 loop does it; c is attnExpConsts, lo
+// may be nil.
 //
 //go:noescape
-func attnExpAVX512(x *float32, n int, scale, shift float32, c *[12]float32) float32
+func attnExpAVX512(x *float32, n int, scale, shift float32, c *[12]float32, lo *half.BFloat16) float32
+
+// attnDSAVX512 is attnDSGo(dp[:n], p[:n], delta, lo[:n]), n ≥ 1, lo may be nil.
+//
+//go:noescape
+func attnDSAVX512(dp, p *float32, n int, delta float32, lo *half.BFloat16)
 
 // attnMaxAVX512 is attnMaxGo(x[:n]), n ≥ 1, as attnExpAVX512 walks x.
 //
@@ -24,14 +30,29 @@ func attnMaxAVX512(x *float32, n int) float32
 // attnAsm reports whether the AVX-512 row loops run.
 var attnAsm = cpu.X86.HasAVX512F
 
-// attnExpRow sets row[i] = exp(row[i]·scale - shift) (one rounding of the argument)
-// and returns the sum of the row's new values: attnExpRowGo, with AVX-512 where the
-// CPU has it.
-func attnExpRow(row []float32, scale, shift float32) float32 {
+// attnExpRow is attnExpRowGo, with AVX-512 where the CPU has it.
+func attnExpRow(row []float32, lo []half.BFloat16, scale, shift float32) float32 {
 	if attnAsm && len(row) > 0 {
-		return attnExpAVX512(&row[0], len(row), scale, shift, &attnExpConsts)
+		var lp *half.BFloat16
+		if lo != nil {
+			lp = &lo[:len(row)][0]
+		}
+		return attnExpAVX512(&row[0], len(row), scale, shift, &attnExpConsts, lp)
 	}
-	return attnExpRowGo(row, scale, shift)
+	return attnExpRowGo(row, lo, scale, shift)
+}
+
+// attnDS is attnDSGo, with AVX-512 where the CPU has it.
+func attnDS(dp, p []float32, delta float32, lo []half.BFloat16) {
+	if attnAsm && len(dp) > 0 {
+		var lp *half.BFloat16
+		if lo != nil {
+			lp = &lo[:len(dp)][0]
+		}
+		attnDSAVX512(&dp[0], &p[:len(dp)][0], len(dp), delta, lp)
+		return
+	}
+	attnDSGo(dp, p, delta, lo)
 }
 
 // attnMax returns the largest element of row (-Inf for an empty one): attnMaxGo, with

@@ -26,7 +26,27 @@
 	VCMPPS $0x15, Z14, Z16, K2 \
 	VMOVAPS.Z Z19, K2, Z19
 
-// func attnExpAVX512(x *float32, n int, scale, shift float32, c *[12]float32) float32
+// BF16_ROUND: Z23 = the bf16 bits of Z19's lanes as half.BFloat16FromFloat32 rounds them
+// (x + 0x7fff + (x>>16)&1) >> 16, a NaN truncated and quieted (| 0x40); needs Z25 =
+// 0x7fff, Z26 = 1, Z27 = 0x40; clobbers Z21, Z22, K3.
+#define BF16_ROUND \
+	VPSRLD $16, Z19, Z21 \
+	VPANDD Z26, Z21, Z22 \
+	VPADDD Z25, Z19, Z23 \
+	VPADDD Z22, Z23, Z23 \
+	VPSRLD $16, Z23, Z23 \
+	VCMPPS $3, Z19, Z19, K3 \
+	VPORD Z27, Z21, K3, Z23
+
+#define BF16_CONSTS \
+	MOVL $0x7fff, AX \
+	VPBROADCASTD AX, Z25 \
+	MOVL $1, AX \
+	VPBROADCASTD AX, Z26 \
+	MOVL $0x40, AX \
+	VPBROADCASTD AX, Z27
+
+// func attnExpAVX512(x *float32, n int, scale, shift float32, c *[12]float32, lo *uint16) float32
 //
 // Per lane, as attnExp32(fma32(x, scale, -shift)):
 //   Z16 = x·scale - shift (VFMSUB213PS, one rounding)
@@ -34,7 +54,9 @@
 //   Z18 = Z16 - Z17·ln2hi - Z17·ln2lo (two VFNMADD231PS)
 //   Z19 = Horner(expC, Z18) (VFMADD213PS)
 //   e   = Z19 · 2^Z17, zeroed where !(Z16 >= cut is unordered-false), i.e. Z16 < cut.
-TEXT ·attnExpAVX512(SB), NOSPLIT, $0-36
+TEXT ·attnExpAVX512(SB), NOSPLIT, $0-44
+	MOVQ lo+32(FP), DI
+	BF16_CONSTS
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	VBROADCASTSS scale+16(FP), Z1
@@ -63,6 +85,13 @@ attnExpAVX512_loop:
 	EXP_BODY
 	VMOVUPS Z19, 0(SI)
 	VADDPS Z19, Z0, Z0
+	TESTQ DI, DI
+	JZ attnExpAVX512_next
+	BF16_ROUND
+	VPMOVDW Z23, 0(DI)
+	ADDQ $32, DI
+
+attnExpAVX512_next:
 	ADDQ $64, SI
 	SUBQ $16, CX
 	JMP attnExpAVX512_loop
@@ -77,6 +106,12 @@ attnExpAVX512_last:
 	EXP_BODY
 	VMOVUPS Z19, K1, 0(SI)
 	VADDPS Z19, Z0, K1, Z0
+	TESTQ DI, DI
+	JZ attnExpAVX512_sum
+	BF16_ROUND
+	VPMOVDW Z23, K1, 0(DI)
+
+attnExpAVX512_sum:
 	// The lanes' tree: i += i+8, i += i+4, i += i+2, i += i+1.
 	VEXTRACTF32X8 $1, Z0, Y1
 	VADDPS Y1, Y0, Y0
@@ -86,7 +121,7 @@ attnExpAVX512_last:
 	VADDPS X1, X0, X0
 	VMOVSHDUP X0, X1
 	VADDSS X1, X0, X0
-	VMOVSS X0, ret+32(FP)
+	VMOVSS X0, ret+40(FP)
 	VZEROUPPER
 	RET
 
@@ -126,3 +161,53 @@ attnMaxAVX512_last:
 	VZEROUPPER
 	RET
 
+
+// func attnDSAVX512(dp, p *float32, n int, delta float32, lo *uint16)
+//
+// dp[i] = p[i]·(dp[i] - delta) (VSUBPS, VMULPS), i < n (n ≥ 1; the last 1–16 under a
+// lane mask), and its bf16 rounding to lo[i] when lo is not nil.
+TEXT ·attnDSAVX512(SB), NOSPLIT, $0-40
+	MOVQ dp+0(FP), SI
+	MOVQ p+8(FP), BX
+	MOVQ n+16(FP), CX
+	VBROADCASTSS delta+24(FP), Z2
+	MOVQ lo+32(FP), DI
+	BF16_CONSTS
+
+attnDSAVX512_loop:
+	CMPQ CX, $16
+	JBE attnDSAVX512_last
+	VMOVUPS 0(SI), Z19
+	VSUBPS Z2, Z19, Z19
+	VMULPS 0(BX), Z19, Z19
+	VMOVUPS Z19, 0(SI)
+	TESTQ DI, DI
+	JZ attnDSAVX512_next
+	BF16_ROUND
+	VPMOVDW Z23, 0(DI)
+	ADDQ $32, DI
+
+attnDSAVX512_next:
+	ADDQ $64, SI
+	ADDQ $64, BX
+	SUBQ $16, CX
+	JMP attnDSAVX512_loop
+
+attnDSAVX512_last:
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VMOVUPS.Z 0(SI), K1, Z19
+	VMOVUPS.Z 0(BX), K1, Z20
+	VSUBPS Z2, Z19, Z19
+	VMULPS Z20, Z19, Z19
+	VMOVUPS Z19, K1, 0(SI)
+	TESTQ DI, DI
+	JZ attnDSAVX512_done
+	BF16_ROUND
+	VPMOVDW Z23, K1, 0(DI)
+
+attnDSAVX512_done:
+	VZEROUPPER
+	RET

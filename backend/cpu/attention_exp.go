@@ -1,6 +1,10 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"github.com/gamp-ml/gamp/half"
+)
 
 // The float32 exponential of the fused attention's softmax. A score row s of Q·Kᵀ
 // becomes p = exp(fma(s, scale, -shift)), shift being scale·max (forward) or the saved
@@ -43,15 +47,31 @@ func attnExp32(x float32) float32 {
 
 // attnExpRowGo sets row[i] = attnExp32(fma32(row[i], scale, -shift)) for i < len(row)
 // and returns their sum: element i added to lane i%16 of sixteen float32 lanes in
-// ascending i, then the lanes folded by attnLaneSum.
-func attnExpRowGo(row []float32, scale, shift float32) float32 {
+// ascending i, then the lanes folded by attnLaneSum. With lo not nil it also sets
+// lo[i] to row[i] rounded to bf16.
+func attnExpRowGo(row []float32, lo []half.BFloat16, scale, shift float32) float32 {
 	var s [16]float32
 	for i, v := range row {
 		e := attnExp32(fma32(v, scale, -shift))
 		row[i] = e
 		s[i%16] += e
 	}
+	if lo != nil {
+		half.Float32ToBFloat16(lo[:len(row)], row)
+	}
 	return attnLaneSum(&s)
+}
+
+// attnDSGo sets dp[i] = p[i]·(dp[i] - delta), the softmax backward's score gradient,
+// and with lo not nil lo[i] to its bf16 rounding.
+func attnDSGo(dp, p []float32, delta float32, lo []half.BFloat16) {
+	p = p[:len(dp)]
+	for i, v := range dp {
+		dp[i] = p[i] * (v - delta)
+	}
+	if lo != nil {
+		half.Float32ToBFloat16(lo[:len(dp)], dp)
+	}
 }
 
 // attnLaneSum adds the sixteen lanes pairwise: 8 sums of lanes i and i+8, then 4, 2, 1.

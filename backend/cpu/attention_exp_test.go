@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gamp-ml/gamp/half"
 )
 
 var attnExpStride = flag.Int("attnexp.stride", 101, "TestAttnExpUlp tries every attnexp.stride-th float32 in [-87, 1] (1: all of them)")
@@ -76,13 +78,22 @@ func attnExpInputs(rng *rand.Rand, n int, scale, shift float32) []float32 {
 	return x
 }
 
-// The AVX-512 row loops against attnExpRowGo and attnMaxGo bit for bit (values, sums
-// and maxima), every length from 1 to 80 so that the masked tail takes every width.
+// The AVX-512 row loops against attnExpRowGo, attnMaxGo and attnDSGo bit for bit
+// (values, their bf16 roundings, sums and maxima), every length from 1 to 80 so that
+// the masked tail takes every width.
 func TestAttnExpRowTwin(t *testing.T) {
 	if !attnAsm {
 		t.Skip("no AVX-512 (or purego build): the Go loops are the only implementation")
 	}
 	same := func(a, b float32) bool { return sameBits(a, b) || a != a && b != b }
+	sameLo := func(a, b []half.BFloat16) int {
+		for i := range a {
+			if a[i] != b[i] && !(a[i].IsNaN() && b[i].IsNaN()) {
+				return i
+			}
+		}
+		return -1
+	}
 	rng := rand.New(rand.NewPCG(5, 9))
 	for n := 1; n <= 80; n++ {
 		for range 20 {
@@ -92,16 +103,54 @@ func TestAttnExpRowTwin(t *testing.T) {
 			if gm, wm := attnMax(x), attnMaxGo(x); !same(gm, wm) {
 				t.Fatalf("n=%d: max asm %g, Go %g", n, gm, wm)
 			}
-			a, g := append([]float32(nil), x...), append([]float32(nil), x...)
-			sa := attnExpRow(a, scale, shift)
-			sg := attnExpRowGo(g, scale, shift)
-			for i := range a {
-				if !same(a[i], g[i]) {
-					t.Fatalf("n=%d x[%d]=%g: asm %g, Go %g", n, i, x[i], a[i], g[i])
+			for _, withLo := range []bool{false, true} {
+				a, g := append([]float32(nil), x...), append([]float32(nil), x...)
+				var la, lg []half.BFloat16
+				if withLo {
+					// One element more than the row: the loop must not write past it.
+					la, lg = make([]half.BFloat16, n+1), make([]half.BFloat16, n+1)
+					la[n], lg[n] = 0x1234, 0x1234
+				}
+				sa := attnExpRow(a, la, scale, shift)
+				sg := attnExpRowGo(g, lg, scale, shift)
+				for i := range a {
+					if !same(a[i], g[i]) {
+						t.Fatalf("n=%d x[%d]=%g: asm %g, Go %g", n, i, x[i], a[i], g[i])
+					}
+				}
+				if !same(sa, sg) {
+					t.Fatalf("n=%d: sum asm %g, Go %g", n, sa, sg)
+				}
+				if i := sameLo(la, lg); i >= 0 {
+					t.Fatalf("n=%d: bf16[%d] asm %#04x, Go %#04x", n, i, la[i], lg[i])
 				}
 			}
-			if !same(sa, sg) {
-				t.Fatalf("n=%d: sum asm %g, Go %g", n, sa, sg)
+			// dS = p·(dp - δ) with tiny (subnormal), huge and NaN values mixed in.
+			dp, p := make([]float32, n), make([]float32, n)
+			for i := range dp {
+				dp[i] = float32(rng.NormFloat64())
+				p[i] = float32(rng.Float64())
+				switch rng.IntN(8) {
+				case 0:
+					p[i] = 0x1p-140
+				case 1:
+					dp[i] = float32(math.NaN())
+				case 2:
+					p[i] = 0
+				}
+			}
+			delta := float32(rng.NormFloat64())
+			da, dg := append([]float32(nil), dp...), append([]float32(nil), dp...)
+			la, lg := make([]half.BFloat16, n+1), make([]half.BFloat16, n+1)
+			attnDS(da, p, delta, la)
+			attnDSGo(dg, p, delta, lg)
+			for i := range da {
+				if !same(da[i], dg[i]) {
+					t.Fatalf("n=%d dS[%d]: asm %g, Go %g", n, i, da[i], dg[i])
+				}
+			}
+			if i := sameLo(la, lg); i >= 0 {
+				t.Fatalf("n=%d: dS bf16[%d] asm %#04x, Go %#04x", n, i, la[i], lg[i])
 			}
 		}
 	}
@@ -110,7 +159,7 @@ func TestAttnExpRowTwin(t *testing.T) {
 // Masked scores (-Inf) become exact +0, and the row sum is the lanes' tree.
 func TestAttnExpRowMasked(t *testing.T) {
 	row := []float32{0, float32(math.Inf(-1)), -1, float32(math.Inf(-1))}
-	sum := attnExpRow(row, 1, 0)
+	sum := attnExpRow(row, nil, 1, 0)
 	if row[1] != 0 || row[3] != 0 || math.Signbit(float64(row[1])) {
 		t.Fatalf("masked entries %g, %g: want +0", row[1], row[3])
 	}

@@ -81,6 +81,9 @@ func getAttnWork[L attnLow](t, d int, backward bool) *attnWork[L] {
 		w.delta = grow(w.delta, t)
 	}
 	w.tile = grow(w.tile, attnBlock*attnBlock)
+	if _, ok := any(w.pLow).([]half.BFloat16); ok {
+		w.pLow, w.dsLow = grow(w.pLow, attnBlock*attnBlock), grow(w.dsLow, attnBlock*attnBlock)
+	}
 	w.m, w.l = grow(w.m, attnBlock), grow(w.l, attnBlock)
 	w.lse = grow(w.lse, t)
 	w.kern = attnBF16Kernel
@@ -116,22 +119,27 @@ func (w *attnWork[L]) view(s *storage, off, n int, buf *[]L) []L {
 	}
 }
 
-// low returns the rows×cols corner of the float32 tile t (row stride attnBlock) as L:
-// t itself for float32, else rounded into dst (same layout).
-func (w *attnWork[L]) low(t []float32, dst *[]L, rows, cols int) []L {
+// lowRow returns row r (cols wide) of buf, a bf16 tile that P or dS is rounded into as
+// it is computed; nil for float32, whose products read the float32 tiles.
+func (w *attnWork[L]) lowRow(buf []L, r, cols int) []half.BFloat16 {
+	if b, ok := any(buf).([]half.BFloat16); ok {
+		return b[r*attnBlock:][:cols]
+	}
+	return nil
+}
+
+// lowTile returns the tile the products read: t itself for float32, else buf.
+func (w *attnWork[L]) lowTile(t []float32, buf []L) []L {
 	if lt, ok := any(t).([]L); ok {
 		return lt
 	}
-	*dst = grow(*dst, attnBlock*attnBlock)
-	d := any(*dst).([]half.BFloat16)
-	if cols == attnBlock {
-		half.Float32ToBFloat16(d[:rows*attnBlock], t[:rows*attnBlock])
-	} else {
-		for r := range rows {
-			half.Float32ToBFloat16(d[r*attnBlock:][:cols], t[r*attnBlock:][:cols])
-		}
-	}
-	return *dst
+	return buf
+}
+
+// attnClear clears row and, when not nil, its bf16 copy.
+func attnClear(row []float32, lo []half.BFloat16) {
+	clear(row)
+	clear(lo)
 }
 
 // attnB is a B operand packed once per head for the micro-kernel: np panels of nr
@@ -269,9 +277,7 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 			for p := range k {
 				d := ap[p*mr:][:mr]
 				if transA {
-					for i, v := range a[p*lda+i0:][:rows] {
-						d[i] = v
-					}
+					copy(d, a[p*lda+i0:][:rows])
 				} else {
 					for i := range rows {
 						d[i] = a[(i0+i)*lda+p]
@@ -408,19 +414,23 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, q, k, v []L) {
 			w.mul(false, rows, cols, d, q[i0*d:], d, &w.bKt, j0, 0, false, w.tile, attnBlock)
 			for r := range rows {
 				row := w.tile[r*attnBlock : r*attnBlock+cols]
+				lo := w.lowRow(w.pLow, r, cols)
 				vis := attnVisible(causal, i0+r, j0, cols)
 				if vis == 0 {
-					clear(row)
+					attnClear(row, lo)
 					continue
 				}
 				mNew := max(w.m[r], scale*attnMax(row[:vis]))
 				if math.IsInf(float64(mNew), -1) && !attnHasNaN(row[:vis]) {
 					// Every visible score is -Inf: nothing to add (no NaN from -Inf - -Inf).
-					clear(row)
+					attnClear(row, lo)
 					continue
 				}
-				sum := attnExpRow(row[:vis], scale, mNew)
-				clear(row[vis:])
+				sum := attnExpRow(row[:vis], lo, scale, mNew)
+				if lo != nil {
+					lo = lo[vis:]
+				}
+				attnClear(row[vis:], lo)
 				if w.l[r] != 0 {
 					alpha := float32(math.Exp(float64(w.m[r] - mNew)))
 					if alpha != 1 {
@@ -435,7 +445,7 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, q, k, v []L) {
 				}
 				w.m[r] = mNew
 			}
-			p := w.low(w.tile, &w.pLow, rows, cols)
+			p := w.lowTile(w.tile, w.pLow)
 			w.mul(false, rows, d, cols, p, attnBlock, &w.bV, 0, j0, true, acc, d)
 		}
 		for r := range rows {
@@ -524,16 +534,20 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, q, k, v, o, g []L
 			w.mul(false, rows, cols, d, q[i0*d:], d, &w.bKt, j0, 0, false, w.tile, attnBlock)
 			for r := range rows {
 				row := w.tile[r*attnBlock : r*attnBlock+cols]
+				lo := w.lowRow(w.pLow, r, cols)
 				vis := attnVisible(causal, i0+r, j0, cols)
 				l := w.lse[i0+r]
 				if vis == 0 || math.IsInf(float64(l), -1) {
-					clear(row)
+					attnClear(row, lo)
 					continue
 				}
-				attnExpRow(row[:vis], scale, l)
-				clear(row[vis:])
+				attnExpRow(row[:vis], lo, scale, l)
+				if lo != nil {
+					lo = lo[vis:]
+				}
+				attnClear(row[vis:], lo)
 			}
-			p := w.low(w.tile, &w.pLow, rows, cols)
+			p := w.lowTile(w.tile, w.pLow)
 			// dV_j += Pᵀ·dO_i
 			w.mul(true, cols, d, rows, p, attnBlock, &w.bG, 0, i0, true, gv[j0*d:], d)
 			// dP = dO_i·V_jᵀ, then dS = P∘(dP - delta_i) in place of dP.
@@ -541,10 +555,9 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, q, k, v, o, g []L
 			for r := range rows {
 				pr := w.tile[r*attnBlock : r*attnBlock+cols]
 				dp := w.dp[r*attnBlock : r*attnBlock+cols]
-				vecScalar(vecSubS, dp, dp, w.delta[i0+r])
-				vecBinary(vecMul, dp, dp, pr)
+				attnDS(dp, pr, w.delta[i0+r], w.lowRow(w.dsLow, r, cols))
 			}
-			ds := w.low(w.dp, &w.dsLow, rows, cols)
+			ds := w.lowTile(w.dp, w.dsLow)
 			// dQ_i += dS·K_j; dK_j += dSᵀ·Q_i (scaled at the end)
 			w.mul(false, rows, d, cols, ds, attnBlock, &w.bK, 0, j0, true, gq[i0*d:], d)
 			w.mul(true, cols, d, rows, ds, attnBlock, &w.bQ, 0, i0, true, gk[j0*d:], d)

@@ -8,7 +8,12 @@ import "github.com/gamp-ml/gamp/half"
 const attnAsm = false
 
 // attnExpRow is attnExpRowGo.
-func attnExpRow(row []float32, scale, shift float32) float32 { return attnExpRowGo(row, scale, shift) }
+func attnExpRow(row []float32, lo []half.BFloat16, scale, shift float32) float32 {
+	return attnExpRowGo(row, lo, scale, shift)
+}
+
+// attnDS is attnDSGo.
+func attnDS(dp, p []float32, delta float32, lo []half.BFloat16) { attnDSGo(dp, p, delta, lo) }
 
 // attnMax is attnMaxGo.
 func attnMax(row []float32) float32 { return attnMaxGo(row) }
