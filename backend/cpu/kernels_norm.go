@@ -68,40 +68,11 @@ func param(p []float32, i int, def float64) float64 {
 // one channel's row. The kernels run over the samples tile by tile with per-position
 // accumulators and coefficients, so their inner loops are plain vector loops whatever S
 // is (S = 1 for BatchNorm1d). A channel's tiles depend on S alone, not on which channels
-// a worker got, so per-channel sums come out the same for any worker count.
+// a worker got, so per-channel sums come out the same for any worker count. bnGroups
+// (bn_groups.go) hands them out.
 type bnTile struct {
 	off int   // offset of the tile in sample 0; sample n adds n·C·S
 	ch  []int // ch[j]: the channel of position j, relative to the worker's first one
-}
-
-// bnTiles calls fn with each tile of channels [lo, hi), in order.
-func bnTiles(a *backend.NormArgs, lo, hi int, fn func(t bnTile)) {
-	if a.S == 0 {
-		return
-	}
-	ch := make([]int, 0, chunk)
-	if a.S >= chunk {
-		for c := lo; c < hi; c++ {
-			for s0 := 0; s0 < a.S; s0 += chunk {
-				ch = ch[:min(chunk, a.S-s0)]
-				for j := range ch {
-					ch[j] = c - lo
-				}
-				fn(bnTile{c*a.S + s0, ch})
-			}
-		}
-		return
-	}
-	per := chunk / a.S
-	for c0 := lo; c0 < hi; c0 += per {
-		ch = ch[:0]
-		for c := c0; c < min(hi, c0+per); c++ {
-			for range a.S {
-				ch = append(ch, c-lo)
-			}
-		}
-		fn(bnTile{c0 * a.S, ch})
-	}
 }
 
 // BatchNorm implements backend.Backend. X and Y are [N, C, S] (Y may be X). Training
@@ -153,84 +124,101 @@ func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams, relu 
 	ParallelFor(a.C, max(1, grainElems/max(cnt, 1)), func(lo, hi int) {
 		k := hi - lo
 		mean, invstd := make([]float64, k), make([]float64, k)
-		buf := make([]C, chunk)
-		if a.Training {
-			// Two passes: the mean, then the mean squared deviation from it.
-			sum, sq := make([]float64, k), make([]float64, k)
-			acc, em := make([]float64, chunk), make([]float64, chunk)
-			bnTiles(a, lo, hi, func(t bnTile) {
-				m := len(t.ch)
-				clear(acc[:m])
-				for n := 0; n < a.N; n++ {
-					accAdd(acc[:m], xr.read(buf[:m], t.off+n*stride))
-				}
-				for j, c := range t.ch {
-					sum[c] += acc[j]
-				}
-			})
-			for i := range mean {
-				mean[i] = sum[i] / float64(cnt)
-			}
-			bnTiles(a, lo, hi, func(t bnTile) {
-				m := len(t.ch)
-				clear(acc[:m])
-				for j, c := range t.ch {
-					em[j] = mean[c]
-				}
-				for n := 0; n < a.N; n++ {
-					accDev(accSq, acc[:m], nil, xr.read(buf[:m], t.off+n*stride), em[:m])
-				}
-				for j, c := range t.ch {
-					sq[c] += acc[j]
-				}
-			})
-			for i := range k {
-				c := lo + i
-				v := sq[i] / float64(cnt)
-				invstd[i] = 1 / math.Sqrt(v+a.Eps)
-				if p.rm != nil {
-					p.rm[c] = float32((1-a.Momentum)*float64(p.rm[c]) + a.Momentum*mean[i])
-				}
-				if p.rv != nil {
-					unbiased := v * float64(cnt) / float64(cnt-1)
-					p.rv[c] = float32((1-a.Momentum)*float64(p.rv[c]) + a.Momentum*unbiased)
-				}
-			}
-		} else {
-			for i := range k {
-				mean[i] = float64(p.rm[lo+i])
-				invstd[i] = 1 / math.Sqrt(float64(p.rv[lo+i])+a.Eps)
-			}
-		}
+		sum, sq := make([]float64, k), make([]float64, k)
 		cm, scale, shift := make([]C, k), make([]C, k), make([]C, k)
-		for i := range k {
-			c := lo + i
-			if p.sm != nil {
-				p.sm[c] = float32(mean[i])
-			}
-			if p.si != nil {
-				p.si[c] = float32(invstd[i])
-			}
-			cm[i] = C(mean[i])
-			scale[i] = C(invstd[i] * param(p.w, c, 1))
-			shift[i] = C(param(p.bias, c, 0))
-		}
-		// y = (x − mean)·(invstd·w) + b; subtracting first keeps a large mean from
-		// cancelling against the shift.
+		buf := make([]C, chunk)
+		acc, e64 := make([]float64, chunk), make([]float64, chunk)
 		em, es, eb, ob := make([]C, chunk), make([]C, chunk), make([]C, chunk), make([]C, chunk)
-		bnTiles(a, lo, hi, func(t bnTile) {
-			m := len(t.ch)
-			for j, c := range t.ch {
-				em[j], es[j], eb[j] = cm[c], scale[c], shift[c]
-			}
-			for n := 0; n < a.N; n++ {
+		// In training the group's x is read three times: converted once, into xc.
+		var xc bnCache[C]
+		if a.Training {
+			xc = newBNCache(xr, a)
+			defer xc.release()
+		}
+		bnGroups(a, lo, hi, func(g *bnGroup) {
+			// read returns sample n of tile i: from xc once the first pass filled it.
+			read := func(i, n int, fill bool) []C {
+				t := g.tiles[i]
 				off := t.off + n*stride
-				o := yr.out(ob[:m], off)
-				bnAffine(o, xr.read(buf[:m], off), em, es, eb)
-				if relu {
-					reluInPlace(o)
+				switch {
+				case !xc.ok:
+					return xr.read(buf[:len(t.ch)], off)
+				case fill:
+					return xr.read(xc.slot(g, i, n), off)
 				}
-				yr.flush(off, o)
+				return xc.slot(g, i, n)
+			}
+			if a.Training {
+				// Two passes: the mean, then the mean squared deviation from it.
+				for i, t := range g.tiles {
+					m := len(t.ch)
+					clear(acc[:m])
+					for n := 0; n < a.N; n++ {
+						accAdd(acc[:m], read(i, n, true))
+					}
+					for j, c := range t.ch {
+						sum[c] += acc[j]
+					}
+				}
+				for c := g.c0; c < g.c1; c++ {
+					mean[c] = sum[c] / float64(cnt)
+				}
+				for i, t := range g.tiles {
+					m := len(t.ch)
+					clear(acc[:m])
+					for j, c := range t.ch {
+						e64[j] = mean[c]
+					}
+					for n := 0; n < a.N; n++ {
+						accDev(accSq, acc[:m], nil, read(i, n, false), e64[:m])
+					}
+					for j, c := range t.ch {
+						sq[c] += acc[j]
+					}
+				}
+				for i := g.c0; i < g.c1; i++ {
+					c := lo + i
+					v := sq[i] / float64(cnt)
+					invstd[i] = 1 / math.Sqrt(v+a.Eps)
+					if p.rm != nil {
+						p.rm[c] = float32((1-a.Momentum)*float64(p.rm[c]) + a.Momentum*mean[i])
+					}
+					if p.rv != nil {
+						unbiased := v * float64(cnt) / float64(cnt-1)
+						p.rv[c] = float32((1-a.Momentum)*float64(p.rv[c]) + a.Momentum*unbiased)
+					}
+				}
+			} else {
+				for i := g.c0; i < g.c1; i++ {
+					mean[i] = float64(p.rm[lo+i])
+					invstd[i] = 1 / math.Sqrt(float64(p.rv[lo+i])+a.Eps)
+				}
+			}
+			for i := g.c0; i < g.c1; i++ {
+				c := lo + i
+				if p.sm != nil {
+					p.sm[c] = float32(mean[i])
+				}
+				if p.si != nil {
+					p.si[c] = float32(invstd[i])
+				}
+				cm[i] = C(mean[i])
+				scale[i] = C(invstd[i] * param(p.w, c, 1))
+				shift[i] = C(param(p.bias, c, 0))
+			}
+			// y = (x − mean)·(invstd·w) + b; subtracting first keeps a large mean from
+			// cancelling against the shift.
+			for i, t := range g.tiles {
+				m := len(t.ch)
+				for j, c := range t.ch {
+					em[j], es[j], eb[j] = cm[c], scale[c], shift[c]
+				}
+				for n := 0; n < a.N; n++ {
+					off := t.off + n*stride
+					o := yr.out(ob[:m], off)
+					bnAffine(o, read(i, n, false), em, es, eb, relu)
+					yr.flush(off, o)
+				}
 			}
 		})
 	})
@@ -292,6 +280,7 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx, y *storage, p 
 	if y != nil {
 		yr = elemRunOf[C](y)
 	}
+	sums := a.Training || p.gw != nil || p.gb != nil
 	ParallelFor(a.C, max(1, grainElems/max(a.N*a.S, 1)), func(lo, hi int) {
 		k := hi - lo
 		mean, invstd := make([]float64, k), make([]float64, k)
@@ -308,69 +297,98 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx, y *storage, p 
 		if y != nil {
 			yb = make([]C, chunk)
 		}
-		// readGY reads a tile of gy, masked by the ReLU output when there is one.
-		readGY := func(m, off int) []C {
-			g := gyr.read(gb[:m], off)
-			if y == nil {
-				return g
-			}
-			// Into gb: g may be the caller's gy itself.
-			reluMask(gb[:m], g, yr.read(yb[:m], off))
-			return gb[:m]
+		// When the sums pass runs, it leaves the group's masked gy and x converted in
+		// gc and xc for the gradient pass.
+		var gc, xc bnCache[C]
+		if sums {
+			gc, xc = newBNCache(gyr, a), newBNCache(xr, a)
+			defer gc.release()
+			defer xc.release()
 		}
 		// sg = Σ gy and sgx = Σ gy·(x − mean), per channel.
 		sg, sgx := make([]float64, k), make([]float64, k)
-		if a.Training || p.gw != nil || p.gb != nil {
-			acc1, acc2, em := make([]float64, chunk), make([]float64, chunk), make([]float64, chunk)
-			bnTiles(a, lo, hi, func(t bnTile) {
+		acc1, acc2, e64 := make([]float64, chunk), make([]float64, chunk), make([]float64, chunk)
+		ca, cb, cc, cm := make([]C, k), make([]C, k), make([]C, k), make([]C, k)
+		ea, eb, ec, em := make([]C, chunk), make([]C, chunk), make([]C, chunk), make([]C, chunk)
+		ob, tb := make([]C, chunk), make([]C, chunk)
+		bnGroups(a, lo, hi, func(g *bnGroup) {
+			// readGY returns sample n of tile i of gy, masked by the ReLU output when
+			// there is one; fill says the sums pass is reading (and filling gc).
+			readGY := func(i, n int, fill bool) []C {
+				t := g.tiles[i]
+				m, off := len(t.ch), t.off+n*stride
+				if gc.ok && !fill {
+					return gc.slot(g, i, n)
+				}
+				dst := gb[:m]
+				if gc.ok {
+					dst = gc.slot(g, i, n)
+				}
+				v := gyr.read(dst, off)
+				if y == nil {
+					return v
+				}
+				// Into dst: v may be the caller's gy itself.
+				reluMask(dst, v, yr.read(yb[:m], off))
+				return dst
+			}
+			readX := func(i, n int, fill bool) []C {
+				t := g.tiles[i]
+				switch {
+				case !xc.ok:
+					return xr.read(xb[:len(t.ch)], t.off+n*stride)
+				case fill:
+					return xr.read(xc.slot(g, i, n), t.off+n*stride)
+				}
+				return xc.slot(g, i, n)
+			}
+			if sums {
+				for i, t := range g.tiles {
+					m := len(t.ch)
+					clear(acc1[:m])
+					clear(acc2[:m])
+					for j, c := range t.ch {
+						e64[j] = mean[c]
+					}
+					for n := 0; n < a.N; n++ {
+						gv := readGY(i, n, true)
+						accAdd(acc1[:m], gv)
+						accDev(accProd, acc2[:m], gv, readX(i, n, true), e64[:m])
+					}
+					for j, c := range t.ch {
+						sg[c] += acc1[j]
+						sgx[c] += acc2[j]
+					}
+				}
+			}
+			// gx = ca·gy + cb·(x − mean) + cc.
+			for i := g.c0; i < g.c1; i++ {
+				c := lo + i
+				if p.gw != nil {
+					p.gw[c] = float32(sgx[i] * invstd[i])
+				}
+				if p.gb != nil {
+					p.gb[c] = float32(sg[i])
+				}
+				f := param(p.w, c, 1) * invstd[i]
+				ca[i], cm[i] = C(f), C(mean[i])
+				if a.Training {
+					cb[i] = C(-f * invstd[i] * invstd[i] * sgx[i] / cnt)
+					cc[i] = C(-f * sg[i] / cnt)
+				}
+			}
+			for i, t := range g.tiles {
 				m := len(t.ch)
-				clear(acc1[:m])
-				clear(acc2[:m])
 				for j, c := range t.ch {
-					em[j] = mean[c]
+					ea[j], eb[j], ec[j], em[j] = ca[c], cb[c], cc[c], cm[c]
 				}
 				for n := 0; n < a.N; n++ {
 					off := t.off + n*stride
-					g := readGY(m, off)
-					accAdd(acc1[:m], g)
-					accDev(accProd, acc2[:m], g, xr.read(xb[:m], off), em[:m])
+					gv, xs := readGY(i, n, false), readX(i, n, false)
+					o := gxr.out(ob[:m], off)
+					bnGrad(o, gv, xs, ea, eb, ec, em, tb)
+					gxr.flush(off, o)
 				}
-				for j, c := range t.ch {
-					sg[c] += acc1[j]
-					sgx[c] += acc2[j]
-				}
-			})
-		}
-		// gx = ca·gy + cb·(x − mean) + cc.
-		ca, cb, cc, cm := make([]C, k), make([]C, k), make([]C, k), make([]C, k)
-		for i := range k {
-			c := lo + i
-			if p.gw != nil {
-				p.gw[c] = float32(sgx[i] * invstd[i])
-			}
-			if p.gb != nil {
-				p.gb[c] = float32(sg[i])
-			}
-			f := param(p.w, c, 1) * invstd[i]
-			ca[i], cm[i] = C(f), C(mean[i])
-			if a.Training {
-				cb[i] = C(-f * invstd[i] * invstd[i] * sgx[i] / cnt)
-				cc[i] = C(-f * sg[i] / cnt)
-			}
-		}
-		ea, eb, ec, em := make([]C, chunk), make([]C, chunk), make([]C, chunk), make([]C, chunk)
-		ob, tb := make([]C, chunk), make([]C, chunk)
-		bnTiles(a, lo, hi, func(t bnTile) {
-			m := len(t.ch)
-			for j, c := range t.ch {
-				ea[j], eb[j], ec[j], em[j] = ca[c], cb[c], cc[c], cm[c]
-			}
-			for n := 0; n < a.N; n++ {
-				off := t.off + n*stride
-				g, xs := readGY(m, off), xr.read(xb[:m], off)
-				o := gxr.out(ob[:m], off)
-				bnGrad(o, g, xs, ea, eb, ec, em, tb)
-				gxr.flush(off, o)
 			}
 		})
 	})
@@ -435,18 +453,20 @@ func accDev[C numeric](op accDevOp, acc []float64, g, x []C, m []float64) {
 	}
 }
 
-// bnAffine sets o[j] = (v[j]-m[j])·s[j] + b[j], each operation rounded (three vector
-// passes for float32). o may be v.
-func bnAffine[C numeric](o, v, m, s, b []C) {
+// bnAffine sets o[j] = (v[j]-m[j])·s[j] + b[j], each operation rounded (one fused
+// AVX-512 pass for float32, bnAffineF32), then with relu the ReLU (reluInPlace). o may
+// be v.
+func bnAffine[C numeric](o, v, m, s, b []C, relu bool) {
 	if of, ok := any(o).([]float32); ok {
 		n := len(of)
-		vecBinary(vecSub, of, any(v).([]float32), any(m).([]float32)[:n])
-		vecBinary(vecMul, of, of, any(s).([]float32)[:n])
-		vecBinary(vecAdd, of, of, any(b).([]float32)[:n])
+		bnAffineF32(of, any(v).([]float32)[:n], any(m).([]float32)[:n], any(s).([]float32)[:n], any(b).([]float32)[:n], relu)
 		return
 	}
 	for j := range o {
 		o[j] = C((v[j]-m[j])*s[j]) + b[j]
+	}
+	if relu {
+		reluInPlace(o)
 	}
 }
 
@@ -455,17 +475,25 @@ func bnAffine[C numeric](o, v, m, s, b []C) {
 func bnGrad[C numeric](o, g, x, ea, eb, ec, em, t []C) {
 	n := len(o)
 	if of, ok := any(o).([]float32); ok {
-		tf := any(t).([]float32)[:n]
-		vecBinary(vecSub, tf, any(x).([]float32), any(em).([]float32)[:n])
-		vecBinary(vecMul, tf, any(eb).([]float32)[:n], tf)
-		vecBinary(vecMul, of, any(ea).([]float32)[:n], any(g).([]float32))
-		vecBinary(vecAdd, of, of, tf)
-		vecBinary(vecAdd, of, of, any(ec).([]float32)[:n])
+		bnGradF32(of, any(g).([]float32)[:n], any(x).([]float32)[:n], any(ea).([]float32)[:n], any(eb).([]float32)[:n],
+			any(ec).([]float32)[:n], any(em).([]float32)[:n], any(t).([]float32)[:n])
 		return
 	}
 	for j := range o {
 		o[j] = C(C(ea[j]*g[j])+C(eb[j]*(x[j]-em[j]))) + ec[j]
 	}
+}
+
+// bnGradVec is bnGrad's float32 passes on the vector layer (vecBinary), the twin of
+// bnGradAVX512.
+func bnGradVec(o, g, x, ea, eb, ec, em, t []float32) {
+	n := len(o)
+	tf := t[:n]
+	vecBinary(vecSub, tf, x[:n], em[:n])
+	vecBinary(vecMul, tf, eb[:n], tf)
+	vecBinary(vecMul, o, ea[:n], g[:n])
+	vecBinary(vecAdd, o, o, tf)
+	vecBinary(vecAdd, o, o, ec[:n])
 }
 
 // LayerNorm implements backend.Backend. X and Y are [Outer, C] with Outer = N (Y may
@@ -518,6 +546,11 @@ func layerNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 			m, is := C(mean), C(invstd)
 			if rf, ok := any(row).([]float32); ok {
 				// The loops below on the vector layer, each step rounded as there.
+				if w != nil && bias != nil {
+					vecLnFwd(rf, rf, any(w).([]float32), any(bias).([]float32), float32(m), float32(is))
+					store(y, r*cols, 1, row)
+					continue
+				}
 				vecScalar(vecSubS, rf, rf, float32(m))
 				vecScalar(vecMulS, rf, rf, float32(is))
 				if w != nil {
@@ -701,7 +734,7 @@ func layerNormBackward[C numeric](a *backend.NormArgs, x, gyS, gxS *storage, p *
 // layerNormBackwardRowF32 is layerNormBackward's float32 row on the vector layer: g =
 // gy·w, the row sums and the bgw, bgb updates in vecLnRow (scratch, which it leaves
 // dirty, taking the place of a nil one), then g = ca·g + cb·(x - cm) + cc with the
-// loop's float32 roundings, step by step.
+// loop's float32 roundings, step by step (vecLnBwd).
 func layerNormBackwardRowF32(g, gy, xr, w []float32, bgw, bgb, scratch []float64, mean, invstd float64) {
 	if w != nil {
 		vecBinary(vecMul, g, gy, w)
@@ -719,10 +752,6 @@ func layerNormBackwardRowF32(g, gy, xr, w []float32, bgw, bgb, scratch []float64
 	ca, cm := float32(invstd), float32(mean)
 	cb := float32(-invstd * invstd * s2 / n)
 	cc := float32(-invstd * s1 / n)
-	// xr is the caller's scratch copy of the row, free to be overwritten.
-	vecScalar(vecSubS, xr, xr, cm)
-	vecScalar(vecMulS, xr, xr, cb)
-	vecScalar(vecMulS, g, g, ca)
-	vecBinary(vecAdd, g, g, xr)
-	vecScalar(vecAddS, g, g, cc)
+	// g·ca + (x - cm)·cb + cc, each step rounded, in one pass.
+	vecLnBwd(g, xr, ca, cm, cb, cc)
 }

@@ -1,0 +1,9 @@
+//go:build !amd64 || purego
+
+package cpu
+
+// No batch-norm vector loops here: vecAVX512OK is false, the callers run the twins.
+
+func bnAffineRun(o, v, m, s, b *float32, n int, relu bool) { panic("cpu: no vector loops") }
+
+func bnGradRun(o, gv, x, ea, eb, ec, em *float32, n int) { panic("cpu: no vector loops") }
