@@ -78,6 +78,9 @@ type vecImpl struct {
 	lnRow func(s *[32]float64, gw, gb *float64, g, gy, x *float32, mean, invstd float64, n int)
 	// gelu is the GELU forward (gy nil) or backward of geluGo (vec_gelu.go).
 	gelu func(dst, x, gy *float32, n int)
+	// lnFwd and lnBwd are LayerNorm's elementwise row passes (vecLnFwdGo, vecLnBwdGo).
+	lnFwd func(y, x, w, b *float32, m, is float32, n int)
+	lnBwd func(g, x *float32, ca, cm, cb, cc float32, n int)
 }
 
 // vec is the implementation the kernels use (nil: the pure-Go twins), the best in

@@ -198,13 +198,35 @@ func vecLnRowAVX512(s *[32]float64, gw, gb *float64, gv, gy, x *float32, mean, i
 //go:noescape
 func vecLnRowAVX2(s *[32]float64, gw, gb *float64, gv, gy, x *float32, mean, invstd float64, n int)
 
+// vecLnFwdAVX512 equals vecLnFwdGo(y[:n], x[:n], w[:n], b[:n], m, is) for n a multiple
+// of 16, bit for bit (subtract, multiply, multiply, add, each rounded: no FMA).
+//
+//go:noescape
+func vecLnFwdAVX512(y, x, w, b *float32, m, is float32, n int)
+
+// vecLnFwdAVX2 is vecLnFwdAVX512 with ymm registers.
+//
+//go:noescape
+func vecLnFwdAVX2(y, x, w, b *float32, m, is float32, n int)
+
+// vecLnBwdAVX512 equals vecLnBwdGo(gv[:n], x[:n], ca, cm, cb, cc) for n a multiple of
+// 16, bit for bit (each step rounded: no FMA).
+//
+//go:noescape
+func vecLnBwdAVX512(gv, x *float32, ca, cm, cb, cc float32, n int)
+
+// vecLnBwdAVX2 is vecLnBwdAVX512 with ymm registers.
+//
+//go:noescape
+func vecLnBwdAVX2(gv, x *float32, ca, cm, cb, cc float32, n int)
+
 var (
 	vecAVX512 = &vecImpl{"avx512", vecOpAVX512, vecScaleFiniteAVX512, vecSumF64AVX512, vecAccF64AVX512,
 		vecDotF64AVX512, vecMaxF32AVX512, vecExpF64AVX512, vecNarrowAVX512, vecAccDevF64AVX512,
-		vecDevSqF64AVX512, vecLnRowAVX512, vecGeluAVX512}
+		vecDevSqF64AVX512, vecLnRowAVX512, vecGeluAVX512, vecLnFwdAVX512, vecLnBwdAVX512}
 	vecAVX2 = &vecImpl{"avx2", vecOpAVX2, vecScaleFiniteAVX2, vecSumF64AVX2, vecAccF64AVX2,
 		vecDotF64AVX2, vecMaxF32AVX2, vecExpF64AVX2, vecNarrowAVX2, vecAccDevF64AVX2,
-		vecDevSqF64AVX2, vecLnRowAVX2, vecGeluAVX2}
+		vecDevSqF64AVX2, vecLnRowAVX2, vecGeluAVX2, vecLnFwdAVX2, vecLnBwdAVX2}
 )
 
 // vecImpls lists the vector loops this CPU can run, best first. x/sys/cpu reports the

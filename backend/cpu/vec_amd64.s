@@ -1343,6 +1343,65 @@ vecLnRowAVX512_done:
 	VZEROUPPER
 	RET
 
+// func vecLnFwdAVX512(y, x, w, b *float32, m, is float32, n int)
+TEXT ·vecLnFwdAVX512(SB), NOSPLIT, $0-48
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), R8
+	MOVQ b+24(FP), R9
+	VBROADCASTSS m+32(FP), Z8
+	VBROADCASTSS is+36(FP), Z9
+	MOVQ n+40(FP), CX
+
+vecLnFwdAVX512_loop:
+	TESTQ CX, CX
+	JZ vecLnFwdAVX512_done
+	VMOVUPS (SI), Z0
+	VSUBPS Z8, Z0, Z0 // x - m
+	VMULPS Z9, Z0, Z0 // ·is
+	VMULPS (R8), Z0, Z0 // ·w
+	VADDPS (R9), Z0, Z0 // + b
+	VMOVUPS Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	ADDQ $64, R8
+	ADDQ $64, R9
+	SUBQ $16, CX
+	JMP vecLnFwdAVX512_loop
+
+vecLnFwdAVX512_done:
+	VZEROUPPER
+	RET
+
+// func vecLnBwdAVX512(gv, x *float32, ca, cm, cb, cc float32, n int)
+TEXT ·vecLnBwdAVX512(SB), NOSPLIT, $0-40
+	MOVQ gv+0(FP), DI
+	MOVQ x+8(FP), SI
+	VBROADCASTSS ca+16(FP), Z8
+	VBROADCASTSS cm+20(FP), Z9
+	VBROADCASTSS cb+24(FP), Z10
+	VBROADCASTSS cc+28(FP), Z11
+	MOVQ n+32(FP), CX
+
+vecLnBwdAVX512_loop:
+	TESTQ CX, CX
+	JZ vecLnBwdAVX512_done
+	VMOVUPS (SI), Z0
+	VSUBPS Z9, Z0, Z0 // x - cm
+	VMULPS Z10, Z0, Z0 // ·cb
+	VMULPS (DI), Z8, Z1 // g·ca
+	VADDPS Z0, Z1, Z1
+	VADDPS Z11, Z1, Z1 // + cc
+	VMOVUPS Z1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP vecLnBwdAVX512_loop
+
+vecLnBwdAVX512_done:
+	VZEROUPPER
+	RET
+
 // func vecOpAVX2(op int, dst, a, b *float32, n int)
 TEXT ·vecOpAVX2(SB), NOSPLIT, $0-40
 	MOVQ op+0(FP), AX
@@ -2583,6 +2642,65 @@ vecLnRowAVX2_done:
 	VMOVUPD Y5, 160(DI)
 	VMOVUPD Y6, 192(DI)
 	VMOVUPD Y7, 224(DI)
+	VZEROUPPER
+	RET
+
+// func vecLnFwdAVX2(y, x, w, b *float32, m, is float32, n int)
+TEXT ·vecLnFwdAVX2(SB), NOSPLIT, $0-48
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), R8
+	MOVQ b+24(FP), R9
+	VBROADCASTSS m+32(FP), Y8
+	VBROADCASTSS is+36(FP), Y9
+	MOVQ n+40(FP), CX
+
+vecLnFwdAVX2_loop:
+	TESTQ CX, CX
+	JZ vecLnFwdAVX2_done
+	VMOVUPS (SI), Y0
+	VSUBPS Y8, Y0, Y0 // x - m
+	VMULPS Y9, Y0, Y0 // ·is
+	VMULPS (R8), Y0, Y0 // ·w
+	VADDPS (R9), Y0, Y0 // + b
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	SUBQ $8, CX
+	JMP vecLnFwdAVX2_loop
+
+vecLnFwdAVX2_done:
+	VZEROUPPER
+	RET
+
+// func vecLnBwdAVX2(gv, x *float32, ca, cm, cb, cc float32, n int)
+TEXT ·vecLnBwdAVX2(SB), NOSPLIT, $0-40
+	MOVQ gv+0(FP), DI
+	MOVQ x+8(FP), SI
+	VBROADCASTSS ca+16(FP), Y8
+	VBROADCASTSS cm+20(FP), Y9
+	VBROADCASTSS cb+24(FP), Y10
+	VBROADCASTSS cc+28(FP), Y11
+	MOVQ n+32(FP), CX
+
+vecLnBwdAVX2_loop:
+	TESTQ CX, CX
+	JZ vecLnBwdAVX2_done
+	VMOVUPS (SI), Y0
+	VSUBPS Y9, Y0, Y0 // x - cm
+	VMULPS Y10, Y0, Y0 // ·cb
+	VMULPS (DI), Y8, Y1 // g·ca
+	VADDPS Y0, Y1, Y1
+	VADDPS Y11, Y1, Y1 // + cc
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP vecLnBwdAVX2_loop
+
+vecLnBwdAVX2_done:
 	VZEROUPPER
 	RET
 

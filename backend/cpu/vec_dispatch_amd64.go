@@ -98,6 +98,22 @@ func vecLnRowRun(s *[32]float64, gw *float64, gb *float64, g *float32, gy *float
 	vecLnRowAVX2(s, gw, gb, g, gy, x, mean, invstd, n)
 }
 
+func vecLnFwdRun(y *float32, x *float32, w *float32, b *float32, m float32, is float32, n int) {
+	if vec == vecAVX512 {
+		vecLnFwdAVX512(y, x, w, b, m, is, n)
+		return
+	}
+	vecLnFwdAVX2(y, x, w, b, m, is, n)
+}
+
+func vecLnBwdRun(gv *float32, x *float32, ca float32, cm float32, cb float32, cc float32, n int) {
+	if vec == vecAVX512 {
+		vecLnBwdAVX512(gv, x, ca, cm, cb, cc, n)
+		return
+	}
+	vecLnBwdAVX2(gv, x, ca, cm, cb, cc, n)
+}
+
 func vecGeluRun(dst *float32, x *float32, gy *float32, n int) {
 	if vec == vecAVX512 {
 		vecGeluAVX512(dst, x, gy, n)

@@ -40,6 +40,14 @@ func vecLnRowRun(s *[32]float64, gw *float64, gb *float64, g *float32, gy *float
 	panic("cpu: no vector loops")
 }
 
+func vecLnFwdRun(y *float32, x *float32, w *float32, b *float32, m float32, is float32, n int) {
+	panic("cpu: no vector loops")
+}
+
+func vecLnBwdRun(gv *float32, x *float32, ca float32, cm float32, cb float32, cc float32, n int) {
+	panic("cpu: no vector loops")
+}
+
 func vecGeluRun(dst *float32, x *float32, gy *float32, n int) { panic("cpu: no vector loops") }
 
 func vecMaxPool2x2Run(out *float32, idx *int64, r0 *float32, r1 *float32, n int, base int, w int) {

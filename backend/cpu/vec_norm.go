@@ -57,3 +57,52 @@ func vecLnRowGo(s *[32]float64, gw, gb []float64, g, gy, x []float32, mean, invs
 		gb[i] += float64(gy[i])
 	}
 }
+
+// vecLnFwd sets y[i] = ((x[i] - m)·is)·w[i] + b[i] for i < len(y), each step rounded
+// to float32: LayerNorm's normalisation and affine map of one row in one pass, the
+// result of the four vecScalar/vecBinary passes it replaces. y may be x.
+func vecLnFwd(y, x, w, b []float32, m, is float32) {
+	n := len(y)
+	x, w, b = x[:n], w[:n], b[:n]
+	k := 0
+	if vec != nil {
+		if k = n &^ 15; k > 0 {
+			vecLnFwdRun(&y[0], &x[0], &w[0], &b[0], m, is, k)
+		}
+	}
+	vecLnFwdGo(y[k:], x[k:], w[k:], b[k:], m, is)
+}
+
+// vecLnFwdGo is the twin of the lnFwd loops. The conversions keep Go from fusing a
+// product into the following sum.
+func vecLnFwdGo(y, x, w, b []float32, m, is float32) {
+	x, w, b = x[:len(y)], w[:len(y)], b[:len(y)]
+	for i, v := range x {
+		t := float32(float32(v-m)*is) * w[i]
+		y[i] = float32(t) + b[i]
+	}
+}
+
+// vecLnBwd sets g[i] = (g[i]·ca + (x[i] - cm)·cb) + cc for i < len(g), each step rounded
+// to float32: LayerNorm backward's input gradient of one row in one pass, the result of
+// the five passes it replaces.
+func vecLnBwd(g, x []float32, ca, cm, cb, cc float32) {
+	n := len(g)
+	x = x[:n]
+	k := 0
+	if vec != nil {
+		if k = n &^ 15; k > 0 {
+			vecLnBwdRun(&g[0], &x[0], ca, cm, cb, cc, k)
+		}
+	}
+	vecLnBwdGo(g[k:], x[k:], ca, cm, cb, cc)
+}
+
+// vecLnBwdGo is the twin of the lnBwd loops.
+func vecLnBwdGo(g, x []float32, ca, cm, cb, cc float32) {
+	x = x[:len(g)]
+	for i, v := range x {
+		d := float32(float32(v-cm) * cb)
+		g[i] = float32(float32(g[i]*ca)+d) + cc
+	}
+}

@@ -86,3 +86,69 @@ func TestVecLnRow(t *testing.T) {
 		}
 	}
 }
+
+// TestVecLnFwdBwd compares the lnFwd and lnBwd loops and their wrappers with the twins,
+// and the twins with the passes of vecScalar and vecBinary they replace in LayerNorm,
+// bit for bit.
+func TestVecLnFwdBwd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(55, 56))
+	same := func(what string, n int, got, want []float32) {
+		t.Helper()
+		for i := range want {
+			if !sameBits(got[i], want[i]) {
+				t.Fatalf("%s n=%d: [%d] = %v, want %v", what, n, i, got[i], want[i])
+			}
+		}
+	}
+	for _, n := range vecLens {
+		for mis := range 3 {
+			x := vecInputs(rng, n+mis)[mis:]
+			w := vecInputs(rng, n+mis)[mis:]
+			b := vecInputs(rng, n+mis)[mis:]
+			g0 := vecInputs(rng, n+mis)[mis:]
+			m, is := float32(rng.NormFloat64()), float32(rng.Float64()*3)
+			cb, cc := float32(rng.NormFloat64()), float32(rng.NormFloat64())
+
+			// The forward: the passes LayerNorm made, the twin, the wrapper.
+			want := append([]float32(nil), x...)
+			vecScalar(vecSubS, want, want, m)
+			vecScalar(vecMulS, want, want, is)
+			vecBinary(vecMul, want, want, w)
+			vecBinary(vecAdd, want, want, b)
+			twin := make([]float32, n)
+			vecLnFwdGo(twin, x, w, b, m, is)
+			same("vecLnFwdGo", n, twin, want)
+			got := make([]float32, n)
+			vecLnFwd(got, x, w, b, m, is)
+			same("vecLnFwd", n, got, want)
+
+			// The backward.
+			xr := append([]float32(nil), x...)
+			wantG := append([]float32(nil), g0...)
+			vecScalar(vecSubS, xr, xr, m)
+			vecScalar(vecMulS, xr, xr, cb)
+			vecScalar(vecMulS, wantG, wantG, is)
+			vecBinary(vecAdd, wantG, wantG, xr)
+			vecScalar(vecAddS, wantG, wantG, cc)
+			twinG := append([]float32(nil), g0...)
+			vecLnBwdGo(twinG, x, is, m, cb, cc)
+			same("vecLnBwdGo", n, twinG, wantG)
+			gotG := append([]float32(nil), g0...)
+			vecLnBwd(gotG, x, is, m, cb, cc)
+			same("vecLnBwd", n, gotG, wantG)
+
+			k := n &^ 15
+			if k == 0 {
+				continue
+			}
+			for _, impl := range vecImpls {
+				y := make([]float32, k)
+				impl.lnFwd(&y[0], &x[0], &w[0], &b[0], m, is, k)
+				same(impl.name+" lnFwd", k, y, want[:k])
+				gg := append([]float32(nil), g0[:k]...)
+				impl.lnBwd(&gg[0], &x[0], is, m, cb, cc, k)
+				same(impl.name+" lnBwd", k, gg, wantG[:k])
+			}
+		}
+	}
+}

@@ -34,6 +34,8 @@ var runFuncs = []runFunc{
 	{"vecAccDevF64Run", "vecAccDevF64", [][2]string{{"op", "accDevOp"}, {"acc", "*float64"}, {"g", "*float32"}, {"x", "*float32"}, {"m", "*float64"}, {"n", "int"}}, "", true},
 	{"vecDevSqF64Run", "vecDevSqF64", [][2]string{{"s", "*[16]float64"}, {"x", "*float32"}, {"mean", "float64"}, {"n", "int"}}, "", true},
 	{"vecLnRowRun", "vecLnRow", [][2]string{{"s", "*[32]float64"}, {"gw", "*float64"}, {"gb", "*float64"}, {"g", "*float32"}, {"gy", "*float32"}, {"x", "*float32"}, {"mean", "float64"}, {"invstd", "float64"}, {"n", "int"}}, "", true},
+	{"vecLnFwdRun", "vecLnFwd", [][2]string{{"y", "*float32"}, {"x", "*float32"}, {"w", "*float32"}, {"b", "*float32"}, {"m", "float32"}, {"is", "float32"}, {"n", "int"}}, "", true},
+	{"vecLnBwdRun", "vecLnBwd", [][2]string{{"gv", "*float32"}, {"x", "*float32"}, {"ca", "float32"}, {"cm", "float32"}, {"cb", "float32"}, {"cc", "float32"}, {"n", "int"}}, "", true},
 	{"vecGeluRun", "vecGelu", [][2]string{{"dst", "*float32"}, {"x", "*float32"}, {"gy", "*float32"}, {"n", "int"}}, "", true},
 	{"vecMaxPool2x2Run", "vecMaxPool2x2", [][2]string{{"out", "*float32"}, {"idx", "*int64"}, {"r0", "*float32"}, {"r1", "*float32"}, {"n", "int"}, {"base", "int"}, {"w", "int"}}, "", false},
 	{"vecMaxPool2x2RowsRun", "vecMaxPool2x2Rows", [][2]string{{"out", "*float32"}, {"x", "*float32"}, {"rows", "int"}, {"ow", "int"}, {"w", "int"}}, "", false},

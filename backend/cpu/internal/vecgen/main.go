@@ -101,6 +101,7 @@ func main() {
 		g.accDev(x)
 		g.devSqF64(x)
 		g.lnRow(x)
+		g.lnAffine(x)
 	}
 	g.geluConsts()
 	for _, x := range isas {

@@ -98,3 +98,76 @@ func (g *gen) lnRow(x isa) {
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
 }
+
+// lnAffine emits LayerNorm's elementwise row passes, each one call per row where
+// the kernels made four or five, with every step rounded to float32 as there (no
+// fused multiply-add):
+//
+//   - vecLnFwd<ISA>(y, x, w, b *float32, m, is float32, n int): y[i] =
+//     ((x[i] - m)·is)·w[i] + b[i], the forward's normalisation and affine map;
+//   - vecLnBwd<ISA>(g, x *float32, ca, cm, cb, cc float32, n int): g[i] =
+//     (g[i]·ca + (x[i] - cm)·cb) + cc, the backward's input gradient.
+func (g *gen) lnAffine(x isa) {
+	vb := x.vb()
+	name := "vecLnFwd" + x.name
+	g.p("")
+	g.p("// func %s(y, x, w, b *float32, m, is float32, n int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	g.p("\tMOVQ y+0(FP), DI")
+	g.p("\tMOVQ x+8(FP), SI")
+	g.p("\tMOVQ w+16(FP), R8")
+	g.p("\tMOVQ b+24(FP), R9")
+	g.p("\tVBROADCASTSS m+32(FP), %s", x.reg(8))
+	g.p("\tVBROADCASTSS is+36(FP), %s", x.reg(9))
+	g.p("\tMOVQ n+40(FP), CX")
+	g.p("")
+	g.p("%s_loop:", name)
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.p("\tVMOVUPS (SI), %s", x.reg(0))
+	g.p("\tVSUBPS %s, %s, %s // x - m", x.reg(8), x.reg(0), x.reg(0))
+	g.p("\tVMULPS %s, %s, %s // ·is", x.reg(9), x.reg(0), x.reg(0))
+	g.p("\tVMULPS (R8), %s, %s // ·w", x.reg(0), x.reg(0))
+	g.p("\tVADDPS (R9), %s, %s // + b", x.reg(0), x.reg(0))
+	g.p("\tVMOVUPS %s, (DI)", x.reg(0))
+	for _, r := range []string{"SI", "DI", "R8", "R9"} {
+		g.p("\tADDQ $%d, %s", vb, r)
+	}
+	g.p("\tSUBQ $%d, CX", x.lanes)
+	g.p("\tJMP %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+
+	name = "vecLnBwd" + x.name
+	g.p("")
+	g.p("// func %s(gv, x *float32, ca, cm, cb, cc float32, n int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	g.p("\tMOVQ gv+0(FP), DI")
+	g.p("\tMOVQ x+8(FP), SI")
+	g.p("\tVBROADCASTSS ca+16(FP), %s", x.reg(8))
+	g.p("\tVBROADCASTSS cm+20(FP), %s", x.reg(9))
+	g.p("\tVBROADCASTSS cb+24(FP), %s", x.reg(10))
+	g.p("\tVBROADCASTSS cc+28(FP), %s", x.reg(11))
+	g.p("\tMOVQ n+32(FP), CX")
+	g.p("")
+	g.p("%s_loop:", name)
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.p("\tVMOVUPS (SI), %s", x.reg(0))
+	g.p("\tVSUBPS %s, %s, %s // x - cm", x.reg(9), x.reg(0), x.reg(0))
+	g.p("\tVMULPS %s, %s, %s // ·cb", x.reg(10), x.reg(0), x.reg(0))
+	g.p("\tVMULPS (DI), %s, %s // g·ca", x.reg(8), x.reg(1))
+	g.p("\tVADDPS %s, %s, %s", x.reg(0), x.reg(1), x.reg(1))
+	g.p("\tVADDPS %s, %s, %s // + cc", x.reg(11), x.reg(1), x.reg(1))
+	g.p("\tVMOVUPS %s, (DI)", x.reg(1))
+	g.p("\tADDQ $%d, SI", vb)
+	g.p("\tADDQ $%d, DI", vb)
+	g.p("\tSUBQ $%d, CX", x.lanes)
+	g.p("\tJMP %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
