@@ -488,6 +488,24 @@ func attnBackwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, lseS *
 	})
 }
 
+// attnDot returns Σ x_c·y_c in float32: four running sums (c mod 4), then
+// (s0 + s1) + (s2 + s3).
+func attnDot(x, y []float32) float32 {
+	y = y[:len(x)]
+	var s0, s1, s2, s3 float32
+	c := 0
+	for ; c+4 <= len(x); c += 4 {
+		s0 += x[c] * y[c]
+		s1 += x[c+1] * y[c+1]
+		s2 += x[c+2] * y[c+2]
+		s3 += x[c+3] * y[c+3]
+	}
+	for ; c < len(x); c++ {
+		s0 += x[c] * y[c]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
 // attnHasNaN reports whether x holds a NaN.
 func attnHasNaN(x []float32) bool {
 	for _, v := range x {
@@ -518,7 +536,7 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, q, k, v, o, g []L
 	// delta_i = Σ_c dO_ic·O_ic: the softmax backward's row term.
 	gf, of := w.f32(g, &w.gF), w.f32(o, &w.oF)
 	for i := range t {
-		w.delta[i] = float32(vecDotF64(gf[i*d:(i+1)*d], of[i*d:(i+1)*d]))
+		w.delta[i] = attnDot(gf[i*d:(i+1)*d], of[i*d:(i+1)*d])
 	}
 	w.packB(&w.bKt, k, d, d, t, true)
 	w.packB(&w.bVt, v, d, d, t, true)
