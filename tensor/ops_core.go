@@ -200,7 +200,7 @@ func (c *Context) contiguous(t *Tensor) *Tensor {
 	if t.IsContiguous() {
 		return t
 	}
-	out := allocTensor(c, t.dtype, t.device, t.shape)
+	out := allocOut(c, t.dtype, t.device, t.shape)
 	t.ref.b.Copy(out.bview(), t.bview())
 	return c.record(opContiguous, out, []*Tensor{t}, func(bc *Context, g *Tensor) []*Tensor {
 		return []*Tensor{g}

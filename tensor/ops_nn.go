@@ -119,13 +119,13 @@ func (c *Context) softmax(op *Op, x *Tensor, dim int) *Tensor {
 			outer *= s
 		}
 	}
-	y := allocTensor(c, x.dtype, x.device, xm.shape)
+	y := allocOut(c, x.dtype, x.device, xm.shape)
 	x.ref.b.Softmax(y.ref.s, xm.ref.s, outer, n, log)
 	releaseTemp(xm, x)
 	out := y.fromLast(c, perm)
 	return c.record(op, out, in, func(bc *Context, g *Tensor) []*Tensor {
 		gm, _ := bc.toLast(g, d)
-		gx := allocTensor(bc, g.dtype, g.device, gm.shape)
+		gx := allocOut(bc, g.dtype, g.device, gm.shape)
 		g.ref.b.SoftmaxBackward(gx.ref.s, gm.ref.s, y.ref.s, outer, n, log)
 		return []*Tensor{gx.fromLast(bc, perm)}
 	})
@@ -537,10 +537,10 @@ func (c *Context) dropout(x *Tensor, p float64, training bool) *Tensor {
 		rng := c.generator(x.device).Next(uint64(n))
 		x.ref.b.Bernoulli(mask.ref.s, n, rng, p, 1/(1-p))
 	}
-	out := allocTensor(c, x.dtype, x.device, x.shape)
+	out := allocOut(c, x.dtype, x.device, x.shape)
 	x.ref.b.Binary(backend.Mul, out.bview(), x.bview(), mask.bview())
 	return c.record(opDropout, out, in, func(bc *Context, g *Tensor) []*Tensor {
-		gx := allocTensor(bc, g.dtype, g.device, g.shape)
+		gx := allocOut(bc, g.dtype, g.device, g.shape)
 		g.ref.b.Binary(backend.Mul, gx.bview(), g.bview(), mask.bview())
 		return []*Tensor{gx}
 	})

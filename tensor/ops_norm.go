@@ -223,10 +223,10 @@ func (c *Context) layerNorm(x *Tensor, normShape Shape, weight, bias *Tensor, ep
 	rows := Shape(x.shape[:x.Dim()-k]).Numel()
 
 	xd := x.dense(c)
-	y := allocTensor(c, x.dtype, x.device, x.shape)
+	y := allocOut(c, x.dtype, x.device, x.shape)
 	w32, b32 := c.float32Operand(weight), c.float32Operand(bias)
-	mean := allocTensor(c, Float32, x.device, Shape{rows})
-	invstd := allocTensor(c, Float32, x.device, Shape{rows})
+	mean := allocOut(c, Float32, x.device, Shape{rows})
+	invstd := allocOut(c, Float32, x.device, Shape{rows})
 	x.ref.b.LayerNorm(backend.NormArgs{
 		X: xd.ref.s, Y: y.ref.s, Weight: storageOf(w32), Bias: storageOf(b32),
 		SaveMean: mean.ref.s, SaveInvStd: invstd.ref.s, N: rows, C: cols, Eps: eps,

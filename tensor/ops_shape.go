@@ -47,7 +47,7 @@ func (c *Context) reshapeOp(op *Op, t *Tensor, shape Shape) *Tensor {
 	if t.IsContiguous() {
 		out = t.view(c, shape, contiguousStrides(shape), t.offset)
 	} else {
-		out = allocTensor(c, t.dtype, t.device, shape)
+		out = allocOut(c, t.dtype, t.device, shape)
 		dst := out.bview()
 		dst.Shape, dst.Strides = t.shape, contiguousStrides(t.shape)
 		t.ref.b.Copy(dst, t.bview())
