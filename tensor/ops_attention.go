@@ -36,7 +36,9 @@ func (o AttentionOptions) scale(d int) float64 {
 // one shape [..., T, D] (e.g. [N, heads, T, D]): self-attention, every leading index an
 // independent head. It runs the device's fused kernel when the backend has one
 // (backend.Attention) and ComposedAttention otherwise; the two agree to rounding.
-// Under autocast it runs in the low dtype (the kernels compute in float32).
+// Under autocast it runs in the low dtype: the softmax and every accumulation in
+// float32; on the CPU, bf16 inputs also take bf16 products with the probabilities and
+// score gradients rounded to bf16, as FlashAttention does on GPUs.
 func ScaledDotProductAttention(q, k, v *Tensor, o AttentionOptions) *Tensor {
 	return resolve(opAttention, q, k, v).attention(q, k, v, o)
 }

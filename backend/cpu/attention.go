@@ -14,9 +14,10 @@ import (
 // one block pair live in a attnBlock×attnBlock scratch tile, and the softmax is taken
 // online (running maximum and sum per row, the output rescaled as the maximum grows).
 // So the memory a head needs grows with T·D, never T². The backward pass recomputes
-// each tile's probabilities from the saved log-sum-exp. Products are the float32 (or
-// float64) GEMM micro-kernels run on one worker; half data is widened to float32 once
-// per head and rounded once on store.
+// each tile's probabilities from the saved log-sum-exp. This file holds the entry
+// points and the float64 kernel (attnForward, attnBackward: float64 storage, the
+// gradchecks' reference); float32, float16 and bf16 storage run attention_f32.go's
+// kernel (float32 softmax, bf16 products for bf16).
 
 // attnBlock is the query and key block size: a 64×64 float32 tile (16 KB) and the
 // blocks of Q, K and V it reads stay in L1/L2 for the head dimensions of small models.
