@@ -77,3 +77,20 @@ func attnAMXDirect(kc2 int, a []half.BFloat16, lda int, b []uint32, c []float32,
 	_ = c[(amxMR-1)*ldc+amxNR-1]
 	gemmAMXKernel32x32(kc2/amxTileK, (*uint32)(unsafe.Pointer(&a[0])), 2*lda, 4*amxTileK, &b[0], &c[0], 4*ldc, &amxTileConfig, add)
 }
+
+// attnPackTAVX512 is attnPackTGo(dst, src, ld, k, rows, mr) for rows ≤ mr ≤ 16 with a
+// masked load and store per p.
+//
+//go:noescape
+func attnPackTAVX512(dst, src *float32, ld, k, rows, mr int)
+
+// attnPackT is attnPackTGo, with AVX-512 where the CPU has it.
+func attnPackT(dst, src []float32, ld, k, rows, mr int) {
+	if attnAsm && k > 0 && mr <= 16 && rows > 0 {
+		_ = dst[(k-1)*mr+mr-1]
+		_ = src[(k-1)*ld+rows-1]
+		attnPackTAVX512(&dst[0], &src[0], ld, k, rows, mr)
+		return
+	}
+	attnPackTGo(dst, src, ld, k, rows, mr)
+}

@@ -211,3 +211,44 @@ attnDSAVX512_last:
 attnDSAVX512_done:
 	VZEROUPPER
 	RET
+
+// func attnPackTAVX512(dst, src *float32, ld, k, rows, mr int)
+//
+// attnPackTGo: for p < k, dst[p·mr + i] = src[p·ld + i] for i < rows and 0 for
+// rows ≤ i < mr (rows ≤ mr ≤ 16): a zero-masked load and a masked store per p.
+TEXT ·attnPackTAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	SHLQ $2, R8
+	MOVQ k+24(FP), CX
+	MOVQ rows+32(FP), BX
+	MOVQ mr+40(FP), DX
+	MOVL $1, AX
+	MOVQ BX, R9
+	MOVQ CX, R10
+	MOVQ R9, CX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	MOVL $1, AX
+	MOVQ DX, CX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K2
+	MOVQ R10, CX
+	SHLQ $2, DX
+
+attnPackTAVX512_loop:
+	TESTQ CX, CX
+	JZ attnPackTAVX512_done
+	VMOVUPS.Z 0(SI), K1, Z0
+	VMOVUPS Z0, K2, 0(DI)
+	ADDQ R8, SI
+	ADDQ DX, DI
+	DECQ CX
+	JMP attnPackTAVX512_loop
+
+attnPackTAVX512_done:
+	VZEROUPPER
+	RET

@@ -170,3 +170,28 @@ func TestAttnExpRowMasked(t *testing.T) {
 		t.Fatalf("sum %g, want %g", sum, want)
 	}
 }
+
+// attnPackT's AVX-512 loop against attnPackTGo, every rows ≤ mr ≤ 16.
+func TestAttnPackTTwin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 4))
+	const ld, k = 37, 9
+	src := make([]float32, k*ld)
+	for i := range src {
+		src[i] = float32(rng.NormFloat64())
+	}
+	for mr := 1; mr <= 16; mr++ {
+		for rows := 1; rows <= mr; rows++ {
+			got, want := make([]float32, k*mr), make([]float32, k*mr)
+			for i := range got {
+				got[i], want[i] = -1, -1
+			}
+			attnPackT(got, src[3:], ld, k, rows, mr)
+			attnPackTGo(want, src[3:], ld, k, rows, mr)
+			for i := range got {
+				if !sameBits(got[i], want[i]) {
+					t.Fatalf("mr=%d rows=%d: dst[%d] = %g, want %g", mr, rows, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

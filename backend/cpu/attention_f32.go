@@ -273,15 +273,13 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 	for i0 := 0; i0 < m; i0 += mr {
 		rows := min(mr, m-i0)
 		direct := kern.direct != nil && !transA && rows == mr
-		if !direct {
+		if !direct && transA {
+			attnPackT(ap, a[i0:], lda, k, rows, mr)
+		} else if !direct {
 			for p := range k {
 				d := ap[p*mr:][:mr]
-				if transA {
-					copy(d, a[p*lda+i0:][:rows])
-				} else {
-					for i := range rows {
-						d[i] = a[(i0+i)*lda+p]
-					}
+				for i := range rows {
+					d[i] = a[(i0+i)*lda+p]
 				}
 				clear(d[rows:])
 			}
@@ -486,6 +484,16 @@ func attnBackwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, lseS *
 			store(gV, off, 1, w.gv[:t*d])
 		}
 	})
+}
+
+// attnPackTGo packs rows ≤ mr columns of the k×? row-major src (stride ld) as a
+// transposed A panel: dst[p*mr+i] = src[p*ld+i] for i < rows, 0 up to mr.
+func attnPackTGo(dst, src []float32, ld, k, rows, mr int) {
+	for p := range k {
+		d := dst[p*mr:][:mr]
+		copy(d, src[p*ld:][:rows])
+		clear(d[rows:])
+	}
 }
 
 // attnDot returns Σ x_c·y_c in float32: four running sums (c mod 4), then

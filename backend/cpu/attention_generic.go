@@ -24,3 +24,6 @@ func attnAMXDirectOK(kern *gemmBF16Kernel) bool { return false }
 func attnAMXDirect(kc2 int, a []half.BFloat16, lda int, b []uint32, c []float32, ldc int, add bool) {
 	panic("cpu: attnAMXDirect without AMX")
 }
+
+// attnPackT is attnPackTGo.
+func attnPackT(dst, src []float32, ld, k, rows, mr int) { attnPackTGo(dst, src, ld, k, rows, mr) }
