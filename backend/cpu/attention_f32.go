@@ -386,22 +386,39 @@ func attnForwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, lseS *s
 		for h := lo; h < hi; h++ {
 			off := h * t * d
 			qh, kh, vh := w.view(q, off, t*d, &w.qb), w.view(k, off, t*d, &w.kb), w.view(v, off, t*d, &w.vb)
-			w.forwardHead(a.Causal, scale, qh, kh, vh)
-			store(o, off, 1, w.acc[:t*d])
+			out := attnOut(o, off, w.acc[:t*d])
+			w.forwardHead(a.Causal, scale, qh, kh, vh, out)
+			attnFlush(o, off, out)
 			store(lseS, h*t, 1, w.lse[:t])
 		}
 	})
 }
 
-// forwardHead computes one head's output into w.acc and its log-sum-exp into w.lse.
-func (w *attnWork[L]) forwardHead(causal bool, scale float32, q, k, v []L) {
+// attnOut returns where a head's float32 result for s[off:off+len(scratch)] is
+// accumulated: the storage itself when it is float32, else scratch.
+func attnOut(s *storage, off int, scratch []float32) []float32 {
+	if s.dt == backend.Float32 {
+		return s.f32()[off : off+len(scratch)]
+	}
+	return scratch
+}
+
+// attnFlush stores buf, from attnOut, into s at off unless it is s itself.
+func attnFlush(s *storage, off int, buf []float32) {
+	if s.dt != backend.Float32 {
+		store(s, off, 1, buf)
+	}
+}
+
+// forwardHead computes one head's output into out (T·D) and its log-sum-exp into w.lse.
+func (w *attnWork[L]) forwardHead(causal bool, scale float32, q, k, v []L, out []float32) {
 	t, d := w.t, w.d
 	ninf := float32(math.Inf(-1))
 	w.packB(&w.bKt, k, d, d, t, true)
 	w.packB(&w.bV, v, d, t, d, false)
 	for i0 := 0; i0 < t; i0 += attnBlock {
 		rows := min(attnBlock, t-i0)
-		acc := w.acc[i0*d : (i0+rows)*d]
+		acc := out[i0*d : (i0+rows)*d]
 		clear(acc)
 		for r := range rows {
 			w.m[r], w.l[r] = ninf, 0
@@ -478,10 +495,11 @@ func attnBackwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, lseS *
 			load(w.lse[:t], lseS, h*t, 1)
 			qh, kh, vh := w.view(q, off, t*d, &w.qb), w.view(k, off, t*d, &w.kb), w.view(v, off, t*d, &w.vb)
 			oh, gh := w.view(o, off, t*d, &w.ob), w.view(gO, off, t*d, &w.gb)
-			w.backwardHead(a.Causal, scale, qh, kh, vh, oh, gh)
-			store(gQ, off, 1, w.acc[:t*d])
-			store(gK, off, 1, w.gk[:t*d])
-			store(gV, off, 1, w.gv[:t*d])
+			gq, gk, gv := attnOut(gQ, off, w.acc[:t*d]), attnOut(gK, off, w.gk[:t*d]), attnOut(gV, off, w.gv[:t*d])
+			w.backwardHead(a.Causal, scale, qh, kh, vh, oh, gh, gq, gk, gv)
+			attnFlush(gQ, off, gq)
+			attnFlush(gK, off, gk)
+			attnFlush(gV, off, gv)
 		}
 	})
 }
@@ -534,10 +552,9 @@ func (w *attnWork[L]) f32(x []L, buf *[]float32) []float32 {
 	return *buf
 }
 
-// backwardHead computes one head's dQ into w.acc, dK into w.gk and dV into w.gv.
-func (w *attnWork[L]) backwardHead(causal bool, scale float32, q, k, v, o, g []L) {
+// backwardHead computes one head's dQ, dK and dV (T·D each) into gq, gk and gv.
+func (w *attnWork[L]) backwardHead(causal bool, scale float32, q, k, v, o, g []L, gq, gk, gv []float32) {
 	t, d := w.t, w.d
-	gq, gk, gv := w.acc[:t*d], w.gk[:t*d], w.gv[:t*d]
 	clear(gq)
 	clear(gk)
 	clear(gv)
