@@ -139,15 +139,13 @@ type convOps[E float32 | half.BFloat16, P float32 | uint32] struct {
 	// stride ld (convPackRowsTF32, gemmBF16PackGatherRows), or, with rowsA, as
 	// rows of len(dst)/stride steps, zero-padded (convPairRows).
 	rows func(dst []P, src []E, ld, steps, w, stride int)
-	// stack, for AMX kernels, is the kernel of convForwardStacked.
+	// stack, for AMX kernels, is the kernel of convForwardStacked and of the
+	// weight gradient with the taps as rows.
 	stack convStackKernel
 	// rowsIn, where set, is the weight gradient's kernel with the taps as mr rows
 	// read in place: c[i*ldc+j] += Σ_p x[offs[i]+p] · b[p*nr+j] (convKernelRowsGo),
 	// so that A needs no panel.
 	rowsIn func(steps int, x []E, offs []int, b []P, c []float32, ldc int)
-	// rowKern, for rowsA kernels, is kern with an A panel of mr rows of steps
-	// pairs side by side (a[i*steps+p]) instead of AMX tiles.
-	rowKern func(steps int, a, b []P, c []float32, ldc int)
 	// tapRow packs one step of a forward B panel: nr positions of the one or two
 	// taps at src and src[d:] (d < 0: no second tap).
 	tapRow func(dst []P, src []E, d int)
@@ -241,7 +239,6 @@ func newConvBF16(kern *gemmBF16Kernel) *convOps[half.BFloat16, uint32] {
 		return nil
 	}
 	rows := gemmBF16PackGatherRows
-	var rowKern func(steps int, a, b []uint32, c []float32, ldc int)
 	var stack convStackKernel
 	if kern.rowsA {
 		if stack = convAMXStack(kern); stack == nil {
@@ -250,21 +247,9 @@ func newConvBF16(kern *gemmBF16Kernel) *convOps[half.BFloat16, uint32] {
 		rows = func(dst []uint32, src []half.BFloat16, ld, steps, w, stride int) {
 			convPairRows(dst, src, ld, steps, w, stride, kern.tileK)
 		}
-		if rowKern = convAMXRowKernel(kern); rowKern == nil {
-			// The pure-Go twin: repack the rows as tiles.
-			rowKern = func(steps int, a, b []uint32, c []float32, ldc int) {
-				t := make([]uint32, len(a))
-				for i := range kern.mr {
-					for p, v := range a[i*steps:][:steps] {
-						t[amxAt(i, p, kern.mr, kern.tileK)] = v
-					}
-				}
-				kern.fn(steps, t, b, c, ldc, true)
-			}
-		}
 	}
 	return &convOps[half.BFloat16, uint32]{mr: kern.mr, nr: kern.nr, maxSteps: convMaxBF16Steps, pairs: true,
-		tileK: kern.tileK, rowsA: kern.rowsA, rowKern: rowKern, stack: stack,
+		tileK: kern.tileK, rowsA: kern.rowsA, stack: stack,
 		kern: func(steps int, a, b []uint32, c []float32, ldc int) { kern.fn(steps, a, b, c, ldc, true) },
 		rows: rows, gather: convGatherPairs,
 		tapRow: func(dst []uint32, src []half.BFloat16, d int) {

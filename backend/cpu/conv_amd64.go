@@ -150,34 +150,13 @@ func convKernelGo(mr, nr, steps int, a, b []float32, offs []int, c []float32, ld
 	}
 }
 
-// convAMXRowKernel returns, for the AMX kernel, gemmAMXKernel32x32 reading an A
-// panel of 32 rows of steps pairs side by side (convOps.rowKern), accumulating
-// onto C; nil for any other kernel.
-func convAMXRowKernel(k *gemmBF16Kernel) func(steps int, a, b []uint32, c []float32, ldc int) {
-	if k != gemmAMXKernel {
-		return nil
-	}
-	return func(steps int, a, b []uint32, c []float32, ldc int) {
-		if steps%amxTileK != 0 {
-			panic("cpu: convAMXRowKernel: steps is not a multiple of the k tile")
-		}
-		if steps == 0 {
-			return
-		}
-		_ = a[amxMR*steps-1]
-		_ = b[amxNR*steps-1]
-		_ = c[(amxMR-1)*ldc+amxNR-1]
-		gemmAMXKernel32x32(steps/amxTileK, &a[0], 4*steps, 4*amxTileK, &b[0], &c[0], 4*ldc, &amxTileConfig, true)
-	}
-}
-
-// convAMXKernel32x32 is gemmAMXKernel32x32 (add set, a packed A panel) with the
-// B tiles of k tile t read in place at b + offs[t] bytes, pair rows bStride bytes
-// apart, the second 16 columns 64 bytes on: convStackKernel, ldc in bytes. It
-// equals convAMXStackGo(gemmAMXKernelGo32x32), NaN payloads aside.
+// convAMXKernel32x32 is convStackKernel in assembly (gemmAMXKernel32x32's tiles
+// and instructions, add set), with byte strides, offs in words and the B tiles
+// read at b + 4·offs[t]: it equals convAMXStackGo(gemmAMXKernelGo32x32), NaN
+// payloads aside.
 //
 //go:noescape
-func convAMXKernel32x32(kt int, a *uint32, b *uint32, offs *int, bStride int, c *float32, ldc int, cfg *[64]byte)
+func convAMXKernel32x32(np, kt int, a *uint32, aRow, aTile, aPanel int, b *uint32, offs *int, bStride, bPanel int, c *float32, ldc, cPanel int, cfg *[64]byte)
 
 // convAMXStack returns, for the AMX kernel, convAMXKernel32x32 as a
 // convStackKernel with the bounds checks the assembly does not make; nil for
@@ -186,22 +165,22 @@ func convAMXStack(k *gemmBF16Kernel) convStackKernel {
 	if k != gemmAMXKernel {
 		return nil
 	}
-	return func(kt int, a, b []uint32, offs []int, bStride int, c []float32, ldc int) {
-		if kt <= 0 {
+	return func(np, kt int, a []uint32, aRow, aTile, aPanel int, b []uint32, offs []int, bStride, bPanel int, c []float32, ldc, cPanel int) {
+		if np <= 0 || kt <= 0 {
 			return
 		}
-		_ = a[kt*amxTileK*amxMR-1]
-		_ = c[(amxMR-1)*ldc+amxNR-1]
-		if bStride < 0 || bStride%4 != 0 {
-			panic("cpu: convAMXStack: bad B stride")
+		if min(aRow, aTile, aPanel, bStride, bPanel, ldc, cPanel) < 0 {
+			panic("cpu: convAMXStack: negative stride")
 		}
-		last := (amxTileK-1)*bStride/4 + amxNR
+		_ = a[(np-1)*aPanel+(amxMR-1)*aRow+(kt-1)*aTile+amxTileK-1]
+		_ = c[(np-1)*cPanel+(amxMR-1)*ldc+amxNR-1]
+		last := (np-1)*bPanel + (amxTileK-1)*bStride + amxNR
 		for _, o := range offs[:kt] {
-			if o < 0 || o%4 != 0 || o/4+last > len(b) {
+			if o < 0 || o+last > len(b) {
 				panic("cpu: convAMXStack: B tile out of range")
 			}
 		}
-		convAMXKernel32x32(kt, &a[0], &b[0], &offs[0], bStride, &c[0], 4*ldc, &amxTileConfig)
+		convAMXKernel32x32(np, kt, &a[0], 4*aRow, 4*aTile, 4*aPanel, &b[0], &offs[0], 4*bStride, 4*bPanel, &c[0], 4*ldc, 4*cPanel, &amxTileConfig)
 	}
 }
 

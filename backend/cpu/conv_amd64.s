@@ -474,20 +474,26 @@ convKernelRows8x16AVX512_store:
 	VZEROUPPER
 	RET
 
-// func convAMXKernel32x32(kt int, a *uint32, b *uint32, offs *int, bStride int, c *float32, ldc int, cfg *[64]byte)
-TEXT ·convAMXKernel32x32(SB), NOSPLIT, $0-64
-	MOVQ cfg+56(FP), AX
+// func convAMXKernel32x32(np, kt int, a *uint32, aRow, aTile, aPanel int, b *uint32, offs *int, bStride, bPanel int, c *float32, ldc, cPanel int, cfg *[64]byte)
+TEXT ·convAMXKernel32x32(SB), NOSPLIT, $0-112
+	MOVQ cfg+104(FP), AX
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg (%rax)
-	MOVQ kt+0(FP), CX
-	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), AX
-	MOVQ offs+24(FP), R11
-	MOVQ bStride+32(FP), R10
-	MOVQ c+40(FP), DX
-	MOVQ ldc+48(FP), R8
-	MOVQ $64, R9 // bytes per A row
+	MOVQ aRow+24(FP), R9
+	MOVQ R9, R13
+	SHLQ $4, R13 // 16 rows of A
+	MOVQ bStride+64(FP), R10
+	MOVQ c+80(FP), DX
+	MOVQ ldc+88(FP), R8
 	MOVQ R8, R12
 	SHLQ $4, R12 // 16 rows of C
+	CMPQ np+0(FP), $0
+	JLE convAMXKernel32x32_release
+
+convAMXKernel32x32_panel:
+	MOVQ a+16(FP), SI
+	MOVQ b+48(FP), AX
+	MOVQ offs+56(FP), R11
+	MOVQ kt+8(FP), CX
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x04; BYTE $0x02 // tileloadd (%rdx,%r8,1), %tmm0
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x4c; BYTE $0x02; BYTE $0x40 // tileloadd 64(%rdx,%r8,1), %tmm1
 	ADDQ R12, DX
@@ -495,30 +501,41 @@ TEXT ·convAMXKernel32x32(SB), NOSPLIT, $0-64
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x5c; BYTE $0x02; BYTE $0x40 // tileloadd 64(%rdx,%r8,1), %tmm3
 	SUBQ R12, DX
 	TESTQ CX, CX
-	JZ convAMXKernel32x32_done
+	JZ convAMXKernel32x32_store
 
 convAMXKernel32x32_loop:
 	MOVQ 0(R11), DI
+	SHLQ $2, DI // words to bytes
 	ADDQ AX, DI
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
-	LEAQ 1024(SI), BX
+	LEAQ (SI)(R13*1), BX
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloadd (%rbx,%r9,1), %tmm5
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
-	ADDQ $2048, SI
+	ADDQ aTile+32(FP), SI
 	ADDQ $8, R11
 	DECQ CX
 	JNZ convAMXKernel32x32_loop
 
-convAMXKernel32x32_done:
+convAMXKernel32x32_store:
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x02 // tilestored %tmm0, (%rdx,%r8,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x02; BYTE $0x40 // tilestored %tmm1, 64(%rdx,%r8,1)
 	ADDQ R12, DX
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x14; BYTE $0x02 // tilestored %tmm2, (%rdx,%r8,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x5c; BYTE $0x02; BYTE $0x40 // tilestored %tmm3, 64(%rdx,%r8,1)
+	SUBQ R12, DX
+	ADDQ cPanel+96(FP), DX
+	MOVQ aPanel+40(FP), BX
+	ADDQ BX, a+16(FP)
+	MOVQ bPanel+72(FP), BX
+	ADDQ BX, b+48(FP)
+	DECQ np+0(FP)
+	JNZ convAMXKernel32x32_panel
+
+convAMXKernel32x32_release:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	RET

@@ -71,9 +71,10 @@ func TestConvKernelDirect(t *testing.T) {
 }
 
 // TestConvAMXKernelStack pits convAMXKernel32x32 against its pure-Go twin,
-// convAMXStackGo(gemmAMXKernelGo32x32), bit for bit: random finite bf16 pairs, B
-// tiles at scattered, overlapping offsets with a row stride wider than a tile row,
-// C with a row stride wider than the tile and random starting values.
+// convAMXStackGo(gemmAMXKernelGo32x32), bit for bit: random finite bf16 pairs, one
+// and several panels, A in the packed and in the rows layout, B tiles at scattered,
+// overlapping offsets with a row stride wider than a tile row, C with a row stride
+// wider than the tile and random starting values.
 func TestConvAMXKernelStack(t *testing.T) {
 	asm := convAMXStack(convBF16Kernel)
 	if asm == nil {
@@ -85,29 +86,39 @@ func TestConvAMXKernelStack(t *testing.T) {
 		h := func() uint32 { return uint32(half.BFloat16FromFloat64(rng.NormFloat64())) }
 		return h() | h()<<16
 	}
-	const ldc, stride = 40, 4 * 50
-	for _, kt := range []int{1, 2, 5, 15} {
-		a := make([]uint32, kt*amxTileK*amxMR)
-		b := make([]uint32, 3000)
-		for _, v := range [][]uint32{a, b} {
-			for i := range v {
-				v[i] = word()
-			}
-		}
-		offs := make([]int, kt)
-		for i := range offs {
-			offs[i] = 4 * rng.IntN(len(b)-15*stride/4-amxNR)
-		}
-		got := make([]float32, amxMR*ldc)
-		for i := range got {
-			got[i] = float32(rng.NormFloat64())
-		}
-		want := append([]float32(nil), got...)
-		asm(kt, a, b, offs, stride, got, ldc)
-		twin(kt, a, b, offs, stride, want, ldc)
-		for i := range got {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("kt %d: c[%d] = %v, twin %v", kt, i, got[i], want[i])
+	const ldc, bStride, bPanel = 40, 50, 32
+	for _, np := range []int{1, 3} {
+		for _, kt := range []int{1, 2, 5, 15} {
+			for _, rows := range []bool{false, true} {
+				aRow, aTile := amxTileK, amxMR*amxTileK // packed
+				if rows {
+					aRow, aTile = kt*amxTileK, amxTileK
+				}
+				aPanel := amxMR * kt * amxTileK
+				a := make([]uint32, np*aPanel)
+				b := make([]uint32, 3000)
+				for _, v := range [][]uint32{a, b} {
+					for i := range v {
+						v[i] = word()
+					}
+				}
+				offs := make([]int, kt)
+				for i := range offs {
+					offs[i] = rng.IntN(len(b) - (np-1)*bPanel - 15*bStride - amxNR)
+				}
+				cPanel := amxMR * ldc
+				got := make([]float32, np*cPanel)
+				for i := range got {
+					got[i] = float32(rng.NormFloat64())
+				}
+				want := append([]float32(nil), got...)
+				asm(np, kt, a, aRow, aTile, aPanel, b, offs, bStride, bPanel, got, ldc, cPanel)
+				twin(np, kt, a, aRow, aTile, aPanel, b, offs, bStride, bPanel, want, ldc, cPanel)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("np %d kt %d rows %v: c[%d] = %v, twin %v", np, kt, rows, i, got[i], want[i])
+					}
+				}
 			}
 		}
 	}

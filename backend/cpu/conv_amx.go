@@ -18,7 +18,8 @@ import (
 // output position q is then xr[r·L + kw·DilationW + q]: for a fixed kw the rows r
 // are L words apart, so the k order kw, then r (each kw's rows padded with zero rows
 // to a multiple of 16), makes every k tile a B tile read in place at offset
-// (r0·L + kw·DilationW + q0)·4 (convAMXKernel32x32). Building xr costs KH copies
+// (r0·L + kw·DilationW + q0)·4 (convAMXKernel32x32, all panels of a row panel
+// in one call). Building xr costs KH copies
 // of the image's pairs, against one interleave per tap and panel for the packed
 // B panels; the zero rows cost AMX work, so the layout is taken where they add at
 // most a quarter to the k tiles (convStackable: the Fashion CNN's second
@@ -28,23 +29,30 @@ import (
 // The k order and tiles differ from convForward's, so the bits may too; the
 // machine kernel equals its pure-Go twin (convAMXStackGo) bit for bit.
 
-// convStackKernel adds to the 32×32 float32 tile at c (row stride ldc) the product
-// of kt k tiles of an AMX A panel a (packAMXA's layout) and of B tiles read in
-// place: pair row j of k tile t is b[offs[t]/4+j·bStride/4:][:32] (offs and bStride
-// in bytes, multiples of 4), accumulating onto C as gemmAMXKernelGo does with add.
-type convStackKernel func(kt int, a, b []uint32, offs []int, bStride int, c []float32, ldc int)
+// convStackKernel runs np panels under one AMX tile configuration: panel j adds to
+// the 32×32 float32 tile at c[j*cPanel:] (row stride ldc) the product of kt k tiles
+// of A — row i of k tile t is a[j*aPanel+i*aRow+t*aTile:][:16] — and of B — pair
+// row r of k tile t is b[j*bPanel+offs[t]+r*bStride:][:32] — accumulating onto C as
+// gemmAMXKernelGo does with add. Strides and offsets count uint32 words.
+type convStackKernel func(np, kt int, a []uint32, aRow, aTile, aPanel int, b []uint32, offs []int, bStride, bPanel int, c []float32, ldc, cPanel int)
 
 // convAMXStackGo is the pure-Go twin of convAMXKernel32x32 on kern's arithmetic:
-// the B tiles copied into a panel, then kern.fn.
+// each panel's A and B tiles copied into packed panels, then kern.fn.
 func convAMXStackGo(kern *gemmBF16Kernel) convStackKernel {
-	return func(kt int, a, b []uint32, offs []int, bStride int, c []float32, ldc int) {
-		panel := make([]uint32, kt*amxTileK*amxNR)
-		for t := range kt {
-			for j := range amxTileK {
-				copy(panel[(t*amxTileK+j)*amxNR:][:amxNR], b[offs[t]/4+j*bStride/4:][:amxNR])
+	return func(np, kt int, a []uint32, aRow, aTile, aPanel int, b []uint32, offs []int, bStride, bPanel int, c []float32, ldc, cPanel int) {
+		ap := make([]uint32, kt*amxTileK*amxMR)
+		bp := make([]uint32, kt*amxTileK*amxNR)
+		for j := range np {
+			for t := range kt {
+				for i := range amxMR {
+					copy(ap[amxAt(i, t*amxTileK, amxMR, amxTileK):][:amxTileK], a[j*aPanel+i*aRow+t*aTile:][:amxTileK])
+				}
+				for r := range amxTileK {
+					copy(bp[(t*amxTileK+r)*amxNR:][:amxNR], b[j*bPanel+offs[t]+r*bStride:][:amxNR])
+				}
 			}
+			kern.fn(kt*amxTileK, ap, bp, c[j*cPanel:], ldc, true)
 		}
-		kern.fn(kt*amxTileK, a, panel, c, ldc, true)
 	}
 }
 
@@ -97,11 +105,11 @@ func convForwardStacked(o *convOps[half.BFloat16, uint32], y, x, w, bias []half.
 			}
 		}
 	}
-	// Byte offsets of the k tiles' B tiles at position 0.
+	// Word offsets of the k tiles' B tiles at position 0.
 	boff := make([]int, kt)
 	for t := range boff {
 		kw, r0 := t/tpk, t%tpk*amxTileK
-		boff[t] = 4 * (r0*L + kw*a.DilationW)
+		boff[t] = r0*L + kw*a.DilationW
 	}
 	init := make([]float32, a.O)
 	for i := range init {
@@ -122,7 +130,6 @@ func convForwardStacked(o *convOps[half.BFloat16, uint32], y, x, w, bias []half.
 		clear(sc.b)
 		xr := sc.b[:rpad*L]
 		sc.c = grow(sc.c, rp*amxMR*ldc)
-		offs := make([]int, kt)
 		for n := lo; n < hi; n++ {
 			for g := range a.Groups {
 				for cp := range ncp {
@@ -152,13 +159,9 @@ func convForwardStacked(o *convOps[half.BFloat16, uint32], y, x, w, bias []half.
 					}
 					fillF32(sc.c[i*ldc:][:ldc], v)
 				}
-				for q := range npan {
-					for t, v := range boff {
-						offs[t] = v + 4*q*amxNR
-					}
-					for r := range rp {
-						o.stack(kt, wa[(g*rp+r)*blk:][:blk], xr, offs, 4*L, sc.c[r*amxMR*ldc+q*amxNR:], ldc)
-					}
+				for r := range rp {
+					o.stack(npan, kt, wa[(g*rp+r)*blk:][:blk], amxTileK, amxMR*amxTileK, 0,
+						xr, boff, L, amxNR, sc.c[r*amxMR*ldc:], ldc, amxNR)
 				}
 				for oc := range s.og {
 					yc := y[(n*a.O+g*s.og+oc)*a.OH*a.OW:][:a.OH*a.OW]

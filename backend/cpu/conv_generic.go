@@ -21,11 +21,6 @@ func convGatherF32(dst, src []float32, offs []int, steps, w, stride int) {
 // panels for Gemm's micro-kernel.
 var convDirectF32, convDirectF32x16 func(steps int, a, b []float32, offs []int, maxOff int, c []float32, ldc int)
 
-// convAMXRowKernel is nil: no AMX kernel in this build.
-func convAMXRowKernel(*gemmBF16Kernel) func(steps int, a, b []uint32, c []float32, ldc int) {
-	return nil
-}
-
 // convAMXStack is nil: no AMX kernel in this build.
 func convAMXStack(*gemmBF16Kernel) convStackKernel { return nil }
 

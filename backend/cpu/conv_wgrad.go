@@ -13,16 +13,18 @@ import (
 // the tiles fit other shapes: for 32 output channels and 400 taps the 12×32 float32
 // tile computes 408×32 instead of 36×416 (convTapsFirst). For AMX (rowsA), whose A
 // holds each row's pixel pairs side by side, a tap's row is one copy of consecutive
-// elements of the padded image (convTapRows, rowKern) instead of a transposing
+// elements of the padded image (convTapRows, then convStackKernel over every tap
+// panel in one call) instead of a transposing
 // gather per pixel pair. The products x·gy and gy·x are the same numbers, the
 // slices are those of convWeightGradRows, and each element goes through the same
 // additions in the same order: the result is bit for bit that of
 // convWeightGradRows with the same kernel (TestConvWeightGradTaps).
 func convWeightGradTaps[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], gw, x, gy []E, s *convShape) bool {
 	// packA packs the A panel of the taps at offs (w ≤ mr of them), st steps
-	// padded to kcs, and runs the kernel on it.
+	// padded to kcs: for AMX, rows of pairs side by side (all tap panels of a
+	// pixel slice, then one stack call runs them), else the micro-kernel's panel.
 	var packA func(ap []P, xp []E, offs []int, st, kcs int)
-	kernA := o.kern
+	var tileOffs []int // for AMX: the B tiles of a packed panel, 16 pair rows each
 	switch {
 	case o.rowsIn != nil:
 		// No A panel: the kernel reads the taps' runs in place.
@@ -30,7 +32,6 @@ func convWeightGradTaps[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 		packA = func(ap []P, xp []E, offs []int, st, kcs int) {
 			convTapRows(any(ap).([]uint32), any(xp).([]half.BFloat16), offs, st, kcs)
 		}
-		kernA = o.rowKern
 	default:
 		packA = func(ap []P, xp []E, offs []int, st, kcs int) {
 			o.gather(ap, xp, offs, st, len(offs), o.mr)
@@ -57,7 +58,15 @@ func convWeightGradTaps[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 		sc.gy = grow(sc.gy, s.og*ldq+per)
 		clear(sc.gy)
 		maxSteps := o.pad(o.steps(per))
-		sc.a = grow(sc.a, o.mr*maxSteps)
+		if o.rowsA {
+			sc.a = grow(sc.a, mp*o.mr*maxSteps)
+			tileOffs = make([]int, maxSteps/o.tileK)
+			for t := range tileOffs {
+				tileOffs[t] = t * o.tileK * o.nr
+			}
+		} else {
+			sc.a = grow(sc.a, o.mr*maxSteps)
+		}
 		sc.b = grow(sc.b, np*o.nr*maxSteps)
 		offs := make([]int, o.mr)
 		gyRows := make([]int, o.nr)
@@ -104,10 +113,22 @@ func convWeightGradTaps[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 								}
 								continue
 							}
+							if o.rowsA {
+								packA(sc.a[it*o.mr*kcs:][:o.mr*kcs], sc.xp, offs[:w], st, kcs)
+								continue
+							}
 							ap := sc.a[:o.mr*kcs]
 							packA(ap, sc.xp, offs[:w], st, kcs)
 							for j := range np {
-								kernA(kcs, ap, sc.b[j*o.nr*kcs:][:o.nr*kcs], pg[it*o.mr*ldw+j*o.nr:], ldw)
+								o.kern(kcs, ap, sc.b[j*o.nr*kcs:][:o.nr*kcs], pg[it*o.mr*ldw+j*o.nr:], ldw)
+							}
+						}
+						if o.rowsA {
+							// Every tap panel against each column panel: one call.
+							ua, ub := any(sc.a).([]uint32), any(sc.b).([]uint32)
+							for j := range np {
+								o.stack(mp, kcs/o.tileK, ua[:mp*o.mr*kcs], kcs, o.tileK, o.mr*kcs,
+									ub[j*o.nr*kcs:][:o.nr*kcs], tileOffs, o.nr, 0, pg[j*o.nr:], ldw, o.mr*ldw)
 							}
 						}
 					}

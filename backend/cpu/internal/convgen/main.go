@@ -11,9 +11,11 @@
 // It also writes convKernelRows8x<nr>AVX512, the weight gradient's kernels with
 // the taps as rows: the 8 rows of A read in place (the broadcast element of row i,
 // k step p at x + offs[i] + 4p, a tap's run of the padded image) and B from a
-// packed panel, so that A needs no transposing gather; and convAMXKernel32x32, gemmAMXKernel32x32 (gemm_bf16_amd64.s) with
-// the B tiles of k tile t read in place at b + offs[t] with a row stride of
-// bStride bytes (pair rows of the stacked image, conv_amx.go). The tile
+// packed panel, so that A needs no transposing gather; and convAMXKernel32x32,
+// gemmAMXKernel32x32 (gemm_bf16_amd64.s) over several panels under one tile
+// configuration (LDTILECFG and TILERELEASE cost as much as a few k tiles), with the
+// B tiles of k tile t at b + 4·offs[t], bStride bytes a pair row (in place: pair
+// rows of the stacked image, conv_amx.go). The tile
 // instructions are spelled as bytes (the Go assembler has no AMX mnemonics): the
 // encodings of gemm_bf16_amd64.s, whose generator checks them against GNU as, with
 // the same registers.
@@ -137,10 +139,11 @@ var amx = map[string]string{
 	"tilerelease":                      "c4 e2 78 49 c0",
 }
 
-// amxKernel writes convAMXKernel32x32: C (2×2 tiles 0–3, row stride ldc bytes)
-// += A (tiles 4, 5: rows 0–15 and 16–31 of k tile t at a + 2048·t, 64 bytes a
-// row) × B (tiles 6, 7: columns 0–15 and 16–31 at b + offs[t] and 64 bytes on,
-// bStride bytes a pair row).
+// amxKernel writes convAMXKernel32x32: for each of np panels j, C (2×2 tiles 0–3
+// at c + j·cPanel, row stride ldc bytes) += A (tiles 4, 5: rows 0–15 and 16–31 of
+// k tile t at a + j·aPanel + t·aTile, aRow bytes a row) × B (tiles 6, 7: columns
+// 0–15 and 16–31 at b + j·bPanel + 4·offs[t] and 64 bytes on, bStride bytes a
+// pair row; offs counts uint32 words), under one tile configuration. The panel state lives in the argument slots.
 func amxKernel(p func(string, ...any)) {
 	ins := func(asm string) {
 		enc, ok := amx[asm]
@@ -154,20 +157,26 @@ func amxKernel(p func(string, ...any)) {
 		p("\t%s // %s", strings.Join(bs, "; "), asm)
 	}
 	const name = "convAMXKernel32x32"
-	p("// func %s(kt int, a *uint32, b *uint32, offs *int, bStride int, c *float32, ldc int, cfg *[64]byte)", name)
-	p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
-	p("\tMOVQ cfg+56(FP), AX")
+	p("// func %s(np, kt int, a *uint32, aRow, aTile, aPanel int, b *uint32, offs *int, bStride, bPanel int, c *float32, ldc, cPanel int, cfg *[64]byte)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-112", name)
+	p("\tMOVQ cfg+104(FP), AX")
 	ins("ldtilecfg (%rax)")
-	p("\tMOVQ kt+0(FP), CX")
-	p("\tMOVQ a+8(FP), SI")
-	p("\tMOVQ b+16(FP), AX")
-	p("\tMOVQ offs+24(FP), R11")
-	p("\tMOVQ bStride+32(FP), R10")
-	p("\tMOVQ c+40(FP), DX")
-	p("\tMOVQ ldc+48(FP), R8")
-	p("\tMOVQ $64, R9 // bytes per A row")
+	p("\tMOVQ aRow+24(FP), R9")
+	p("\tMOVQ R9, R13")
+	p("\tSHLQ $4, R13 // 16 rows of A")
+	p("\tMOVQ bStride+64(FP), R10")
+	p("\tMOVQ c+80(FP), DX")
+	p("\tMOVQ ldc+88(FP), R8")
 	p("\tMOVQ R8, R12")
 	p("\tSHLQ $4, R12 // 16 rows of C")
+	p("\tCMPQ np+0(FP), $0")
+	p("\tJLE %s_release", name)
+	p("")
+	p("%s_panel:", name)
+	p("\tMOVQ a+16(FP), SI")
+	p("\tMOVQ b+48(FP), AX")
+	p("\tMOVQ offs+56(FP), R11")
+	p("\tMOVQ kt+8(FP), CX")
 	ins("tileloadd (%rdx,%r8,1), %tmm0")
 	ins("tileloadd 64(%rdx,%r8,1), %tmm1")
 	p("\tADDQ R12, DX")
@@ -175,31 +184,42 @@ func amxKernel(p func(string, ...any)) {
 	ins("tileloadd 64(%rdx,%r8,1), %tmm3")
 	p("\tSUBQ R12, DX")
 	p("\tTESTQ CX, CX")
-	p("\tJZ %s_done", name)
+	p("\tJZ %s_store", name)
 	p("")
 	p("%s_loop:", name)
 	p("\tMOVQ 0(R11), DI")
+	p("\tSHLQ $2, DI // words to bytes")
 	p("\tADDQ AX, DI")
 	ins("tileloadd (%rsi,%r9,1), %tmm4")
 	ins("tileloadd (%rdi,%r10,1), %tmm6")
 	ins("tileloadd 64(%rdi,%r10,1), %tmm7")
 	ins("tdpbf16ps %tmm6, %tmm4, %tmm0")
 	ins("tdpbf16ps %tmm7, %tmm4, %tmm1")
-	p("\tLEAQ 1024(SI), BX")
+	p("\tLEAQ (SI)(R13*1), BX")
 	ins("tileloadd (%rbx,%r9,1), %tmm5")
 	ins("tdpbf16ps %tmm6, %tmm5, %tmm2")
 	ins("tdpbf16ps %tmm7, %tmm5, %tmm3")
-	p("\tADDQ $2048, SI")
+	p("\tADDQ aTile+32(FP), SI")
 	p("\tADDQ $8, R11")
 	p("\tDECQ CX")
 	p("\tJNZ %s_loop", name)
 	p("")
-	p("%s_done:", name)
+	p("%s_store:", name)
 	ins("tilestored %tmm0, (%rdx,%r8,1)")
 	ins("tilestored %tmm1, 64(%rdx,%r8,1)")
 	p("\tADDQ R12, DX")
 	ins("tilestored %tmm2, (%rdx,%r8,1)")
 	ins("tilestored %tmm3, 64(%rdx,%r8,1)")
+	p("\tSUBQ R12, DX")
+	p("\tADDQ cPanel+96(FP), DX")
+	p("\tMOVQ aPanel+40(FP), BX")
+	p("\tADDQ BX, a+16(FP)")
+	p("\tMOVQ bPanel+72(FP), BX")
+	p("\tADDQ BX, b+48(FP)")
+	p("\tDECQ np+0(FP)")
+	p("\tJNZ %s_panel", name)
+	p("")
+	p("%s_release:", name)
 	ins("tilerelease")
 	p("\tRET")
 }
