@@ -215,22 +215,41 @@ var (
 		o.mr, o.nr, o.direct = 16, 16, convDirectF32x16
 		return &o
 	}()
+	// convF32x8 is convF32 on the in-place 8×32 kernel (nil without it).
+	convF32x8 = func() *convOps[float32, float32] {
+		if convDirectF32x8 == nil {
+			return nil
+		}
+		o := *convF32
+		o.mr, o.nr, o.direct = 8, 32, convDirectF32x8
+		return &o
+	}()
 	// convBF16 is nil where the CPU lacks VDPBF16PS.
 	convBF16 = newConvBF16(convBF16Kernel)
 )
 
-// convF32For returns the float32 ops for og output channels per group: the 16×16
-// tile where it computes at most 3/4 of the rows the 12×32 one does (16 channels:
-// 16 rows instead of 24). Per row it costs more (17 loads for 16 FMAs a step, the
-// 12×32 one 14 for 24): with 32 channels, 32 rows against 36, the 12×32 tile took
-// 15 % less CPU time on the Fashion CNN's second convolution. Both add each
-// element's products in the same order, so the choice changes no bit of the result.
+// convF32For returns the float32 ops for og output channels per group: of the
+// 12×32, 8×32 and 16×16 in-place tiles, the one whose computed rows cost least. Per
+// k step the 32-column tiles are bound by their FMAs (24 FMAs, 14 loads; 16 and
+// 10), a cycle per row and 32 columns, the 16×16 one by its 17 loads for 16 FMAs,
+// 17/16 of that: so 8×32 for 16 and 32 channels (16 and 32 rows against 24 and 36;
+// 16 % and 9 % less CPU on the Fashion CNN's second convolution's input gradient
+// and forward than the 16×16 and 12×32 tiles). All add each element's products in
+// the same order, so the choice changes no bit of the result.
 func convF32For(og int) *convOps[float32, float32] {
-	rows := func(mr int) int { return gemmCeilDiv(og, mr) * mr }
-	if convF32x16 != nil && 4*rows(16) <= 3*rows(convF32.mr) {
-		return convF32x16
+	best, cost := convF32, 16*gemmCeilDiv(og, convF32.mr)*convF32.mr
+	for _, c := range []struct {
+		o *convOps[float32, float32]
+		f int
+	}{{convF32x8, 16}, {convF32x16, 17}} {
+		if c.o == nil {
+			continue
+		}
+		if k := c.f * gemmCeilDiv(og, c.o.mr) * c.o.mr; k < cost {
+			best, cost = c.o, k
+		}
 	}
-	return convF32
+	return best
 }
 
 // newConvBF16 returns the bf16 ops on micro-kernel kern (nil for nil).

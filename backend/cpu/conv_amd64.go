@@ -36,12 +36,19 @@ func convKernel12x32AVX512(kc int, a []float32, b *float32, offs []int, c []floa
 //go:noescape
 func convKernel16x16AVX512(kc int, a []float32, b *float32, offs []int, c []float32, ldc int)
 
+// convKernel8x32AVX512 is convKernel12x32AVX512 for an 8×32 tile: the same loop
+// with 8 for 12 (convKernelGo(8, 32, ...)).
+//
+//go:noescape
+func convKernel8x32AVX512(kc int, a []float32, b *float32, offs []int, c []float32, ldc int)
+
 // convDirectF32 and convDirectF32x16 are the float32 direct kernels (see
 // convOps.direct): the in-place AVX-512 kernels where Gemm runs the 12×32 AVX-512
 // one, else none.
 var (
 	convDirectF32    = convDirect(12, 32, convKernel12x32AVX512)
 	convDirectF32x16 = convDirect(16, 16, convKernel16x16AVX512)
+	convDirectF32x8  = convDirect(8, 32, convKernel8x32AVX512)
 )
 
 // convDirect wraps an in-place kernel of an mr×nr tile with the bounds checks the

@@ -11,7 +11,7 @@ import (
 	"github.com/gamp-ml/gamp/half"
 )
 
-// TestConvKernelDirect checks convKernel12x32AVX512 and convKernel16x16AVX512 against the loop of its doc
+// TestConvKernelDirect checks convKernel12x32AVX512, convKernel16x16AVX512 and convKernel8x32AVX512 against the loop of its doc
 // comment with an exactly fused multiply-add (gemmFMA32), bit for bit, and its
 // pure-Go twin convKernelGo on the same operands within float32 rounding; B rows at
 // scattered, overlapping offsets, C with a row stride wider than the tile.
@@ -24,7 +24,7 @@ func TestConvKernelDirect(t *testing.T) {
 	for _, k := range []struct {
 		mr, nr int
 		fn     func(kc int, a []float32, b *float32, offs []int, c []float32, ldc int)
-	}{{12, 32, convKernel12x32AVX512}, {16, 16, convKernel16x16AVX512}} {
+	}{{12, 32, convKernel12x32AVX512}, {16, 16, convKernel16x16AVX512}, {8, 32, convKernel8x32AVX512}} {
 		for _, kc := range []int{1, 2, 25, 400, 513} {
 			t.Run(fmt.Sprintf("%dx%d/kc=%d", k.mr, k.nr, kc), func(t *testing.T) {
 				mr, nr := k.mr, k.nr

@@ -19,7 +19,7 @@ func convGatherF32(dst, src []float32, offs []int, steps, w, stride int) {
 
 // convDirectF32 and convDirectF32x16 are nil: without assembly the forward packs B
 // panels for Gemm's micro-kernel.
-var convDirectF32, convDirectF32x16 func(steps int, a, b []float32, offs []int, maxOff int, c []float32, ldc int)
+var convDirectF32, convDirectF32x16, convDirectF32x8 func(steps int, a, b []float32, offs []int, maxOff int, c []float32, ldc int)
 
 // convAMXStack is nil: no AMX kernel in this build.
 func convAMXStack(*gemmBF16Kernel) convStackKernel { return nil }

@@ -128,8 +128,10 @@ func TestConvDirectF32(t *testing.T) {
 			}
 			// Both tiles where the machine has the 16×16 one: same bits.
 			ops := []*convOps[float32, float32]{convF32}
-			if convF32x16 != nil {
-				ops = append(ops, convF32x16)
+			for _, o := range []*convOps[float32, float32]{convF32x16, convF32x8} {
+				if o != nil {
+					ops = append(ops, o)
+				}
 			}
 			var first []float32
 			for _, o := range ops {
@@ -146,7 +148,7 @@ func TestConvDirectF32(t *testing.T) {
 				}
 				for i := range both {
 					if math.Float32bits(both[i]) != math.Float32bits(first[i]) {
-						t.Fatalf("16×16 tile: element %d = %v, 12×32 tile %v", i, both[i], first[i])
+						t.Fatalf("%d×%d tile: element %d = %v, 12×32 tile %v", o.mr, o.nr, i, both[i], first[i])
 					}
 				}
 			}
@@ -392,7 +394,7 @@ func BenchmarkConvCNN(bm *testing.B) {
 		gx32, gxb := make([]float32, len(x32)), make([]half.BFloat16, len(x32))
 		gw32, gwb := make([]float32, len(w32)), make([]half.BFloat16, len(w32))
 		name := fmt.Sprintf("C%d", a.C)
-		for _, o := range []*convOps[float32, float32]{convF32, convF32x16} {
+		for _, o := range []*convOps[float32, float32]{convF32, convF32x16, convF32x8} {
 			if o == nil {
 				continue
 			}

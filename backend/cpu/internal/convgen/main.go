@@ -2,9 +2,9 @@
 // the direct float32 convolution. Each is gemmKernel12x32AVX512 (gemm_amd64.s)
 // with one change: the B row of k step p is read in place at b + offs[p]
 // (a byte offset into the padded image) instead of from a packed panel, so the
-// forward convolution packs no B panels. One template gives the 12×32 tile and a
-// 16×16 one for layers with 16 output channels (per group), which the 12-row
-// tile would compute as 24. Run it from backend/cpu:
+// forward convolution packs no B panels. One template gives the 12×32 tile, an
+// 8×32 one for layers with 16 or 32 output channels (per group), which the 12-row
+// tile would compute as 24 or 36, and a 16×16 one. Run it from backend/cpu:
 //
 //	go generate ./backend/cpu/   (or: go run ./internal/convgen -o conv_amd64.s)
 //
@@ -35,7 +35,7 @@ import (
 
 // kernels are the tiles written: mr rows (broadcast A elements) × nr columns
 // (nr/16 zmm registers of B per k step).
-var kernels = []struct{ mr, nr int }{{12, 32}, {16, 16}}
+var kernels = []struct{ mr, nr int }{{12, 32}, {16, 16}, {8, 32}}
 
 func main() {
 	out := flag.String("o", "conv_amd64.s", "output file")
