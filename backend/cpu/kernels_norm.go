@@ -313,24 +313,31 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx, y *storage, p 
 		ob, tb := make([]C, chunk), make([]C, chunk)
 		bnGroups(a, lo, hi, func(g *bnGroup) {
 			// readGY returns sample n of tile i of gy, masked by the ReLU output when
-			// there is one; fill says the sums pass is reading (and filling gc).
-			readGY := func(i, n int, fill bool) []C {
+			// there is one: from gc once the sums pass filled it. With fill (the sums
+			// pass) it returns gy as read, where the masked values go (gc's slot or a
+			// buffer: gy may be the caller's own) and the ReLU output (nil: none).
+			readGY := func(i, n int, fill bool) (v, dst, yv []C) {
 				t := g.tiles[i]
 				m, off := len(t.ch), t.off+n*stride
 				if gc.ok && !fill {
-					return gc.slot(g, i, n)
+					return gc.slot(g, i, n), nil, nil
 				}
-				dst := gb[:m]
+				dst = gb[:m]
 				if gc.ok {
 					dst = gc.slot(g, i, n)
 				}
-				v := gyr.read(dst, off)
-				if y == nil {
-					return v
+				v = gyr.read(dst, off)
+				if y != nil {
+					yv = yr.read(yb[:m], off)
 				}
-				// Into dst: v may be the caller's gy itself.
-				reluMask(dst, v, yr.read(yb[:m], off))
-				return dst
+				if fill {
+					return v, dst, yv
+				}
+				if y == nil {
+					return v, nil, nil
+				}
+				reluMask(dst, v, yv)
+				return dst, nil, nil
 			}
 			readX := func(i, n int, fill bool) []C {
 				t := g.tiles[i]
@@ -351,9 +358,8 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx, y *storage, p 
 						e64[j] = mean[c]
 					}
 					for n := 0; n < a.N; n++ {
-						gv := readGY(i, n, true)
-						accAdd(acc1[:m], gv)
-						accDev(accProd, acc2[:m], gv, readX(i, n, true), e64[:m])
+						gv, dst, yv := readGY(i, n, true)
+						bnSums(dst, acc1[:m], acc2[:m], gv, yv, readX(i, n, true), e64[:m])
 					}
 					for j, c := range t.ch {
 						sg[c] += acc1[j]
@@ -384,7 +390,8 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx, y *storage, p 
 				}
 				for n := 0; n < a.N; n++ {
 					off := t.off + n*stride
-					gv, xs := readGY(i, n, false), readX(i, n, false)
+					gv, _, _ := readGY(i, n, false)
+					xs := readX(i, n, false)
 					o := gxr.out(ob[:m], off)
 					bnGrad(o, gv, xs, ea, eb, ec, em, tb)
 					gxr.flush(off, o)
@@ -392,6 +399,25 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx, y *storage, p 
 			}
 		})
 	})
+}
+
+// bnSums is batch norm's backward sums over one tile: with y not nil it first sets
+// o[j] = g[j] where y[j] > 0, else 0 (reluMask; o may be g), and sums that: acc1 +=
+// g (accAdd), acc2 += g·(x − m) (accDev's product form); one fused AVX-512 pass for
+// float32 (bnSumsF32).
+func bnSums[C numeric](o []C, acc1, acc2 []float64, g, y, x []C, m []float64) {
+	if gf, ok := any(g).([]float32); ok {
+		of, _ := any(o).([]float32)
+		yf, _ := any(y).([]float32)
+		bnSumsF32(of, acc1, acc2, gf, yf, any(x).([]float32), m)
+		return
+	}
+	if y != nil {
+		reluMask(o, g, y)
+		g = o
+	}
+	accAdd(acc1, g)
+	accDev(accProd, acc2, g, x, m)
 }
 
 // reluInPlace sets o[j] = max(0, o[j]) as Unary's Relu does (NaN kept, -0 to +0).

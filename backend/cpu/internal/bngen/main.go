@@ -21,8 +21,12 @@ type gen struct{ buf bytes.Buffer }
 func (g *gen) p(format string, args ...any) { fmt.Fprintf(&g.buf, format+"\n", args...) }
 
 // cmpNGEUQ is the VCMPPS predicate !(src1 >= src2), true on NaN: vecOp's ReLU keeps a
-// where !(0 >= a).
-const cmpNGEUQ = 0x19
+// where !(0 >= a). cmpLTOQ is src1 < src2, false on NaN: vecOp's mask keeps a where
+// 0 < b.
+const (
+	cmpNGEUQ = 0x19
+	cmpLTOQ  = 0x11
+)
 
 func main() {
 	out := flag.String("o", "bn_amd64.s", "output file")
@@ -39,6 +43,8 @@ func main() {
 	g.p("#include \"textflag.h\"")
 	g.affine()
 	g.grad()
+	g.sums(false)
+	g.sums(true)
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -138,4 +144,76 @@ func (g *gen) grad() {
 		g.p("\tVADDPS %d(R10), %s, %s", off, u, u)
 		g.p("\tVMOVUPS %s, %d(DI)", u, off)
 	})
+}
+
+// sums emits bnSumsAVX512(acc1, acc2 *float64, gv, x *float32, m *float64, n int), or
+// with mask bnSumsMaskAVX512(o *float32, acc1, acc2 *float64, gv, y, x *float32, m
+// *float64, n int), which first sets o = gv where 0 < y, else +0 (vecOp's mask), and
+// sums that: acc1[i] += float64(g[i]) and acc2[i] = FMA(float64(g[i]), float64(x[i]) −
+// m[i], acc2[i]) — vecAccF64 and vecAccDevF64's product form in one pass, with their
+// instructions.
+func (g *gen) sums(mask bool) {
+	name, args, frame := "bnSumsAVX512", "acc1, acc2 *float64, gv, x *float32, m *float64, n int", 48
+	if mask {
+		name, args, frame = "bnSumsMaskAVX512", "o *float32, acc1, acc2 *float64, gv, y, x *float32, m *float64, n int", 64
+	}
+	g.p("")
+	g.p("// func %s(%s)", name, args)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
+	o := 0
+	if mask {
+		g.p("\tMOVQ o+0(FP), DI")
+		o = 8
+	}
+	g.p("\tMOVQ acc1+%d(FP), R9", o)
+	g.p("\tMOVQ acc2+%d(FP), R10", o+8)
+	g.p("\tMOVQ gv+%d(FP), SI", o+16)
+	if mask {
+		g.p("\tMOVQ y+%d(FP), R8", o+24)
+		o += 8
+	}
+	g.p("\tMOVQ x+%d(FP), DX", o+24)
+	g.p("\tMOVQ m+%d(FP), R11", o+32)
+	g.p("\tMOVQ n+%d(FP), CX", o+40)
+	g.p("\tVXORPS Z31, Z31, Z31")
+	g.p("")
+	g.p("%s_loop:", name)
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	if mask {
+		g.p("\tVCMPPS $0x%02x, (R8), Z31, K1 // 0 < y", cmpLTOQ)
+		g.p("\tVMOVUPS.Z (SI), K1, Z0")
+		g.p("\tVMOVUPS Z0, (DI)")
+		g.p("\tVCVTPS2PD Y0, Z1")
+		g.p("\tVEXTRACTF32X8 $1, Z0, Y2")
+		g.p("\tVCVTPS2PD Y2, Z2")
+	} else {
+		g.p("\tVCVTPS2PD (SI), Z1")
+		g.p("\tVCVTPS2PD 32(SI), Z2")
+	}
+	for r := range 2 {
+		gr := fmt.Sprintf("Z%d", 1+r)
+		g.p("\tVADDPD %d(R9), %s, Z3", 64*r, gr)
+		g.p("\tVMOVUPD Z3, %d(R9)", 64*r)
+		g.p("\tVCVTPS2PD %d(DX), Z4", 32*r)
+		g.p("\tVSUBPD %d(R11), Z4, Z4", 64*r)
+		g.p("\tVMOVUPD %d(R10), Z5", 64*r)
+		g.p("\tVFMADD231PD Z4, %s, Z5", gr)
+		g.p("\tVMOVUPD Z5, %d(R10)", 64*r)
+	}
+	g.p("\tADDQ $64, SI")
+	g.p("\tADDQ $64, DX")
+	if mask {
+		g.p("\tADDQ $64, R8")
+		g.p("\tADDQ $64, DI")
+	}
+	g.p("\tADDQ $128, R9")
+	g.p("\tADDQ $128, R10")
+	g.p("\tADDQ $128, R11")
+	g.p("\tSUBQ $16, CX")
+	g.p("\tJMP %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
 }
