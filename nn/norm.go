@@ -139,17 +139,29 @@ func (b *BatchNorm) ComputeDType() tensor.DType {
 func (b *BatchNorm) Forward(x *tensor.Tensor) *tensor.Tensor { return b.forward(x, false) }
 
 // forwardReLU is Forward followed by a ReLU, as one tensor.BatchNormReLU op. It
-// declines (false, nothing done) when the op's output would be cast to float16 after
-// it (a float16 input to a bfloat16 or float64 layer): the ReLU's gradient mask is the
-// op's output, and a positive value that rounds to zero in the cast would keep its
-// gradient where the composed ops (cast, then ReLU) drop it. A half input to a
-// float32 layer needs no cast — the op writes half and masks with what it wrote — so
-// it fuses, as do casts that cannot round a positive value to zero.
+// declines (false, nothing done) when the op's output would be cast to a narrower
+// dtype after it (reluFuses): the ReLU's gradient mask is the op's output, and a
+// positive value that rounds to zero in the cast would keep its gradient where the
+// composed ops (cast, then ReLU) drop it. A half input to a float32 layer needs no
+// cast — the op writes half and masks with what it wrote — so it fuses.
 func (b *BatchNorm) forwardReLU(x *tensor.Tensor) (*tensor.Tensor, bool) {
-	if dt := b.ComputeDType(); x.DType() == tensor.Float16 && dt != tensor.Float16 && !halfIO(x.DType(), dt) {
+	if !reluFuses(x.DType(), b.ComputeDType()) {
 		return nil, false
 	}
 	return b.forward(x, true), true
+}
+
+// reluFuses reports whether BatchNorm+ReLU on an input of dtype x in a layer computing
+// in dt fuses: no cast of the output, or one that cannot round a positive value to
+// zero (a widening one, or float16 to bfloat16, whose range holds float16's).
+func reluFuses(x, dt tensor.DType) bool {
+	switch {
+	case x == dt || halfIO(x, dt):
+		return true
+	case x == tensor.BFloat16 && dt == tensor.Float16:
+		return true
+	}
+	return x.Size() > dt.Size()
 }
 
 // halfIO reports whether a layer computing in dt takes an input of dtype x as it is:

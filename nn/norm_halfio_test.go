@@ -119,3 +119,20 @@ func TestBatchNormHalfIOKeepsHalfInput(t *testing.T) {
 		ctx.Close()
 	}
 }
+
+// TestBatchNormReLUFusesUnlessNarrowing checks which input and layer dtypes fuse
+// BatchNorm+ReLU: all but those whose output cast narrows (and could round a positive
+// value to zero, where the ReLU's mask would differ from the composed ops').
+func TestBatchNormReLUFusesUnlessNarrowing(t *testing.T) {
+	f32, f64, f16, bf16 := tensor.Float32, tensor.Float64, tensor.Float16, tensor.BFloat16
+	for _, c := range []struct {
+		x, dt tensor.DType
+		fuse  bool
+	}{
+		{f32, f32, true}, {bf16, f32, true}, {f16, f32, true}, {f16, f16, true}, {bf16, bf16, true},
+		{f64, f32, true}, {f32, f16, true}, {bf16, f16, true},
+		{f32, f64, false}, {f16, bf16, false}, {f16, f64, false}, {bf16, f64, false},
+	} {
+		require.Equal(t, c.fuse, reluFuses(c.x, c.dt), "input %v, layer %v", c.x, c.dt)
+	}
+}
