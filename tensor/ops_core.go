@@ -369,12 +369,54 @@ func (c *Context) binaryRaw(op *Op, bop backend.BinaryOp, a, b *Tensor) *Tensor 
 }
 
 func (c *Context) add(a, b *Tensor) *Tensor {
+	if in, ok := c.prepWiden(opAdd, a, b); ok {
+		// A Float32 and a half operand (the residual stream plus a block's low-precision
+		// output under autocast): the kernel widens the half one as it reads it, which
+		// is exact, so the sum is the one of the cast operands without the cast pass;
+		// the half input's gradient is rounded to its dtype as the cast's backward
+		// would round it.
+		a, b = in[0], in[1]
+		shape := broadcastShapes(opAdd.Name(), a, b)
+		out := allocOut(c, Float32, a.device, shape)
+		a.ref.b.Binary(backend.Add, out.bview(), a.expandView(shape), b.expandView(shape))
+		return c.record(opAdd, out, in, func(bc *Context, g *Tensor) []*Tensor {
+			gs := make([]*Tensor, 2)
+			for i, x := range in {
+				if x.requiresGrad {
+					gs[i] = bc.cast(bc.sumTo(g, x.shape), x.dtype)
+				}
+			}
+			return gs
+		})
+	}
 	in := c.prep(opAdd, a, b)
 	a, b = in[0], in[1]
 	out := c.binaryRaw(opAdd, backend.Add, a, b)
 	return c.record(opAdd, out, in, func(bc *Context, g *Tensor) []*Tensor {
 		return []*Tensor{bc.sumTo(g, a.shape), bc.sumTo(g, b.shape)}
 	})
+}
+
+// prepWiden is prep for a Promote op whose backend kernel reads operands of mixed
+// floating dtypes: when promotion would only widen a half operand to the other one's
+// Float32, it checks the inputs as prep does and returns them uncast, with ok set.
+// Otherwise it does nothing and reports false.
+func (c *Context) prepWiden(op *Op, a, b *Tensor) (in []*Tensor, ok bool) {
+	if a == nil || b == nil || a.device != b.device ||
+		!(a.dtype == Float32 && b.dtype.IsHalf() || b.dtype == Float32 && a.dtype.IsHalf()) {
+		return nil, false
+	}
+	cat := op.Category()
+	if p := c.Autocast(); p != nil {
+		cat = p.Category(op, a.device)
+	}
+	if cat != Promote {
+		return nil, false
+	}
+	c.begin(op)
+	a.mustLive(op.Name())
+	b.mustLive(op.Name())
+	return []*Tensor{a, b}, true
 }
 
 func (c *Context) sub(a, b *Tensor) *Tensor {
