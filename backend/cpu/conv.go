@@ -404,9 +404,15 @@ func convScratchPool[E float32 | half.BFloat16, P float32 | uint32]() *sync.Pool
 // already zero.
 func padImage[E float32 | half.BFloat16](s *convShape, xp, x []E) {
 	for c := range s.C {
-		for h := range s.H {
-			copy(xp[(c*s.hp+h+s.PadH)*s.wp+s.PadW:][:s.W], x[(c*s.H+h)*s.W:][:s.W])
-		}
+		convRows(xp[(c*s.hp+s.PadH)*s.wp+s.PadW:], s.wp, x[c*s.H*s.W:], s.W, s.W, s.H)
+	}
+}
+
+// convRowsGo copies rows rows of n elements from src (row stride ls) to dst (row
+// stride ld), in ascending order: the pure-Go twin of convRows.
+func convRowsGo[T float32 | half.BFloat16](dst []T, ld int, src []T, ls, n, rows int) {
+	for r := range rows {
+		copy(dst[r*ld:][:n], src[r*ls:][:n])
 	}
 }
 
@@ -471,16 +477,19 @@ func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 		}
 	}
 	load := func(s *convShape, xp []E, n int) { padImage(s, xp, x[n*s.C*s.H*s.W:]) }
+	yf, isF32 := any(y).([]float32)
 	store := func(s *convShape, n, oc int, cr []float32) {
 		yc := y[(n*s.O+oc)*s.OH*s.OW:][:s.OH*s.OW]
 		if o.pairs {
 			// Gather the output rows at the front of the accumulator row
 			// (forward, overlapping copies), then round the plane in one vector
 			// call: short rows would round mostly in the converter's scalar tail.
-			for oh := 1; oh < s.OH; oh++ {
-				copy(cr[oh*s.OW:][:s.OW], cr[oh*s.wp:][:s.OW])
-			}
+			convRows(cr, s.OW, cr, s.wp, s.OW, s.OH)
 			o.store(yc, cr[:s.OH*s.OW])
+			return
+		}
+		if isF32 {
+			convRows(yf[(n*s.O+oc)*s.OH*s.OW:][:s.OH*s.OW], s.OW, cr, s.wp, s.OW, s.OH)
 			return
 		}
 		for oh := range s.OH {
@@ -700,10 +709,7 @@ func convWeightGradRows[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 				for g := range s.Groups {
 					// gy of the group on the wide grid; the discarded columns stay zero.
 					for oc := range s.og {
-						src := gy[(n*s.O+g*s.og+oc)*s.OH*s.OW:]
-						for oh := range s.OH {
-							copy(sc.gy[oc*ldq+oh*s.wp:][:s.OW], src[oh*s.OW:][:s.OW])
-						}
+						convRows(sc.gy[oc*ldq:], s.wp, gy[(n*s.O+g*s.og+oc)*s.OH*s.OW:], s.OW, s.OW, s.OH)
 					}
 					pg := part[g*rp*o.mr*ldw:]
 					xg := g * s.cg * s.hp * s.wp

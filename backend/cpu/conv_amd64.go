@@ -235,3 +235,26 @@ func convRowsIn(nr int, kern func(kc int, x *float32, offs *[8]int, b *float32, 
 		kern(steps, &x[0], &ob, &b[0], &c[0], ldc)
 	}
 }
+
+// convCopyRows copies rows rows of n bytes from src to dst, rows srcStride and
+// dstStride bytes apart, in ascending order (so a forward copy within one buffer,
+// dst ≤ src, is safe): convCopyRowsGo's loop without a memmove call per row.
+//
+//go:noescape
+func convCopyRows(dst, src *byte, n, rows, dstStride, srcStride int)
+
+// convRows copies rows rows of n elements from src (row stride ls) to dst (row
+// stride ld), ascending: convCopyRows where the CPU has AVX-512 (F, BW) and BMI2.
+func convRows[T float32 | half.BFloat16](dst []T, ld int, src []T, ls, n, rows int) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512BW || !cpu.X86.HasBMI2 || ld < 0 || ls < 0 {
+		convRowsGo(dst, ld, src, ls, n, rows)
+		return
+	}
+	_ = dst[(rows-1)*ld+n-1]
+	_ = src[(rows-1)*ls+n-1]
+	size := int(unsafe.Sizeof(dst[0]))
+	convCopyRows((*byte)(unsafe.Pointer(&dst[0])), (*byte)(unsafe.Pointer(&src[0])), size*n, rows, size*ld, size*ls)
+}

@@ -643,3 +643,43 @@ convAMXKernel32x32_store:
 convAMXKernel32x32_release:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	RET
+
+// func convCopyRows(dst, src *byte, n, rows, dstStride, srcStride int)
+TEXT ·convCopyRows(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), DX
+	MOVQ dstStride+32(FP), R8
+	MOVQ srcStride+40(FP), R9
+	MOVQ CX, BX
+	ANDQ $63, BX
+	MOVQ $-1, AX
+	BZHIQ BX, AX, AX // the tail's bytes
+	KMOVQ AX, K1
+	SUBQ BX, CX // whole 64-byte chunks
+	TESTQ DX, DX
+	JZ convCopyRows_done
+
+convCopyRows_row:
+	XORQ R10, R10
+
+convCopyRows_chunk:
+	CMPQ R10, CX
+	JGE convCopyRows_tail
+	VMOVDQU8 (SI)(R10*1), Z0
+	VMOVDQU8 Z0, (DI)(R10*1)
+	ADDQ $64, R10
+	JMP convCopyRows_chunk
+
+convCopyRows_tail:
+	VMOVDQU8.Z (SI)(R10*1), K1, Z0
+	VMOVDQU8 Z0, K1, (DI)(R10*1)
+	ADDQ R9, SI
+	ADDQ R8, DI
+	DECQ DX
+	JNZ convCopyRows_row
+
+convCopyRows_done:
+	VZEROUPPER
+	RET

@@ -166,9 +166,7 @@ func convForwardStacked(o *convOps[half.BFloat16, uint32], y, x, w, bias []half.
 				for oc := range s.og {
 					yc := y[(n*a.O+g*s.og+oc)*a.OH*a.OW:][:a.OH*a.OW]
 					cr := sc.c[oc*ldc:][:a.OH*s.wp]
-					for oh := 1; oh < a.OH; oh++ {
-						copy(cr[oh*a.OW:][:a.OW], cr[oh*s.wp:][:a.OW])
-					}
+					convRows(cr, a.OW, cr, s.wp, a.OW, a.OH)
 					o.store(yc, cr[:a.OH*a.OW])
 				}
 			}

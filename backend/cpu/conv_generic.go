@@ -26,3 +26,8 @@ func convAMXStack(*gemmBF16Kernel) convStackKernel { return nil }
 
 // convRowsF32x32 and convRowsF32x16 are nil: no assembly in this build.
 var convRowsF32x32, convRowsF32x16 func(steps int, x []float32, offs []int, b []float32, c []float32, ldc int)
+
+// convRows is convRowsGo (no assembly in this build).
+func convRows[T float32 | half.BFloat16](dst []T, ld int, src []T, ls, n, rows int) {
+	convRowsGo(dst, ld, src, ls, n, rows)
+}

@@ -535,3 +535,53 @@ func TestConvForwardWiden(t *testing.T) {
 		}
 	}
 }
+
+// TestConvRows pits convRows against its pure-Go twin convRowsGo, for float32 and
+// bf16 rows around the 64-byte chunk, padding copies into wider rows and the
+// in-place forward compaction of the wide grid (dst and src one buffer).
+func TestConvRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, n := range []int{1, 7, 14, 15, 16, 17, 28, 31, 32, 33, 47, 64, 100} {
+		for _, rows := range []int{1, 3, 14} {
+			for _, inPlace := range []bool{false, true} {
+				ls, ld := n+rng.IntN(5), n+rng.IntN(9)
+				if inPlace {
+					ld = n // compaction: dst rows packed at the front of src's
+				}
+				src := make([]float32, (rows-1)*ls+n+3)
+				for i := range src {
+					src[i] = float32(rng.NormFloat64())
+				}
+				got := make([]float32, max((rows-1)*ld+n+3, len(src)))
+				for i := range got {
+					got[i] = float32(i)
+				}
+				want := append([]float32(nil), got...)
+				if inPlace {
+					copy(got, src)
+					copy(want, src)
+					convRows(got, ld, got, ls, n, rows)
+					convRowsGo(want, ld, want, ls, n, rows)
+				} else {
+					convRows(got, ld, src, ls, n, rows)
+					convRowsGo(want, ld, src, ls, n, rows)
+				}
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("float32 n %d rows %d in place %v: [%d] = %v, want %v", n, rows, inPlace, i, got[i], want[i])
+					}
+				}
+				hs := make([]half.BFloat16, len(src))
+				for i := range hs {
+					hs[i] = half.BFloat16(rng.Uint32())
+				}
+				hg, hw := make([]half.BFloat16, len(got)), make([]half.BFloat16, len(got))
+				convRows(hg, ld, hs, ls, n, rows)
+				convRowsGo(hw, ld, hs, ls, n, rows)
+				if !slices.Equal(hg, hw) {
+					t.Fatalf("bf16 n %d rows %d: %v, want %v", n, rows, hg, hw)
+				}
+			}
+		}
+	}
+}

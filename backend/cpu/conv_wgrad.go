@@ -81,10 +81,7 @@ func convWeightGradTaps[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 				padImage(s, sc.xp, img)
 				for g := range s.Groups {
 					for oc := range s.og {
-						src := gy[(n*s.O+g*s.og+oc)*s.OH*s.OW:]
-						for oh := range s.OH {
-							copy(sc.gy[oc*ldq+oh*s.wp:][:s.OW], src[oh*s.OW:][:s.OW])
-						}
+						convRows(sc.gy[oc*ldq:], s.wp, gy[(n*s.O+g*s.og+oc)*s.OH*s.OW:], s.OW, s.OW, s.OH)
 					}
 					pg := part[g*mp*o.mr*ldw:]
 					xg := g * s.cg * s.hp * s.wp

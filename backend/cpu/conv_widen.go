@@ -37,9 +37,7 @@ func convForwardWiden(y, x, w, bias []half.BFloat16, a backend.Conv2dArgs) {
 		}
 	}
 	store := func(s *convShape, n, oc int, cr []float32) {
-		for oh := 1; oh < s.OH; oh++ {
-			copy(cr[oh*s.OW:][:s.OW], cr[oh*s.wp:][:s.OW])
-		}
+		convRows(cr, s.OW, cr, s.wp, s.OW, s.OH)
 		half.Float32ToBFloat16(y[(n*s.O+oc)*s.OH*s.OW:][:s.OH*s.OW], cr[:s.OH*s.OW])
 	}
 	convForwardFn(convF32For(a.O/a.Groups), w32, b32, a, load, store)

@@ -15,10 +15,11 @@
 // gemmAMXKernel32x32 (gemm_bf16_amd64.s) over several panels under one tile
 // configuration (LDTILECFG and TILERELEASE cost as much as a few k tiles), with the
 // B tiles of k tile t at b + 4·offs[t], bStride bytes a pair row (in place: pair
-// rows of the stacked image, conv_amx.go). The tile
-// instructions are spelled as bytes (the Go assembler has no AMX mnemonics): the
-// encodings of gemm_bf16_amd64.s, whose generator checks them against GNU as, with
-// the same registers.
+// rows of the stacked image, conv_amx.go). The tile instructions are spelled as
+// bytes (the Go assembler has no AMX mnemonics): the encodings of
+// gemm_bf16_amd64.s, whose generator checks them against GNU as, with the same
+// registers. Last, convCopyRows: the strided copy of short rows (padding an image,
+// dropping the wide grid's columns) that would otherwise be a memmove call a row.
 //
 // TestConvAsmGenerated checks that the committed file is its output; the Go
 // declaration in conv_amd64.go gives the loop the routine equals.
@@ -57,6 +58,8 @@ func main() {
 	}
 	p("")
 	amxKernel(p)
+	p("")
+	copyRows(p)
 	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -279,6 +282,52 @@ func rowsKernel(p func(string, ...any), nr int) {
 			p("\tADDQ R8, DI")
 		}
 	}
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// copyRows writes convCopyRows: rows rows of n bytes, 64 at a time and the rest
+// under a byte mask (AVX-512BW, BMI2), from src to dst, rows srcStride and
+// dstStride bytes apart, forward.
+func copyRows(p func(string, ...any)) {
+	const name = "convCopyRows"
+	p("// func %s(dst, src *byte, n, rows, dstStride, srcStride int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	p("\tMOVQ dst+0(FP), DI")
+	p("\tMOVQ src+8(FP), SI")
+	p("\tMOVQ n+16(FP), CX")
+	p("\tMOVQ rows+24(FP), DX")
+	p("\tMOVQ dstStride+32(FP), R8")
+	p("\tMOVQ srcStride+40(FP), R9")
+	p("\tMOVQ CX, BX")
+	p("\tANDQ $63, BX")
+	p("\tMOVQ $-1, AX")
+	p("\tBZHIQ BX, AX, AX // the tail's bytes")
+	p("\tKMOVQ AX, K1")
+	p("\tSUBQ BX, CX // whole 64-byte chunks")
+	p("\tTESTQ DX, DX")
+	p("\tJZ %s_done", name)
+	p("")
+	p("%s_row:", name)
+	p("\tXORQ R10, R10")
+	p("")
+	p("%s_chunk:", name)
+	p("\tCMPQ R10, CX")
+	p("\tJGE %s_tail", name)
+	p("\tVMOVDQU8 (SI)(R10*1), Z0")
+	p("\tVMOVDQU8 Z0, (DI)(R10*1)")
+	p("\tADDQ $64, R10")
+	p("\tJMP %s_chunk", name)
+	p("")
+	p("%s_tail:", name)
+	p("\tVMOVDQU8.Z (SI)(R10*1), K1, Z0")
+	p("\tVMOVDQU8 Z0, K1, (DI)(R10*1)")
+	p("\tADDQ R9, SI")
+	p("\tADDQ R8, DI")
+	p("\tDECQ DX")
+	p("\tJNZ %s_row", name)
+	p("")
+	p("%s_done:", name)
 	p("\tVZEROUPPER")
 	p("\tRET")
 }
