@@ -20,17 +20,22 @@ import (
 // and the log-sum-exp are float32. dQ and dK are accumulated unscaled and multiplied by
 // scale once.
 //
-// Products, by storage type L:
-//   - float32 (and float16, widened once per head): the float32 GEMM micro-kernels on
-//     one worker (gemmWith), Q, K, V, O, dO read in place;
+// Products, by storage type L, call the GEMM micro-kernels directly on one worker: each
+// head's B operands (Kᵀ and V forward; Kᵀ, Vᵀ, K, Q and dO backward) are packed once
+// per head in the kernel's panel layout (attnB), and A is read in place where the
+// kernel can, else packed per row panel:
+//   - float32 (and float16, widened once per head): gemmKernel32; Q, dO, P and dS are
+//     read in place by its direct form, Pᵀ and dSᵀ packed (attnPackT); outputs and
+//     gradients accumulate in the float32 storage itself;
 //   - bf16: bf16 products with float32 accumulation, the BF16 GEMM micro-kernels
-//     (AMX where the process may use it, else VDPBF16PS, else their pure-Go twin),
-//     Q, K, V, O, dO read in place and packed per product. As FlashAttention does on
-//     GPUs, the probabilities P (for P·V and Pᵀ·dO) and the score gradients
-//     dS = P∘(dP - δ) (for dS·K and dSᵀ·Q) are rounded to bf16 before their products;
-//     the softmax statistics, δ = rowsum(dO∘O) and every accumulator stay float32.
-//     That costs a relative error of about 2^-9 per probability, averaged over the
-//     keys (TestAttentionBF16Numerics bounds it against the float32 kernel).
+//     (AMX where the process may use it, reading A in place, else VDPBF16PS, else their
+//     pure-Go twin). As FlashAttention does on GPUs, the probabilities P (for P·V and
+//     Pᵀ·dO) and the score gradients dS = P∘(dP - δ) (for dS·K and dSᵀ·Q) are rounded
+//     to bf16 before their products, inside the exp and dS row loops; the softmax
+//     statistics, δ = rowsum(dO∘O) and every accumulator stay float32, and the
+//     outputs are rounded to bf16 once. That costs a relative error of about 2^-9 per
+//     probability, averaged over the keys (TestAttentionBF16Numerics bounds the
+//     results against the float64 kernel).
 
 // attnLow is the element type of the operands a product reads.
 type attnLow interface{ float32 | half.BFloat16 }
