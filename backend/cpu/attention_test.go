@@ -21,7 +21,7 @@ func (c attnCase) String() string {
 
 var attnCases = []attnCase{
 	{3, 7, 5, true}, {3, 7, 5, false}, {2, 64, 16, true}, {1, 70, 33, true},
-	{2, 130, 32, true}, {2, 130, 32, false}, {1, 200, 64, true},
+	{2, 130, 32, true}, {2, 130, 32, false}, {1, 200, 64, true}, {1, 100, 128, false},
 }
 
 // attnData is the inputs of one case: Q, K, V and the incoming gradient dO.
