@@ -683,7 +683,8 @@ func convWeightGradRows[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 	// Fewer chunks for large weights, so that the partial sums stay within
 	// convWGradPartials floats (a count that depends on the shapes alone).
 	chunks := max(1, min(s.N, convWGradChunks, convWGradPartials/partLen))
-	parts := make([]float32, chunks*partLen)
+	parts := convParts(chunks * partLen)
+	defer convPartsPool.Put(&parts)
 	pool := convScratchPool[E, P]()
 	var nonFinite atomic.Bool
 	ParallelFor(chunks, 1, func(lo, hi int) {
@@ -760,6 +761,21 @@ func convWeightGradRows[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 		}
 	})
 	return true
+}
+
+// convPartsPool holds the weight gradient's partial sums between calls: a fresh
+// megabyte a call made the garbage collector run (and preempt the workers, AMX
+// state and all) every few steps.
+var convPartsPool sync.Pool
+
+// convParts returns n zero float32s from convPartsPool.
+func convParts(n int) []float32 {
+	if p, ok := convPartsPool.Get().(*[]float32); ok && cap(*p) >= n {
+		s := (*p)[:n]
+		clear(s)
+		return s
+	}
+	return make([]float32, n)
 }
 
 // Conv2d implements backend.Convolver for unit-stride float32 and (where the CPU has

@@ -46,7 +46,8 @@ func convWeightGradTaps[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 	per := gemmCeilDiv(ldq, nSl)
 	per += per % 2
 	chunks := max(1, min(s.N, convWGradChunks, convWGradPartials/partLen))
-	parts := make([]float32, chunks*partLen)
+	parts := convParts(chunks * partLen)
+	defer convPartsPool.Put(&parts)
 	pool := convScratchPool[E, P]()
 	np := ldw / o.nr
 	var nonFinite atomic.Bool
