@@ -585,3 +585,40 @@ func TestConvRows(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkConvLayer times the Fashion CNN's convolutions (batch 128) through the
+// Backend methods, as a training step runs them (the first layer has no input
+// gradient), with the CPU time per op (cpu-ns/op).
+func BenchmarkConvLayer(bm *testing.B) {
+	b, _ := New(0)
+	for _, a := range convTestGeoms()[:2] {
+		a.N = 128
+		rng := rand.New(rand.NewPCG(1, 2))
+		for _, dt := range []backend.DType{backend.Float32, backend.BFloat16} {
+			up := func(n int) backend.Storage {
+				s, _ := b.Alloc(dt, n)
+				f := make([]float32, n)
+				for i := range f {
+					f[i] = float32(rng.NormFloat64())
+				}
+				if dt == backend.Float32 {
+					b.Upload(s, 0, f)
+				} else {
+					h := make([]half.BFloat16, n)
+					half.Float32ToBFloat16(h, f)
+					b.Upload(s, 0, h)
+				}
+				return s
+			}
+			x, w, gy := up(a.N*a.C*a.H*a.W), up(a.O*a.C*a.KH*a.KW), up(a.N*a.O*a.OH*a.OW)
+			bias := up(a.O)
+			y, gx, gw := up(a.N*a.O*a.OH*a.OW), up(a.N*a.C*a.H*a.W), up(a.O*a.C*a.KH*a.KW)
+			name := fmt.Sprintf("C%d/%s", a.C, dt)
+			bm.Run(name+"/fwd", func(bm *testing.B) { convCPUTime(bm, func() { b.Conv2d(y, x, w, bias, a) }) })
+			if a.C > 1 {
+				bm.Run(name+"/dx", func(bm *testing.B) { convCPUTime(bm, func() { b.Conv2dInputGrad(gx, gy, w, a) }) })
+			}
+			bm.Run(name+"/dw", func(bm *testing.B) { convCPUTime(bm, func() { b.Conv2dWeightGrad(gw, x, gy, a) }) })
+		}
+	}
+}
