@@ -70,3 +70,154 @@ func bnAffineRun(o, v, m, s, b *float32, n int, relu bool) {
 
 // bnGradRun runs bnGradAVX512 (AVX-512 only).
 func bnGradRun(o, gv, x, ea, eb, ec, em *float32, n int) { bnGradAVX512(o, gv, x, ea, eb, ec, em, n) }
+
+// The half loops below are the loops above with their x, y, v, gv operands and their
+// output o in a 16-bit format, bfloat16 (BF16) or float16 (F16): each equals its
+// float32 loop on the operands widened (exactly: a shift, VCVTPH2PS) with the output
+// rounded as package half's bulk conversions round it (to nearest even, NaN lanes
+// quieted; bn_half.go has the twins). Every n is a multiple of 16.
+
+// bnAccF64BF16AVX512 equals acc[i] += float64(x[i]) for i < n (vecAccF64AVX512).
+//
+//go:noescape
+func bnAccF64BF16AVX512(acc *float64, x *uint16, n int)
+
+// bnAccF64F16AVX512 is bnAccF64BF16AVX512 for float16.
+//
+//go:noescape
+func bnAccF64F16AVX512(acc *float64, x *uint16, n int)
+
+// bnDevSqF64BF16AVX512 equals, for i < n, with d = float64(x[i]) − m[i], acc[i] =
+// math.FMA(d, d, acc[i]) (vecAccDevF64AVX512's accSq).
+//
+//go:noescape
+func bnDevSqF64BF16AVX512(acc *float64, x *uint16, m *float64, n int)
+
+// bnDevSqF64F16AVX512 is bnDevSqF64BF16AVX512 for float16.
+//
+//go:noescape
+func bnDevSqF64F16AVX512(acc *float64, x *uint16, m *float64, n int)
+
+// bnAffineBF16AVX512 is bnAffineAVX512 on bfloat16 v and o.
+//
+//go:noescape
+func bnAffineBF16AVX512(o, v *uint16, m, s, b *float32, n int)
+
+// bnAffineReLUBF16AVX512 is bnAffineReLUAVX512 on bfloat16 v and o.
+//
+//go:noescape
+func bnAffineReLUBF16AVX512(o, v *uint16, m, s, b *float32, n int)
+
+// bnAffineF16AVX512 is bnAffineAVX512 on float16 v and o.
+//
+//go:noescape
+func bnAffineF16AVX512(o, v *uint16, m, s, b *float32, n int)
+
+// bnAffineReLUF16AVX512 is bnAffineReLUAVX512 on float16 v and o.
+//
+//go:noescape
+func bnAffineReLUF16AVX512(o, v *uint16, m, s, b *float32, n int)
+
+// bnSumsBF16AVX512 is bnSumsAVX512 on bfloat16 gv and x.
+//
+//go:noescape
+func bnSumsBF16AVX512(acc1, acc2 *float64, gv, x *uint16, m *float64, n int)
+
+// bnSumsMaskBF16AVX512 is bnSumsMaskAVX512 on bfloat16 gv, y and x, without storing
+// the masked gv.
+//
+//go:noescape
+func bnSumsMaskBF16AVX512(acc1, acc2 *float64, gv, y, x *uint16, m *float64, n int)
+
+// bnSumsF16AVX512 is bnSumsAVX512 on float16 gv and x.
+//
+//go:noescape
+func bnSumsF16AVX512(acc1, acc2 *float64, gv, x *uint16, m *float64, n int)
+
+// bnSumsMaskF16AVX512 is bnSumsMaskBF16AVX512 for float16.
+//
+//go:noescape
+func bnSumsMaskF16AVX512(acc1, acc2 *float64, gv, y, x *uint16, m *float64, n int)
+
+// bnGradBF16AVX512 is bnGradAVX512 on bfloat16 gv, x and o.
+//
+//go:noescape
+func bnGradBF16AVX512(o, gv, x *uint16, ea, eb, ec, em *float32, n int)
+
+// bnGradMaskBF16AVX512 is bnGradBF16AVX512 of gv masked by a ReLU output y as
+// bnSumsMaskAVX512 masks it (gv where 0 < y, +0 elsewhere).
+//
+//go:noescape
+func bnGradMaskBF16AVX512(o, gv, y, x *uint16, ea, eb, ec, em *float32, n int)
+
+// bnGradF16AVX512 is bnGradAVX512 on float16 gv, x and o.
+//
+//go:noescape
+func bnGradF16AVX512(o, gv, x *uint16, ea, eb, ec, em *float32, n int)
+
+// bnGradMaskF16AVX512 is bnGradMaskBF16AVX512 for float16.
+//
+//go:noescape
+func bnGradMaskF16AVX512(o, gv, y, x *uint16, ea, eb, ec, em *float32, n int)
+
+// bnAccHalfRun runs bnAccF64BF16AVX512 (bf) or bnAccF64F16AVX512 (AVX-512 only).
+func bnAccHalfRun(bf bool, acc *float64, x *uint16, n int) {
+	if bf {
+		bnAccF64BF16AVX512(acc, x, n)
+		return
+	}
+	bnAccF64F16AVX512(acc, x, n)
+}
+
+// bnDevSqHalfRun runs bnDevSqF64BF16AVX512 (bf) or bnDevSqF64F16AVX512 (AVX-512 only).
+func bnDevSqHalfRun(bf bool, acc *float64, x *uint16, m *float64, n int) {
+	if bf {
+		bnDevSqF64BF16AVX512(acc, x, m, n)
+		return
+	}
+	bnDevSqF64F16AVX512(acc, x, m, n)
+}
+
+// bnAffineHalfRun runs the half affine loop for bf and relu (AVX-512 only).
+func bnAffineHalfRun(bf bool, o, v *uint16, m, s, b *float32, n int, relu bool) {
+	switch {
+	case bf && relu:
+		bnAffineReLUBF16AVX512(o, v, m, s, b, n)
+	case bf:
+		bnAffineBF16AVX512(o, v, m, s, b, n)
+	case relu:
+		bnAffineReLUF16AVX512(o, v, m, s, b, n)
+	default:
+		bnAffineF16AVX512(o, v, m, s, b, n)
+	}
+}
+
+// bnSumsHalfRun runs the half sums loop for bf, masked when y is not nil (AVX-512
+// only).
+func bnSumsHalfRun(bf bool, acc1, acc2 *float64, gv, y, x *uint16, m *float64, n int) {
+	switch {
+	case bf && y != nil:
+		bnSumsMaskBF16AVX512(acc1, acc2, gv, y, x, m, n)
+	case bf:
+		bnSumsBF16AVX512(acc1, acc2, gv, x, m, n)
+	case y != nil:
+		bnSumsMaskF16AVX512(acc1, acc2, gv, y, x, m, n)
+	default:
+		bnSumsF16AVX512(acc1, acc2, gv, x, m, n)
+	}
+}
+
+// bnGradHalfRun runs the half gradient loop for bf, masked when y is not nil (AVX-512
+// only).
+func bnGradHalfRun(bf bool, o, gv, y, x *uint16, ea, eb, ec, em *float32, n int) {
+	switch {
+	case bf && y != nil:
+		bnGradMaskBF16AVX512(o, gv, y, x, ea, eb, ec, em, n)
+	case bf:
+		bnGradBF16AVX512(o, gv, x, ea, eb, ec, em, n)
+	case y != nil:
+		bnGradMaskF16AVX512(o, gv, y, x, ea, eb, ec, em, n)
+	default:
+		bnGradF16AVX512(o, gv, x, ea, eb, ec, em, n)
+	}
+}

@@ -129,9 +129,19 @@ func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams, relu 
 		buf := make([]C, chunk)
 		acc, e64 := make([]float64, chunk), make([]float64, chunk)
 		em, es, eb, ob := make([]C, chunk), make([]C, chunk), make([]C, chunk), make([]C, chunk)
-		// In training the group's x is read three times: converted once, into xc.
+		// Half data the AVX-512 loops read and write in place (bn_half.go); the group's
+		// 16-bit x stays in cache between the passes.
+		xh, bf, direct := bnHalfOf(x)
+		var yh []uint16
+		var emf, esf, ebf []float32
+		if direct {
+			yh, _, _ = bnHalfOf(y)
+			emf, esf, ebf = any(em).([]float32), any(es).([]float32), any(eb).([]float32)
+		}
+		// Otherwise in training the group's x is read three times: converted once, into
+		// xc.
 		var xc bnCache[C]
-		if a.Training {
+		if a.Training && !direct {
 			xc = newBNCache(xr, a)
 			defer xc.release()
 		}
@@ -154,6 +164,11 @@ func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams, relu 
 					m := len(t.ch)
 					clear(acc[:m])
 					for n := 0; n < a.N; n++ {
+						if direct {
+							off := t.off + n*stride
+							bnAccHalf(bf, acc[:m], xh[off:off+m])
+							continue
+						}
 						accAdd(acc[:m], read(i, n, true))
 					}
 					for j, c := range t.ch {
@@ -170,6 +185,11 @@ func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams, relu 
 						e64[j] = mean[c]
 					}
 					for n := 0; n < a.N; n++ {
+						if direct {
+							off := t.off + n*stride
+							bnDevSqHalf(bf, acc[:m], xh[off:off+m], e64[:m])
+							continue
+						}
 						accDev(accSq, acc[:m], nil, read(i, n, false), e64[:m])
 					}
 					for j, c := range t.ch {
@@ -215,6 +235,10 @@ func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams, relu 
 				}
 				for n := 0; n < a.N; n++ {
 					off := t.off + n*stride
+					if direct {
+						bnAffineHalf(bf, yh[off:off+m], xh[off:off+m], emf[:m], esf[:m], ebf[:m], relu)
+						continue
+					}
 					o := yr.out(ob[:m], off)
 					bnAffine(o, read(i, n, false), em, es, eb, relu)
 					yr.flush(off, o)
@@ -297,10 +321,19 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx, y *storage, p 
 		if y != nil {
 			yb = make([]C, chunk)
 		}
-		// When the sums pass runs, it leaves the group's masked gy and x converted in
-		// gc and xc for the gradient pass.
+		// Half data the AVX-512 loops read and write in place (bn_half.go), masking gy
+		// in both passes; the group's 16-bit gy, y and x stay in cache between them.
+		xh, bf, direct := bnHalfOf(x)
+		var gyh, gxh, yh []uint16
+		if direct {
+			gyh, _, _ = bnHalfOf(gy)
+			gxh, _, _ = bnHalfOf(gx)
+			yh, _, _ = bnHalfOf(y)
+		}
+		// Otherwise, when the sums pass runs, it leaves the group's masked gy and x
+		// converted in gc and xc for the gradient pass.
 		var gc, xc bnCache[C]
-		if sums {
+		if sums && !direct {
 			gc, xc = newBNCache(gyr, a), newBNCache(xr, a)
 			defer gc.release()
 			defer xc.release()
@@ -311,6 +344,17 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx, y *storage, p 
 		ca, cb, cc, cm := make([]C, k), make([]C, k), make([]C, k), make([]C, k)
 		ea, eb, ec, em := make([]C, chunk), make([]C, chunk), make([]C, chunk), make([]C, chunk)
 		ob, tb := make([]C, chunk), make([]C, chunk)
+		var eaf, ebf, ecf, emf []float32
+		if direct {
+			eaf, ebf, ecf, emf = any(ea).([]float32), any(eb).([]float32), any(ec).([]float32), any(em).([]float32)
+		}
+		// yAt returns y's 16-bit elements [off, off+m), or nil without y.
+		yAt := func(off, m int) []uint16 {
+			if yh == nil {
+				return nil
+			}
+			return yh[off : off+m]
+		}
 		bnGroups(a, lo, hi, func(g *bnGroup) {
 			// readGY returns sample n of tile i of gy, masked by the ReLU output when
 			// there is one: from gc once the sums pass filled it. With fill (the sums
@@ -358,6 +402,11 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx, y *storage, p 
 						e64[j] = mean[c]
 					}
 					for n := 0; n < a.N; n++ {
+						if direct {
+							off := t.off + n*stride
+							bnSumsHalf(bf, acc1[:m], acc2[:m], gyh[off:off+m], yAt(off, m), xh[off:off+m], e64[:m])
+							continue
+						}
 						gv, dst, yv := readGY(i, n, true)
 						bnSums(dst, acc1[:m], acc2[:m], gv, yv, readX(i, n, true), e64[:m])
 					}
@@ -390,6 +439,10 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx, y *storage, p 
 				}
 				for n := 0; n < a.N; n++ {
 					off := t.off + n*stride
+					if direct {
+						bnGradHalf(bf, gxh[off:off+m], gyh[off:off+m], yAt(off, m), xh[off:off+m], eaf[:m], ebf[:m], ecf[:m], emf[:m])
+						continue
+					}
 					gv, _, _ := readGY(i, n, false)
 					xs := readX(i, n, false)
 					o := gxr.out(ob[:m], off)

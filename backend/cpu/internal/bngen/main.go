@@ -45,6 +45,13 @@ func main() {
 	g.grad()
 	g.sums(false)
 	g.sums(true)
+	for _, h := range halves {
+		g.accHalf(h)
+		g.devSqHalf(h)
+		g.affineHalf(h)
+		g.sumsHalf(h)
+		g.gradHalf(h)
+	}
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -216,4 +223,306 @@ func (g *gen) sums(mask bool) {
 	g.p("%s_done:", name)
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
+}
+
+// A half is a 16-bit storage format the half loops below read and write in place of
+// float32 streams, converting in registers exactly as package half converts in bulk.
+type half struct {
+	name string // BF16 or F16, in routine names
+	bf   bool
+}
+
+var halves = []half{{"BF16", true}, {"F16", false}}
+
+// A stream is a pointer register and the size of its elements.
+type stream struct {
+	reg  string
+	size int
+}
+
+// hloop is loop for streams of mixed element sizes: body(r) works on register group r
+// (vector r of the round, offset 16·size·r in every stream).
+func (g *gen) hloop(name string, ptrs []stream, body func(r int)) {
+	g.p("")
+	g.p("%s_loop4:", name)
+	g.p("\tCMPQ CX, $64")
+	g.p("\tJLT %s_loop1", name)
+	for r := range 4 {
+		body(r)
+	}
+	for _, p := range ptrs {
+		g.p("\tADDQ $%d, %s", 64*p.size, p.reg)
+	}
+	g.p("\tSUBQ $64, CX")
+	g.p("\tJMP %s_loop4", name)
+	g.p("")
+	g.p("%s_loop1:", name)
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	body(0)
+	for _, p := range ptrs {
+		g.p("\tADDQ $%d, %s", 16*p.size, p.reg)
+	}
+	g.p("\tSUBQ $16, CX")
+	g.p("\tJMP %s_loop1", name)
+	g.p("")
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
+// load emits the widening of sixteen h values at off(base) into float32 register z,
+// exact: a zero extension and a 16-bit shift for bfloat16 (half's
+// bfloat16ToFloat32AVX512), VCVTPH2PS for float16 (float16ToFloat32AVX512).
+func (g *gen) load(h half, off int, base, z string) {
+	if h.bf {
+		g.p("\tVPMOVZXWD %d(%s), %s", off, base, z)
+		g.p("\tVPSLLD $16, %s, %s", z, z)
+		return
+	}
+	g.p("\tVCVTPH2PS %d(%s), %s", off, base, z)
+}
+
+// bfConsts loads the constants of store's bfloat16 rounding: Z31 = 0x7fff, Z30 = 1,
+// Z29 = 0x40.
+func (g *gen) bfConsts(h half) {
+	if !h.bf {
+		return
+	}
+	g.p("\tMOVL $0x7fff, AX")
+	g.p("\tVPBROADCASTD AX, Z31")
+	g.p("\tMOVL $1, AX")
+	g.p("\tVPBROADCASTD AX, Z30")
+	g.p("\tMOVL $0x40, AX")
+	g.p("\tVPBROADCASTD AX, Z29")
+}
+
+// store emits the rounding of float32 register Z<r> to h at off(base), bit for bit
+// half's float32ToFloat16AVX512 (VCVTPS2PH, nearest even) or float32ToBFloat16AVX512
+// (integer rounding to nearest even, NaN lanes quieted; not VCVTNEPS2BF16, which
+// flushes subnormals), with Z<8+r>, Z<12+r> and K<1+r> as scratch.
+func (g *gen) store(h half, r, off int, base string) {
+	z := fmt.Sprintf("Z%d", r)
+	if !h.bf {
+		g.p("\tVCVTPS2PH $0, %s, %d(%s)", z, off, base)
+		return
+	}
+	a, b, k := fmt.Sprintf("Z%d", 8+r), fmt.Sprintf("Z%d", 12+r), fmt.Sprintf("K%d", 1+r)
+	g.p("\tVPSRLD $16, %s, %s // x>>16", z, a)
+	g.p("\tVPANDD Z30, %s, %s // its low bit: +1 on ties to reach even", a, b)
+	g.p("\tVPADDD Z31, %s, %s", b, b)
+	g.p("\tVPADDD %s, %s, %s", z, b, b)
+	g.p("\tVPSRLD $16, %s, %s", b, b)
+	g.p("\tVCMPPS $3, %s, %s, %s // unordered: the NaN lanes", z, z, k)
+	g.p("\tVPORD Z29, %s, %s, %s // quiet the truncated NaN", a, k, b)
+	g.p("\tVPMOVDW %s, %d(%s)", b, off, base)
+}
+
+// accHalf emits bnAccF64<h>AVX512(acc *float64, x *uint16, n int): acc[i] +=
+// float64(x[i]), vecAccF64AVX512's instructions on x widened.
+func (g *gen) accHalf(h half) {
+	name := "bnAccF64" + h.name + "AVX512"
+	g.p("")
+	g.p("// func %s(acc *float64, x *uint16, n int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-24", name)
+	g.p("\tMOVQ acc+0(FP), DI")
+	g.p("\tMOVQ x+8(FP), SI")
+	g.p("\tMOVQ n+16(FP), CX")
+	g.hloop(name, []stream{{"DI", 8}, {"SI", 2}}, func(r int) {
+		z, lo, hi := fmt.Sprintf("Z%d", r), fmt.Sprintf("Z%d", 4+r), fmt.Sprintf("Z%d", 8+r)
+		g.load(h, 32*r, "SI", z)
+		g.p("\tVCVTPS2PD Y%d, %s", r, lo)
+		g.p("\tVEXTRACTF32X8 $1, %s, Y%d", z, 8+r)
+		g.p("\tVCVTPS2PD Y%d, %s", 8+r, hi)
+		g.p("\tVADDPD %d(DI), %s, %s", 128*r, lo, lo)
+		g.p("\tVADDPD %d(DI), %s, %s", 128*r+64, hi, hi)
+		g.p("\tVMOVUPD %s, %d(DI)", lo, 128*r)
+		g.p("\tVMOVUPD %s, %d(DI)", hi, 128*r+64)
+	})
+}
+
+// devSqHalf emits bnDevSqF64<h>AVX512(acc *float64, x *uint16, m *float64, n int):
+// with d = float64(x[i]) − m[i], acc[i] = FMA(d, d, acc[i]), vecAccDevF64AVX512's
+// accSq instructions on x widened.
+func (g *gen) devSqHalf(h half) {
+	name := "bnDevSqF64" + h.name + "AVX512"
+	g.p("")
+	g.p("// func %s(acc *float64, x *uint16, m *float64, n int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	g.p("\tMOVQ acc+0(FP), DI")
+	g.p("\tMOVQ x+8(FP), SI")
+	g.p("\tMOVQ m+16(FP), R8")
+	g.p("\tMOVQ n+24(FP), CX")
+	g.hloop(name, []stream{{"DI", 8}, {"SI", 2}, {"R8", 8}}, func(r int) {
+		z := fmt.Sprintf("Z%d", r)
+		g.load(h, 32*r, "SI", z)
+		for half := range 2 {
+			d, a := fmt.Sprintf("Z%d", 4+r), fmt.Sprintf("Z%d", 8+r)
+			if half == 0 {
+				g.p("\tVCVTPS2PD Y%d, %s", r, d)
+			} else {
+				g.p("\tVEXTRACTF32X8 $1, %s, Y%d", z, 12+r)
+				g.p("\tVCVTPS2PD Y%d, %s", 12+r, d)
+			}
+			o := 128*r + 64*half
+			g.p("\tVSUBPD %d(R8), %s, %s", o, d, d)
+			g.p("\tVMOVUPD %d(DI), %s", o, a)
+			g.p("\tVFMADD231PD %s, %s, %s", d, d, a)
+			g.p("\tVMOVUPD %s, %d(DI)", a, o)
+		}
+	})
+}
+
+// affineHalf emits bnAffine<h>AVX512 and bnAffineReLU<h>AVX512(o, v *uint16, m, s, b
+// *float32, n int): affine's loops on v widened, o rounded to h.
+func (g *gen) affineHalf(h half) {
+	for _, relu := range []bool{false, true} {
+		name := "bnAffine" + h.name + "AVX512"
+		if relu {
+			name = "bnAffineReLU" + h.name + "AVX512"
+		}
+		g.p("")
+		g.p("// func %s(o, v *uint16, m, s, b *float32, n int)", name)
+		g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+		g.p("\tMOVQ o+0(FP), DI")
+		g.p("\tMOVQ v+8(FP), SI")
+		g.p("\tMOVQ m+16(FP), DX")
+		g.p("\tMOVQ s+24(FP), R8")
+		g.p("\tMOVQ b+32(FP), R9")
+		g.p("\tMOVQ n+40(FP), CX")
+		g.p("\tVXORPS Z28, Z28, Z28")
+		g.bfConsts(h)
+		g.hloop(name, []stream{{"DI", 2}, {"SI", 2}, {"DX", 4}, {"R8", 4}, {"R9", 4}}, func(r int) {
+			z, off := fmt.Sprintf("Z%d", r), 64*r
+			g.load(h, 32*r, "SI", z)
+			g.p("\tVSUBPS %d(DX), %s, %s", off, z, z)
+			g.p("\tVMULPS %d(R8), %s, %s", off, z, z)
+			g.p("\tVADDPS %d(R9), %s, %s", off, z, z)
+			if relu {
+				k := fmt.Sprintf("K%d", r+1)
+				g.p("\tVCMPPS $0x%02x, %s, Z28, %s // !(0 >= o)", cmpNGEUQ, z, k)
+				g.p("\tVMOVAPS.Z %s, %s, %s", z, k, z)
+			}
+			g.store(h, r, 32*r, "DI")
+		})
+	}
+}
+
+// sumsHalf emits bnSums<h>AVX512(acc1, acc2 *float64, gv, x *uint16, m *float64, n
+// int) and bnSumsMask<h>AVX512(acc1, acc2 *float64, gv, y, x *uint16, m *float64, n
+// int): sums's loops on gv, y and x widened, the masked gv kept in registers only.
+func (g *gen) sumsHalf(h half) {
+	for _, mask := range []bool{false, true} {
+		name, args, frame := "bnSums"+h.name+"AVX512", "acc1, acc2 *float64, gv, x *uint16, m *float64, n int", 48
+		if mask {
+			name, args, frame = "bnSumsMask"+h.name+"AVX512", "acc1, acc2 *float64, gv, y, x *uint16, m *float64, n int", 56
+		}
+		g.p("")
+		g.p("// func %s(%s)", name, args)
+		g.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
+		g.p("\tMOVQ acc1+0(FP), R9")
+		g.p("\tMOVQ acc2+8(FP), R10")
+		g.p("\tMOVQ gv+16(FP), SI")
+		o := 0
+		if mask {
+			g.p("\tMOVQ y+24(FP), R8")
+			o = 8
+		}
+		g.p("\tMOVQ x+%d(FP), DX", o+24)
+		g.p("\tMOVQ m+%d(FP), R11", o+32)
+		g.p("\tMOVQ n+%d(FP), CX", o+40)
+		g.p("\tVXORPS Z31, Z31, Z31")
+		g.p("")
+		g.p("%s_loop:", name)
+		g.p("\tTESTQ CX, CX")
+		g.p("\tJZ %s_done", name)
+		g.load(h, 0, "SI", "Z0")
+		if mask {
+			g.load(h, 0, "R8", "Z6")
+			g.p("\tVCMPPS $0x%02x, Z6, Z31, K1 // 0 < y", cmpLTOQ)
+			g.p("\tVMOVAPS.Z Z0, K1, Z0")
+		}
+		g.p("\tVCVTPS2PD Y0, Z1")
+		g.p("\tVEXTRACTF32X8 $1, Z0, Y2")
+		g.p("\tVCVTPS2PD Y2, Z2")
+		g.load(h, 0, "DX", "Z7")
+		g.p("\tVEXTRACTF32X8 $1, Z7, Y8")
+		for r := range 2 {
+			gr := fmt.Sprintf("Z%d", 1+r)
+			g.p("\tVADDPD %d(R9), %s, Z3", 64*r, gr)
+			g.p("\tVMOVUPD Z3, %d(R9)", 64*r)
+			g.p("\tVCVTPS2PD Y%d, Z4", 7+r)
+			g.p("\tVSUBPD %d(R11), Z4, Z4", 64*r)
+			g.p("\tVMOVUPD %d(R10), Z5", 64*r)
+			g.p("\tVFMADD231PD Z4, %s, Z5", gr)
+			g.p("\tVMOVUPD Z5, %d(R10)", 64*r)
+		}
+		g.p("\tADDQ $32, SI")
+		g.p("\tADDQ $32, DX")
+		if mask {
+			g.p("\tADDQ $32, R8")
+		}
+		g.p("\tADDQ $128, R9")
+		g.p("\tADDQ $128, R10")
+		g.p("\tADDQ $128, R11")
+		g.p("\tSUBQ $16, CX")
+		g.p("\tJMP %s_loop", name)
+		g.p("")
+		g.p("%s_done:", name)
+		g.p("\tVZEROUPPER")
+		g.p("\tRET")
+	}
+}
+
+// gradHalf emits bnGrad<h>AVX512(o, gv, x *uint16, ea, eb, ec, em *float32, n int)
+// and bnGradMask<h>AVX512(o, gv, y, x *uint16, ea, eb, ec, em *float32, n int): grad's
+// loop on gv (masked by 0 < y, +0 elsewhere, as sums masks it) and x widened, o
+// rounded to h.
+func (g *gen) gradHalf(h half) {
+	for _, mask := range []bool{false, true} {
+		name, args, frame := "bnGrad"+h.name+"AVX512", "o, gv, x *uint16, ea, eb, ec, em *float32, n int", 64
+		if mask {
+			name, args, frame = "bnGradMask"+h.name+"AVX512", "o, gv, y, x *uint16, ea, eb, ec, em *float32, n int", 72
+		}
+		g.p("")
+		g.p("// func %s(%s)", name, args)
+		g.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
+		g.p("\tMOVQ o+0(FP), DI")
+		g.p("\tMOVQ gv+8(FP), SI")
+		o := 0
+		ptrs := []stream{{"DI", 2}, {"SI", 2}, {"DX", 2}, {"R8", 4}, {"R9", 4}, {"R10", 4}, {"R11", 4}}
+		if mask {
+			g.p("\tMOVQ y+16(FP), BX")
+			o = 8
+			ptrs = append(ptrs, stream{"BX", 2})
+		}
+		g.p("\tMOVQ x+%d(FP), DX", o+16)
+		g.p("\tMOVQ ea+%d(FP), R8", o+24)
+		g.p("\tMOVQ eb+%d(FP), R9", o+32)
+		g.p("\tMOVQ ec+%d(FP), R10", o+40)
+		g.p("\tMOVQ em+%d(FP), R11", o+48)
+		g.p("\tMOVQ n+%d(FP), CX", o+56)
+		g.p("\tVXORPS Z28, Z28, Z28")
+		g.bfConsts(h)
+		g.hloop(name, ptrs, func(r int) {
+			z, t, u, off := fmt.Sprintf("Z%d", r), fmt.Sprintf("Z%d", 4+r), fmt.Sprintf("Z%d", 16+r), 64*r
+			g.load(h, 32*r, "DX", t)
+			g.p("\tVSUBPS %d(R11), %s, %s // x - em", off, t, t)
+			e := fmt.Sprintf("Z%d", 24+r)
+			g.p("\tVMOVUPS %d(R9), %s", off, e)
+			g.p("\tVMULPS %s, %s, %s // eb * t", t, e, t)
+			g.load(h, 32*r, "SI", u)
+			if mask {
+				y, k := fmt.Sprintf("Z%d", 20+r), fmt.Sprintf("K%d", r+1)
+				g.load(h, 32*r, "BX", y)
+				g.p("\tVCMPPS $0x%02x, %s, Z28, %s // 0 < y", cmpLTOQ, y, k)
+				g.p("\tVMOVAPS.Z %s, %s, %s", u, k, u)
+			}
+			g.p("\tVMOVUPS %d(R8), %s", off, z)
+			g.p("\tVMULPS %s, %s, %s // ea * g", u, z, z)
+			g.p("\tVADDPS %s, %s, %s", t, z, z)
+			g.p("\tVADDPS %d(R10), %s, %s", off, z, z)
+			g.store(h, r, 32*r, "DI")
+		})
+	}
 }

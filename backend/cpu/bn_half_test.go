@@ -1,0 +1,221 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gamp-ml/gamp/half"
+)
+
+// halfInputs returns n random 16-bit patterns, every class (zeros, subnormals,
+// infinities, NaNs) among them, a third of them values near 1 in magnitude.
+func halfInputs(rng *rand.Rand, bf bool, n int) []uint16 {
+	u := make([]uint16, n)
+	for i := range u {
+		switch rng.IntN(3) {
+		case 0:
+			f := float32(rng.Float64()*8 - 4)
+			if bf {
+				u[i] = uint16(half.BFloat16FromFloat32(f))
+			} else {
+				u[i] = uint16(half.Float16FromFloat32(f))
+			}
+		default:
+			u[i] = uint16(rng.Uint32())
+		}
+	}
+	return u
+}
+
+// roundProbes returns n float32s that end exactly halfway between two 16-bit values,
+// or just off it, or are subnormal, huge, infinite or NaN: where rounding to bfloat16 or
+// float16 can go wrong.
+func roundProbes(rng *rand.Rand, n int) []float32 {
+	f := make([]float32, n)
+	for i := range f {
+		b := rng.Uint32()
+		switch rng.IntN(4) {
+		case 0:
+			b = b&^0xffff | 0x8000 // a bfloat16 tie
+		case 1:
+			b = b&^0x1fff | 0x1000 // a float16 tie (in the normal range)
+		case 2:
+			b = b&^0x7f800000 | uint32(rng.IntN(0x72))<<23 // small: float16 subnormals
+		}
+		f[i] = math.Float32frombits(b)
+	}
+	return f
+}
+
+// widenAll is half's bulk widening of u.
+func widenAll(bf bool, u []uint16) []float32 {
+	f := make([]float32, len(u))
+	if bf {
+		b := make([]half.BFloat16, len(u))
+		for i, v := range u {
+			b[i] = half.BFloat16(v)
+		}
+		half.BFloat16ToFloat32(f, b)
+		return f
+	}
+	h := make([]half.Float16, len(u))
+	for i, v := range u {
+		h[i] = half.Float16(v)
+	}
+	half.Float16ToFloat32(f, h)
+	return f
+}
+
+// roundAll is half's bulk rounding of f.
+func roundAll(bf bool, f []float32) []uint16 {
+	u := make([]uint16, len(f))
+	if bf {
+		b := make([]half.BFloat16, len(f))
+		half.Float32ToBFloat16(b, f)
+		for i, v := range b {
+			u[i] = uint16(v)
+		}
+		return u
+	}
+	h := make([]half.Float16, len(f))
+	half.Float32ToFloat16(h, f)
+	for i, v := range h {
+		u[i] = uint16(v)
+	}
+	return u
+}
+
+// sameHalf reports whether a and b are the same 16-bit value, any two NaNs counting
+// as equal.
+func sameHalf(bf bool, a, b uint16) bool {
+	if a == b {
+		return true
+	}
+	if bf {
+		return a&0x7fff > 0x7f80 && b&0x7fff > 0x7f80
+	}
+	return a&0x7fff > 0x7c00 && b&0x7fff > 0x7c00
+}
+
+// TestBNHalfTwins compares the half batch-norm passes (bnAccHalf, bnDevSqHalf,
+// bnAffineHalf with and without ReLU, bnSumsHalf with and without the mask,
+// bnGradHalf with and without it, writing apart and over g, y or x) with their float32
+// passes on the operands widened by package half, the output rounded by it, bit for bit
+// (NaN payloads aside), in bfloat16 and float16, at every length to 200 and a few
+// longer, misaligned, with every class of value in every operand and outputs that
+// land on rounding ties.
+func TestBNHalfTwins(t *testing.T) {
+	rng := rand.New(rand.NewPCG(57, 58))
+	for _, bf := range []bool{true, false} {
+		for _, n := range vecLens {
+			mis := rng.IntN(3)
+			hin := func() []uint16 { return halfInputs(rng, bf, n+mis)[mis:] }
+			fin := func() []float32 { return vecInputs(rng, n+mis)[mis:] }
+			f64 := func() []float64 {
+				v := make([]float64, n)
+				for i := range v {
+					v[i] = rng.NormFloat64()
+				}
+				return v
+			}
+			checkHalf := func(what string, got, want []uint16) {
+				t.Helper()
+				for i := range want {
+					if !sameHalf(bf, got[i], want[i]) {
+						t.Fatalf("%s bf=%v n=%d: %d = %#04x, float32 pass %#04x", what, bf, n, i, got[i], want[i])
+					}
+				}
+			}
+			check64 := func(what string, got, want []float64) {
+				t.Helper()
+				for i := range want {
+					if !sameBits64(got[i], want[i]) {
+						t.Fatalf("%s bf=%v n=%d: %d = %v, float32 pass %v", what, bf, n, i, got[i], want[i])
+					}
+				}
+			}
+
+			x, m0 := hin(), f64()
+			acc, want := f64(), []float64(nil)
+			want = append(want, acc...)
+			vecAccF64(want, widenAll(bf, x))
+			bnAccHalf(bf, acc, x)
+			check64("bnAccHalf", acc, want)
+			acc, want = f64(), nil
+			want = append(want, acc...)
+			vecAccDevF64(accSq, want, nil, widenAll(bf, x), m0)
+			bnDevSqHalf(bf, acc, x, m0)
+			check64("bnDevSqHalf", acc, want)
+
+			// Lanes with s = 0 put b itself (a rounding probe) out.
+			v, m, s, b := hin(), fin(), fin(), fin()
+			probes := roundProbes(rng, n)
+			for i := range s {
+				if rng.IntN(4) == 0 {
+					s[i], b[i] = 0, probes[i]
+				}
+			}
+			for _, relu := range []bool{false, true} {
+				wf := make([]float32, n)
+				bnAffineVec(wf, widenAll(bf, v), m, s, b, relu)
+				want := roundAll(bf, wf)
+				got := make([]uint16, n)
+				bnAffineHalf(bf, got, v, m, s, b, relu)
+				checkHalf("bnAffineHalf", got, want)
+				inPlace := append([]uint16(nil), v...)
+				bnAffineHalf(bf, inPlace, inPlace, m, s, b, relu)
+				checkHalf("bnAffineHalf in place", inPlace, want)
+			}
+
+			g, y, xg := hin(), hin(), hin()
+			for _, masked := range []bool{false, true} {
+				var yv []uint16
+				var yf []float32
+				gf := widenAll(bf, g)
+				if masked {
+					yv, yf = y, widenAll(bf, y)
+					vecBinary(vecMask, gf, gf, yf)
+				}
+				a1, a2 := f64(), f64()
+				w1, w2 := append([]float64(nil), a1...), append([]float64(nil), a2...)
+				bnSumsVec(nil, w1, w2, gf, nil, widenAll(bf, xg), m0)
+				bnSumsHalf(bf, a1, a2, g, yv, xg, m0)
+				check64("bnSumsHalf acc1", a1, w1)
+				check64("bnSumsHalf acc2", a2, w2)
+
+				// ec = a probe, ea = eb = 0 where g and x are finite: the probe comes out.
+				ea, eb, ec, em := fin(), fin(), fin(), fin()
+				probes := roundProbes(rng, n)
+				for i := range ea {
+					if rng.IntN(4) == 0 {
+						ea[i], eb[i], ec[i] = 0, 0, probes[i]
+					}
+				}
+				wf, tb := make([]float32, n), make([]float32, n)
+				bnGradVec(wf, gf, widenAll(bf, xg), ea, eb, ec, em, tb)
+				want := roundAll(bf, wf)
+				for _, alias := range []string{"", "g", "y", "x"} {
+					gc, yc, xc := append([]uint16(nil), g...), append([]uint16(nil), y...), append([]uint16(nil), xg...)
+					if !masked {
+						yc = nil
+					}
+					got := make([]uint16, n)
+					switch alias {
+					case "g":
+						got = gc
+					case "y":
+						if !masked {
+							continue
+						}
+						got = yc
+					case "x":
+						got = xc
+					}
+					bnGradHalf(bf, got, gc, yc, xc, ea, eb, ec, em)
+					checkHalf("bnGradHalf masked="+map[bool]string{false: "no", true: "yes"}[masked]+" over "+alias, got, want)
+				}
+			}
+		}
+	}
+}
