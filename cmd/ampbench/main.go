@@ -19,7 +19,6 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
-	"strings"
 
 	"github.com/gamp-ml/gamp/internal/cli"
 
@@ -104,18 +103,10 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 
 func main() {
 	o, err := parseArgs(os.Args[1:], os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
 	if err == nil {
 		err = runProfiled(o, os.Stdout, os.Stderr)
 	}
-	if err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintln(os.Stderr, "ampbench:", line)
-		}
-		os.Exit(cli.ExitStatus(err))
-	}
+	os.Exit(cli.Report(os.Stderr, "ampbench", err))
 }
 
 // runProfiled is run with the CPU profile -cpuprofile asks for.

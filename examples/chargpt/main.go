@@ -92,8 +92,7 @@ func main() {
 	flag.Parse()
 	s, err := run(o, os.Stderr)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "chargpt:", err)
-		os.Exit(1)
+		os.Exit(cli.Report(os.Stderr, "chargpt", err)) // 2 for a bad flag value
 	}
 	if !o.quiet && s.Sample != "" {
 		fmt.Fprintf(os.Stderr, "\n--- sample (temperature %g, top-k %d, seed %d) ---\n%s\n---\n", o.temperature, o.topK, o.sampleSeed, s.Sample)

@@ -88,16 +88,10 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 
 func main() {
 	o, err := parseArgs(os.Args[1:], os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
 	if err == nil {
 		err = run(o)
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "parallel:", err)
-		os.Exit(cli.ExitStatus(err))
-	}
+	os.Exit(cli.Report(os.Stderr, "parallel", err))
 }
 
 func run(o options) error {

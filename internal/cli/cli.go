@@ -9,9 +9,12 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // UsageError is a bad command line: a flag value, a missing or extra argument.
@@ -37,6 +40,19 @@ func ExitStatus(err error) int {
 		return 2
 	}
 	return 1
+}
+
+// Report writes err to w, each line prefixed with the command's name, and returns the
+// exit status for it: 0 for nil or flag.ErrHelp (the usage was printed), 2 for a usage
+// error, 1 otherwise.
+func Report(w io.Writer, name string, err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(w, "%s: %s\n", name, line)
+	}
+	return ExitStatus(err)
 }
 
 // CheckWritable reports whether a file can be created at path (replacing what is

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,6 +18,16 @@ func TestExitStatus(t *testing.T) {
 	require.Equal(t, 2, ExitStatus(Usagef("-x must be ≥ 1, got %d", 0)))
 	require.Equal(t, 2, ExitStatus(fmt.Errorf("wrapped: %w", Usagef("bad"))))
 	require.Equal(t, 2, ExitStatus(errors.Join(Usagef("a"), Usagef("b"))))
+}
+
+func TestReport(t *testing.T) {
+	var b strings.Builder
+	require.Equal(t, 0, Report(&b, "cmd", nil))
+	require.Equal(t, 0, Report(&b, "cmd", fmt.Errorf("parsing: %w", flag.ErrHelp)))
+	require.Empty(t, b.String())
+	require.Equal(t, 2, Report(&b, "cmd", Usagef("-x: bad")))
+	require.Equal(t, 1, Report(&b, "cmd", errors.New("first\nsecond")))
+	require.Equal(t, "cmd: -x: bad\ncmd: first\ncmd: second\n", b.String())
 }
 
 func TestCheckWritable(t *testing.T) {
