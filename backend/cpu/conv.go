@@ -103,8 +103,10 @@ func newConvShape(a backend.Conv2dArgs, paired bool) convShape {
 // convSupported reports whether the direct kernels cover a (unit strides, a
 // consistent geometry) and dt. bf16 needs the VDPBF16PS micro-kernel: without it
 // the Im2Col path, which widens to the float32 GEMM, is faster than the Go twin.
+// float16 runs the float32 kernels on operands widened as they are read
+// (conv_f16.go), so it goes wherever float32 does.
 func convSupported(a backend.Conv2dArgs, dt backend.DType) bool {
-	if dt != backend.Float32 && (dt != backend.BFloat16 || convBF16 == nil) {
+	if dt != backend.Float32 && dt != backend.Float16 && (dt != backend.BFloat16 || convBF16 == nil) {
 		return false
 	}
 	if a.StrideH != 1 || a.StrideW != 1 || a.Groups < 1 || a.C%a.Groups != 0 || a.O%a.Groups != 0 {
@@ -380,11 +382,12 @@ func convGatherPairsGo(dst []uint32, src []half.BFloat16, offs []int, steps, w, 
 	}
 }
 
-// convScratch is one task's buffers.
+// convScratch is one task's buffers. tmp holds an image or a group of gy widened
+// from float16 (conv_f16.go) before its rows are copied into xp or gy.
 type convScratch[E float32 | half.BFloat16, P float32 | uint32] struct {
-	xp, gy []E
-	a, b   []P
-	c      []float32
+	xp, gy, tmp []E
+	a, b        []P
+	c           []float32
 }
 
 var (
@@ -476,7 +479,7 @@ func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 			return
 		}
 	}
-	load := func(s *convShape, xp []E, n int) { padImage(s, xp, x[n*s.C*s.H*s.W:]) }
+	load := func(s *convShape, sc *convScratch[E, P], n int) { padImage(s, sc.xp, x[n*s.C*s.H*s.W:]) }
 	yf, isF32 := any(y).([]float32)
 	store := func(s *convShape, n, oc int, cr []float32) {
 		yc := y[(n*s.O+oc)*s.OH*s.OW:][:s.OH*s.OW]
@@ -499,11 +502,11 @@ func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 	convForwardFn(o, w, bias, a, load, store)
 }
 
-// convForwardFn is convForward reading image n into the zero-padded xp with load
-// and storing output channel oc of image n, on the wide grid in cr (OH rows of wp),
-// with store.
+// convForwardFn is convForward reading image n into the zero-padded sc.xp with load
+// (which may use sc.tmp) and storing output channel oc of image n, on the wide grid
+// in cr (OH rows of wp), with store.
 func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], w, bias []E, a backend.Conv2dArgs,
-	load func(s *convShape, xp []E, n int), store func(s *convShape, n, oc int, cr []float32)) {
+	load func(s *convShape, sc *convScratch[E, P], n int), store func(s *convShape, n, oc int, cr []float32)) {
 	s := newConvShape(a, o.pairs)
 	pl := packWeights(o, &s, w)
 	rp, steps, nSl, per := pl.rp, pl.steps, pl.nSl, pl.per
@@ -539,7 +542,7 @@ func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, 
 		sc.b = grow(sc.b, o.pad(per)*o.nr)
 		sc.c = grow(sc.c, rp*o.mr*ldc)
 		for n := lo; n < hi; n++ {
-			load(&s, sc.xp, n)
+			load(&s, sc, n)
 			for g := range s.Groups {
 				xg := sc.xp[g*s.cg*s.hp*s.wp:]
 				for i := range rp * o.mr {
@@ -661,16 +664,58 @@ func flipWeights[E any](w []E, a backend.Conv2dArgs) []E {
 // would multiply it by the zeros of the discarded columns, making NaN where the exact
 // sum has none. Each task checks its own images, so the check is no serial pass.
 func convWeightGrad[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], gw, x, gy []E, a backend.Conv2dArgs) bool {
+	return convWeightGradFn(o, convWGradOf(o, gw, x, gy), a)
+}
+
+// convWeightGradFn is convWeightGrad reading and writing through io.
+func convWeightGradFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], io convWGradIO[E, P], a backend.Conv2dArgs) bool {
 	s := newConvShape(a, false)
 	if convTapsFirst(o, &s) {
-		return convWeightGradTaps(o, gw, x, gy, &s)
+		return convWeightGradTapsFn(o, io, &s)
 	}
-	return convWeightGradRows(o, gw, x, gy, &s)
+	return convWeightGradRowsFn(o, io, &s)
+}
+
+// convWGradIO is where the weight gradient reads its operands and writes gw.
+type convWGradIO[E float32 | half.BFloat16, P float32 | uint32] struct {
+	// image copies image n into sc.xp, whose padding and tail are zero, and
+	// reports true; or reports false when the image holds Inf or NaN.
+	image func(s *convShape, sc *convScratch[E, P], n int) bool
+	// gy copies gy of image n's group g into sc.gy on the wide grid, output
+	// channel oc at row oc·ldq (OH rows of wp; the discarded columns stay zero).
+	gy func(s *convShape, sc *convScratch[E, P], ldq, n, g int)
+	// store rounds row r of gw from its float32 sums.
+	store func(r int, row []float32)
+}
+
+// convWGradOf returns the io of operands held in E itself.
+func convWGradOf[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], gw, x, gy []E) convWGradIO[E, P] {
+	return convWGradIO[E, P]{
+		image: func(s *convShape, sc *convScratch[E, P], n int) bool {
+			img := x[n*s.C*s.H*s.W:][:s.C*s.H*s.W]
+			if !o.finite(img) {
+				return false
+			}
+			padImage(s, sc.xp, img)
+			return true
+		},
+		gy: func(s *convShape, sc *convScratch[E, P], ldq, n, g int) {
+			for oc := range s.og {
+				convRows(sc.gy[oc*ldq:], s.wp, gy[(n*s.O+g*s.og+oc)*s.OH*s.OW:], s.OW, s.OW, s.OH)
+			}
+		},
+		store: func(r int, row []float32) { o.store(gw[r*len(row):][:len(row)], row) },
+	}
 }
 
 // convWeightGradRows is convWeightGrad with the output channels as the rows of the
 // product and the taps as its columns.
 func convWeightGradRows[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], gw, x, gy []E, s *convShape) bool {
+	return convWeightGradRowsFn(o, convWGradOf(o, gw, x, gy), s)
+}
+
+// convWeightGradRowsFn is convWeightGradRows reading and writing through io.
+func convWeightGradRowsFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], io convWGradIO[E, P], s *convShape) bool {
 	rp := gemmCeilDiv(s.og, o.mr)
 	npT := gemmCeilDiv(s.k, o.nr)
 	ldw := npT * o.nr
@@ -701,17 +746,13 @@ func convWeightGradRows[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 		for ch := lo; ch < hi; ch++ {
 			part := parts[ch*partLen:][:partLen]
 			for n := ch * s.N / chunks; n < (ch+1)*s.N/chunks; n++ {
-				img := x[n*s.C*s.H*s.W:][:s.C*s.H*s.W]
-				if nonFinite.Load() || !o.finite(img) {
+				if nonFinite.Load() || !io.image(s, sc, n) {
 					nonFinite.Store(true)
 					return
 				}
-				padImage(s, sc.xp, img)
 				for g := range s.Groups {
 					// gy of the group on the wide grid; the discarded columns stay zero.
-					for oc := range s.og {
-						convRows(sc.gy[oc*ldq:], s.wp, gy[(n*s.O+g*s.og+oc)*s.OH*s.OW:], s.OW, s.OW, s.OH)
-					}
+					io.gy(s, sc, ldq, n, g)
 					pg := part[g*rp*o.mr*ldw:]
 					xg := g * s.cg * s.hp * s.wp
 					for q0 := 0; q0 < ldq; q0 += per {
@@ -757,7 +798,7 @@ func convWeightGradRows[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 			for ch := 1; ch < chunks; ch++ {
 				vecBinary(vecAdd, row, row, parts[ch*partLen+(g*rp*o.mr+oc)*ldw:][:s.k])
 			}
-			o.store(gw[r*s.k:][:s.k], row)
+			io.store(r, row)
 		}
 	})
 	return true
@@ -778,8 +819,8 @@ func convParts(n int) []float32 {
 	return make([]float32, n)
 }
 
-// Conv2d implements backend.Convolver for unit-stride float32 and (where the CPU has
-// VDPBF16PS) bf16 convolutions.
+// Conv2d implements backend.Convolver for unit-stride float32, float16 (on the
+// float32 kernels, conv_f16.go) and (where the CPU has VDPBF16PS) bf16 convolutions.
 func (b *Backend) Conv2d(y, x, w, bias backend.Storage, a backend.Conv2dArgs) bool {
 	X, W, Y := st(x), st(w), st(y)
 	if !convSupported(a, X.dt) {
@@ -799,6 +840,14 @@ func (b *Backend) Conv2d(y, x, w, bias backend.Storage, a backend.Conv2dArgs) bo
 			bs = B.f32()
 		}
 		convForward(convF32For(a.O/a.Groups), Y.f32(), X.f32(), W.f32(), bs, a)
+		return true
+	}
+	if X.dt == backend.Float16 {
+		var b32 []float32
+		if B != nil {
+			b32 = widenF16(B.f16()[:a.O])
+		}
+		convForwardF16(Y.f16(), X.f16(), widenF16(W.f16()[:a.O*(a.C/a.Groups)*a.KH*a.KW]), b32, a)
 		return true
 	}
 	var bs []half.BFloat16
@@ -825,6 +874,10 @@ func (b *Backend) Conv2dInputGrad(gx, gy, w backend.Storage, a backend.Conv2dArg
 		convForward(convF32For(a.C/a.Groups), GX.f32(), GY.f32(), flipWeights(W.f32(), a), nil, d)
 		return true
 	}
+	if GY.dt == backend.Float16 {
+		convForwardF16(GX.f16(), GY.f16(), widenF16(flipWeights(W.f16(), a)), nil, d)
+		return true
+	}
 	convForward(convBF16, GX.bf16(), GY.bf16(), flipWeights(W.bf16(), a), nil, d)
 	return true
 }
@@ -839,6 +892,9 @@ func (b *Backend) Conv2dWeightGrad(gw, x, gy backend.Storage, a backend.Conv2dAr
 	convCheck("Conv2dWeightGrad", a, X, GW, GY, a.N*a.C*a.H*a.W, a.N*a.O*a.OH*a.OW)
 	if X.dt == backend.Float32 {
 		return convWeightGrad(convF32WGrad(a.O/a.Groups), GW.f32(), X.f32(), GY.f32(), a)
+	}
+	if X.dt == backend.Float16 {
+		return convWeightGradF16(GW.f16(), X.f16(), GY.f16(), a)
 	}
 	return convWeightGrad(convBF16, GW.bf16(), X.bf16(), GY.bf16(), a)
 }

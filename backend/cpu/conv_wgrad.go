@@ -20,6 +20,11 @@ import (
 // additions in the same order: the result is bit for bit that of
 // convWeightGradRows with the same kernel (TestConvWeightGradTaps).
 func convWeightGradTaps[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], gw, x, gy []E, s *convShape) bool {
+	return convWeightGradTapsFn(o, convWGradOf(o, gw, x, gy), s)
+}
+
+// convWeightGradTapsFn is convWeightGradTaps reading and writing through io.
+func convWeightGradTapsFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], io convWGradIO[E, P], s *convShape) bool {
 	// packA packs the A panel of the taps at offs (w ≤ mr of them), st steps
 	// padded to kcs: for AMX, rows of pairs side by side (all tap panels of a
 	// pixel slice, then one stack call runs them), else the micro-kernel's panel.
@@ -74,16 +79,12 @@ func convWeightGradTaps[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 		for ch := lo; ch < hi; ch++ {
 			part := parts[ch*partLen:][:partLen]
 			for n := ch * s.N / chunks; n < (ch+1)*s.N/chunks; n++ {
-				img := x[n*s.C*s.H*s.W:][:s.C*s.H*s.W]
-				if nonFinite.Load() || !o.finite(img) {
+				if nonFinite.Load() || !io.image(s, sc, n) {
 					nonFinite.Store(true)
 					return
 				}
-				padImage(s, sc.xp, img)
 				for g := range s.Groups {
-					for oc := range s.og {
-						convRows(sc.gy[oc*ldq:], s.wp, gy[(n*s.O+g*s.og+oc)*s.OH*s.OW:], s.OW, s.OW, s.OH)
-					}
+					io.gy(s, sc, ldq, n, g)
 					pg := part[g*mp*o.mr*ldw:]
 					xg := g * s.cg * s.hp * s.wp
 					for q0 := 0; q0 < ldq; q0 += per {
@@ -152,7 +153,7 @@ func convWeightGradTaps[E float32 | half.BFloat16, P float32 | uint32](o *convOp
 					row[t] += p[t*ldw]
 				}
 			}
-			o.store(gw[r*s.k:][:s.k], row)
+			io.store(r, row)
 		}
 	})
 	return true

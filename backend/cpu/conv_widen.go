@@ -28,11 +28,11 @@ func convForwardWiden(y, x, w, bias []half.BFloat16, a backend.Conv2dArgs) {
 		b32 = make([]float32, a.O)
 		half.BFloat16ToFloat32(b32, bias[:a.O])
 	}
-	load := func(s *convShape, xp []float32, n int) {
+	load := func(s *convShape, sc *convScratch[float32, float32], n int) {
 		img := x[n*s.C*s.H*s.W:]
 		for c := range s.C {
 			for h := range s.H {
-				half.BFloat16ToFloat32(xp[(c*s.hp+h+s.PadH)*s.wp+s.PadW:][:s.W], img[(c*s.H+h)*s.W:][:s.W])
+				half.BFloat16ToFloat32(sc.xp[(c*s.hp+h+s.PadH)*s.wp+s.PadW:][:s.W], img[(c*s.H+h)*s.W:][:s.W])
 			}
 		}
 	}
