@@ -586,26 +586,31 @@ func TestConvRows(t *testing.T) {
 	}
 }
 
-// BenchmarkConvLayer times the Fashion CNN's convolutions (batch 128) through the
-// Backend methods, as a training step runs them (the first layer has no input
-// gradient), with the CPU time per op (cpu-ns/op).
+// BenchmarkConvLayer times the Fashion CNN's convolutions (batch 128; float32, bf16
+// and float16) through the Backend methods, as a training step runs them (the first
+// layer has no input gradient), with the CPU time per op (cpu-ns/op).
 func BenchmarkConvLayer(bm *testing.B) {
 	b, _ := New(0)
 	for _, a := range convTestGeoms()[:2] {
 		a.N = 128
 		rng := rand.New(rand.NewPCG(1, 2))
-		for _, dt := range []backend.DType{backend.Float32, backend.BFloat16} {
+		for _, dt := range []backend.DType{backend.Float32, backend.BFloat16, backend.Float16} {
 			up := func(n int) backend.Storage {
 				s, _ := b.Alloc(dt, n)
 				f := make([]float32, n)
 				for i := range f {
 					f[i] = float32(rng.NormFloat64())
 				}
-				if dt == backend.Float32 {
+				switch dt {
+				case backend.Float32:
 					b.Upload(s, 0, f)
-				} else {
+				case backend.BFloat16:
 					h := make([]half.BFloat16, n)
 					half.Float32ToBFloat16(h, f)
+					b.Upload(s, 0, h)
+				default:
+					h := make([]half.Float16, n)
+					half.Float32ToFloat16(h, f)
 					b.Upload(s, 0, h)
 				}
 				return s
