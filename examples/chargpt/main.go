@@ -22,6 +22,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -193,6 +194,16 @@ func (o options) validate() error {
 		return errors.New("-eval-every must be ≥ 0 and -eval-batches ≥ 1")
 	case !(o.clip >= 0) || !(o.weightDecay >= 0) || !(o.temperature >= 0) || o.topK < 0 || o.sampleLen < 0:
 		return errors.New("-clip, -weight-decay, -temperature, -top-k and -sample must be ≥ 0")
+	case o.plot != "" && !slices.Contains([]string{".png", ".svg"}, strings.ToLower(filepath.Ext(o.plot))):
+		return fmt.Errorf("-plot %q: want a .png or .svg file name", o.plot)
+	}
+	// Output paths are checked before the work starts, not after it.
+	for _, f := range []struct{ flag, path string }{{"-save", o.save}, {"-plot", o.plot}} {
+		if f.path != "" {
+			if err := cli.CheckWritable(f.path); err != nil {
+				return fmt.Errorf("%s %s: %v", f.flag, f.path, err)
+			}
+		}
 	}
 	return nil
 }
@@ -232,7 +243,7 @@ func lmLoss(out, y *tensor.Tensor) *tensor.Tensor {
 
 func run(o options, log io.Writer) (summary, error) {
 	if err := o.validate(); err != nil {
-		return summary{}, err
+		return summary{}, cli.Usagef("%v", err) // a bad flag value: exit status 2
 	}
 	dev, err := cli.OpenDevice(o.device)
 	if err != nil {
@@ -246,7 +257,7 @@ func run(o options, log io.Writer) (summary, error) {
 	}
 	level, low, err := levelFor(o.precision, o.optLevel)
 	if err != nil {
-		return summary{}, err
+		return summary{}, cli.Usagef("%v", err)
 	}
 	text, err := loadText(o)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/gamp-ml/gamp/internal/cli"
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/stretchr/testify/require"
 )
@@ -115,25 +116,32 @@ func TestAccumulationAndCheckpointing(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	text := tinyText(t)
 	for _, c := range []struct {
-		mod  func(*options)
-		want string
+		mod    func(*options)
+		want   string
+		status int // cli.ExitStatus: 2 for a bad flag value
 	}{
-		{func(o *options) { o.precision = "int8" }, "unknown -precision"},
-		{func(o *options) { o.batch = 7; o.accum = 2 }, "not divisible"},
-		{func(o *options) { o.dim = 30; o.heads = 4 }, "not divisible"},
-		{func(o *options) { o.warmup = 100 }, "-warmup"},
-		{func(o *options) { o.textPath = filepath.Join(t.TempDir(), "missing.txt") }, "no such file"},
-		{func(o *options) { o.textPath = ""; o.fortunesDir = t.TempDir() }, "apt-get install fortunes"},
-		{func(o *options) { o.prompt = "€" }, "not in the"},
-		{func(o *options) { o.resume = filepath.Join(t.TempDir(), "none.safetensors") }, "none.safetensors"},
-		{func(o *options) { o.plot = filepath.Join(t.TempDir(), "loss.jpg") }, ".png or .svg"},
-		{func(o *options) { o.optLevel = "O2"; o.precision = "fp32" }, "needs -precision"},
+		{func(o *options) { o.precision = "int8" }, "unknown -precision", 2},
+		{func(o *options) { o.batch = 7; o.accum = 2 }, "not divisible", 2},
+		{func(o *options) { o.dim = 30; o.heads = 4 }, "not divisible", 2},
+		{func(o *options) { o.warmup = 100 }, "-warmup", 2},
+		{func(o *options) { o.textPath = filepath.Join(t.TempDir(), "missing.txt") }, "no such file", 1},
+		{func(o *options) { o.textPath = ""; o.fortunesDir = t.TempDir() }, "apt-get install fortunes", 1},
+		{func(o *options) { o.prompt = "€" }, "not in the", 1},
+		{func(o *options) { o.resume = filepath.Join(t.TempDir(), "none.safetensors") }, "none.safetensors", 1},
+		{func(o *options) { o.plot = filepath.Join(t.TempDir(), "loss.jpg") }, ".png or .svg", 2},
+		{func(o *options) { o.plot = filepath.Join(t.TempDir(), "no", "dir", "loss.png") }, "-plot", 2},
+		{func(o *options) { o.save = filepath.Join(t.TempDir(), "no", "dir", "s.safetensors") }, "-save", 2},
+		{func(o *options) { o.optLevel = "O2"; o.precision = "fp32" }, "needs -precision", 2},
 	} {
 		o := tinyOptions(text)
 		o.steps, o.warmup, o.sampleLen = 2, 1, 5
 		c.mod(&o)
-		_, err := run(o, io.Discard)
+		s, err := run(o, io.Discard)
 		require.ErrorContains(t, err, c.want)
+		require.Equal(t, c.status, cli.ExitStatus(err), "%v", err)
+		if c.status == 2 {
+			require.Zero(t, s.Steps, "a bad flag value is refused before training: %v", err)
+		}
 	}
 }
 
