@@ -77,15 +77,16 @@ func bnGradRun(o, gv, x, ea, eb, ec, em *float32, n int) { bnGradAVX512(o, gv, x
 // rounded as package half's bulk conversions round it (to nearest even, NaN lanes
 // quieted; bn_half.go has the twins). Every n is a multiple of 16.
 
-// bnAccF64BF16AVX512 equals acc[i] += float64(x[i]) for i < n (vecAccF64AVX512).
+// bnAccF64BF16AVX512 equals acc[i] += float64(x[i]) for i < n (vecAccF64AVX512). It
+// prefetches x's lines pf bytes ahead (the next sample's tile) into L1 as it goes.
 //
 //go:noescape
-func bnAccF64BF16AVX512(acc *float64, x *uint16, n int)
+func bnAccF64BF16AVX512(acc *float64, x *uint16, n, pf int)
 
 // bnAccF64F16AVX512 is bnAccF64BF16AVX512 for float16.
 //
 //go:noescape
-func bnAccF64F16AVX512(acc *float64, x *uint16, n int)
+func bnAccF64F16AVX512(acc *float64, x *uint16, n, pf int)
 
 // bnDevSqF64BF16AVX512 equals, for i < n, with d = float64(x[i]) − m[i], acc[i] =
 // math.FMA(d, d, acc[i]) (vecAccDevF64AVX512's accSq).
@@ -118,26 +119,27 @@ func bnAffineF16AVX512(o, v *uint16, m, s, b *float32, n int)
 //go:noescape
 func bnAffineReLUF16AVX512(o, v *uint16, m, s, b *float32, n int)
 
-// bnSumsBF16AVX512 is bnSumsAVX512 on bfloat16 gv and x.
+// bnSumsBF16AVX512 is bnSumsAVX512 on bfloat16 gv and x. Like bnAccF64BF16AVX512 it
+// prefetches its 16-bit operands pf bytes ahead.
 //
 //go:noescape
-func bnSumsBF16AVX512(acc1, acc2 *float64, gv, x *uint16, m *float64, n int)
+func bnSumsBF16AVX512(acc1, acc2 *float64, gv, x *uint16, m *float64, n, pf int)
 
 // bnSumsMaskBF16AVX512 is bnSumsMaskAVX512 on bfloat16 gv, y and x, without storing
 // the masked gv.
 //
 //go:noescape
-func bnSumsMaskBF16AVX512(acc1, acc2 *float64, gv, y, x *uint16, m *float64, n int)
+func bnSumsMaskBF16AVX512(acc1, acc2 *float64, gv, y, x *uint16, m *float64, n, pf int)
 
 // bnSumsF16AVX512 is bnSumsAVX512 on float16 gv and x.
 //
 //go:noescape
-func bnSumsF16AVX512(acc1, acc2 *float64, gv, x *uint16, m *float64, n int)
+func bnSumsF16AVX512(acc1, acc2 *float64, gv, x *uint16, m *float64, n, pf int)
 
 // bnSumsMaskF16AVX512 is bnSumsMaskBF16AVX512 for float16.
 //
 //go:noescape
-func bnSumsMaskF16AVX512(acc1, acc2 *float64, gv, y, x *uint16, m *float64, n int)
+func bnSumsMaskF16AVX512(acc1, acc2 *float64, gv, y, x *uint16, m *float64, n, pf int)
 
 // bnGradBF16AVX512 is bnGradAVX512 on bfloat16 gv, x and o.
 //
@@ -161,12 +163,12 @@ func bnGradF16AVX512(o, gv, x *uint16, ea, eb, ec, em *float32, n int)
 func bnGradMaskF16AVX512(o, gv, y, x *uint16, ea, eb, ec, em *float32, n int)
 
 // bnAccHalfRun runs bnAccF64BF16AVX512 (bf) or bnAccF64F16AVX512 (AVX-512 only).
-func bnAccHalfRun(bf bool, acc *float64, x *uint16, n int) {
+func bnAccHalfRun(bf bool, acc *float64, x *uint16, n, pf int) {
 	if bf {
-		bnAccF64BF16AVX512(acc, x, n)
+		bnAccF64BF16AVX512(acc, x, n, pf)
 		return
 	}
-	bnAccF64F16AVX512(acc, x, n)
+	bnAccF64F16AVX512(acc, x, n, pf)
 }
 
 // bnDevSqHalfRun runs bnDevSqF64BF16AVX512 (bf) or bnDevSqF64F16AVX512 (AVX-512 only).
@@ -194,16 +196,16 @@ func bnAffineHalfRun(bf bool, o, v *uint16, m, s, b *float32, n int, relu bool) 
 
 // bnSumsHalfRun runs the half sums loop for bf, masked when y is not nil (AVX-512
 // only).
-func bnSumsHalfRun(bf bool, acc1, acc2 *float64, gv, y, x *uint16, m *float64, n int) {
+func bnSumsHalfRun(bf bool, acc1, acc2 *float64, gv, y, x *uint16, m *float64, n, pf int) {
 	switch {
 	case bf && y != nil:
-		bnSumsMaskBF16AVX512(acc1, acc2, gv, y, x, m, n)
+		bnSumsMaskBF16AVX512(acc1, acc2, gv, y, x, m, n, pf)
 	case bf:
-		bnSumsBF16AVX512(acc1, acc2, gv, x, m, n)
+		bnSumsBF16AVX512(acc1, acc2, gv, x, m, n, pf)
 	case y != nil:
-		bnSumsMaskF16AVX512(acc1, acc2, gv, y, x, m, n)
+		bnSumsMaskF16AVX512(acc1, acc2, gv, y, x, m, n, pf)
 	default:
-		bnSumsF16AVX512(acc1, acc2, gv, x, m, n)
+		bnSumsF16AVX512(acc1, acc2, gv, x, m, n, pf)
 	}
 }
 

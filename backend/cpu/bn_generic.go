@@ -12,7 +12,7 @@ func bnSumsRun(o *float32, acc1, acc2 *float64, gv, y, x *float32, m *float64, n
 	panic("cpu: no vector loops")
 }
 
-func bnAccHalfRun(bf bool, acc *float64, x *uint16, n int) { panic("cpu: no vector loops") }
+func bnAccHalfRun(bf bool, acc *float64, x *uint16, n, pf int) { panic("cpu: no vector loops") }
 
 func bnDevSqHalfRun(bf bool, acc *float64, x *uint16, m *float64, n int) {
 	panic("cpu: no vector loops")
@@ -22,7 +22,7 @@ func bnAffineHalfRun(bf bool, o, v *uint16, m, s, b *float32, n int, relu bool) 
 	panic("cpu: no vector loops")
 }
 
-func bnSumsHalfRun(bf bool, acc1, acc2 *float64, gv, y, x *uint16, m *float64, n int) {
+func bnSumsHalfRun(bf bool, acc1, acc2 *float64, gv, y, x *uint16, m *float64, n, pf int) {
 	panic("cpu: no vector loops")
 }
 

@@ -54,13 +54,14 @@ func bnHalfHead(n int) int {
 	return 0
 }
 
-// bnAccHalf sets acc[i] += float64(x[i]) (accAdd on x widened).
-func bnAccHalf(bf bool, acc []float64, x []uint16) {
+// bnAccHalf sets acc[i] += float64(x[i]) (accAdd on x widened), prefetching x's
+// elements pf elements ahead (a hint: pf may reach past x).
+func bnAccHalf(bf bool, acc []float64, x []uint16, pf int) {
 	n := len(x)
 	acc = acc[:n]
 	k := bnHalfHead(n)
 	if k > 0 {
-		bnAccHalfRun(bf, &acc[0], &x[0], k)
+		bnAccHalfRun(bf, &acc[0], &x[0], k, 2*pf)
 	}
 	var w [16]float32
 	for ; k < n; k += 16 {
@@ -106,8 +107,8 @@ func bnAffineHalf(bf bool, o, v []uint16, m, s, b []float32, relu bool) {
 }
 
 // bnSumsHalf is bnSumsF32 on g, y (nil: no mask) and x widened, without storing the
-// masked g.
-func bnSumsHalf(bf bool, acc1, acc2 []float64, g, y, x []uint16, m []float64) {
+// masked g, prefetching g, y and x pf elements ahead as bnAccHalf does.
+func bnSumsHalf(bf bool, acc1, acc2 []float64, g, y, x []uint16, m []float64, pf int) {
 	n := len(g)
 	acc1, acc2, x, m = acc1[:n], acc2[:n], x[:n], m[:n]
 	if y != nil {
@@ -119,7 +120,7 @@ func bnSumsHalf(bf bool, acc1, acc2 []float64, g, y, x []uint16, m []float64) {
 		if y != nil {
 			yp = &y[0]
 		}
-		bnSumsHalfRun(bf, &acc1[0], &acc2[0], &g[0], yp, &x[0], &m[0], k)
+		bnSumsHalfRun(bf, &acc1[0], &acc2[0], &g[0], yp, &x[0], &m[0], k, 2*pf)
 	}
 	var gw, yw, xw [16]float32
 	for ; k < n; k += 16 {

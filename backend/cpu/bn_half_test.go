@@ -140,7 +140,7 @@ func TestBNHalfTwins(t *testing.T) {
 			acc, want := f64(), []float64(nil)
 			want = append(want, acc...)
 			vecAccF64(want, widenAll(bf, x))
-			bnAccHalf(bf, acc, x)
+			bnAccHalf(bf, acc, x, rng.IntN(2)*n)
 			check64("bnAccHalf", acc, want)
 			acc, want = f64(), nil
 			want = append(want, acc...)
@@ -180,7 +180,7 @@ func TestBNHalfTwins(t *testing.T) {
 				a1, a2 := f64(), f64()
 				w1, w2 := append([]float64(nil), a1...), append([]float64(nil), a2...)
 				bnSumsVec(nil, w1, w2, gf, nil, widenAll(bf, xg), m0)
-				bnSumsHalf(bf, a1, a2, g, yv, xg, m0)
+				bnSumsHalf(bf, a1, a2, g, yv, xg, m0, rng.IntN(2)*n)
 				check64("bnSumsHalf acc1", a1, w1)
 				check64("bnSumsHalf acc2", a2, w2)
 

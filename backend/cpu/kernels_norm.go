@@ -166,7 +166,7 @@ func batchNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams, relu 
 					for n := 0; n < a.N; n++ {
 						if direct {
 							off := t.off + n*stride
-							bnAccHalf(bf, acc[:m], xh[off:off+m])
+							bnAccHalf(bf, acc[:m], xh[off:off+m], stride)
 							continue
 						}
 						accAdd(acc[:m], read(i, n, true))
@@ -404,7 +404,7 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx, y *storage, p 
 					for n := 0; n < a.N; n++ {
 						if direct {
 							off := t.off + n*stride
-							bnSumsHalf(bf, acc1[:m], acc2[:m], gyh[off:off+m], yAt(off, m), xh[off:off+m], e64[:m])
+							bnSumsHalf(bf, acc1[:m], acc2[:m], gyh[off:off+m], yAt(off, m), xh[off:off+m], e64[:m], stride)
 							continue
 						}
 						gv, dst, yv := readGY(i, n, true)

@@ -323,13 +323,17 @@ func (g *gen) store(h half, r, off int, base string) {
 func (g *gen) accHalf(h half) {
 	name := "bnAccF64" + h.name + "AVX512"
 	g.p("")
-	g.p("// func %s(acc *float64, x *uint16, n int)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-24", name)
+	g.p("// func %s(acc *float64, x *uint16, n, pf int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
 	g.p("\tMOVQ acc+0(FP), DI")
 	g.p("\tMOVQ x+8(FP), SI")
 	g.p("\tMOVQ n+16(FP), CX")
+	g.p("\tMOVQ pf+24(FP), R12")
 	g.hloop(name, []stream{{"DI", 8}, {"SI", 2}}, func(r int) {
 		z, lo, hi := fmt.Sprintf("Z%d", r), fmt.Sprintf("Z%d", 4+r), fmt.Sprintf("Z%d", 8+r)
+		if r%2 == 0 {
+			g.p("\tPREFETCHT0 %d(SI)(R12*1)", 32*r)
+		}
 		g.load(h, 32*r, "SI", z)
 		g.p("\tVCVTPS2PD Y%d, %s", r, lo)
 		g.p("\tVEXTRACTF32X8 $1, %s, Y%d", z, 8+r)
@@ -413,9 +417,9 @@ func (g *gen) affineHalf(h half) {
 // int): sums's loops on gv, y and x widened, the masked gv kept in registers only.
 func (g *gen) sumsHalf(h half) {
 	for _, mask := range []bool{false, true} {
-		name, args, frame := "bnSums"+h.name+"AVX512", "acc1, acc2 *float64, gv, x *uint16, m *float64, n int", 48
+		name, args, frame := "bnSums"+h.name+"AVX512", "acc1, acc2 *float64, gv, x *uint16, m *float64, n, pf int", 56
 		if mask {
-			name, args, frame = "bnSumsMask"+h.name+"AVX512", "acc1, acc2 *float64, gv, y, x *uint16, m *float64, n int", 56
+			name, args, frame = "bnSumsMask"+h.name+"AVX512", "acc1, acc2 *float64, gv, y, x *uint16, m *float64, n, pf int", 64
 		}
 		g.p("")
 		g.p("// func %s(%s)", name, args)
@@ -431,11 +435,17 @@ func (g *gen) sumsHalf(h half) {
 		g.p("\tMOVQ x+%d(FP), DX", o+24)
 		g.p("\tMOVQ m+%d(FP), R11", o+32)
 		g.p("\tMOVQ n+%d(FP), CX", o+40)
+		g.p("\tMOVQ pf+%d(FP), R12", o+48)
 		g.p("\tVXORPS Z31, Z31, Z31")
 		g.p("")
 		g.p("%s_loop:", name)
 		g.p("\tTESTQ CX, CX")
 		g.p("\tJZ %s_done", name)
+		g.p("\tPREFETCHT0 (SI)(R12*1)")
+		g.p("\tPREFETCHT0 (DX)(R12*1)")
+		if mask {
+			g.p("\tPREFETCHT0 (R8)(R12*1)")
+		}
 		g.load(h, 0, "SI", "Z0")
 		if mask {
 			g.load(h, 0, "R8", "Z6")
