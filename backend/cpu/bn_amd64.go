@@ -75,7 +75,9 @@ func bnGradRun(o, gv, x, ea, eb, ec, em *float32, n int) { bnGradAVX512(o, gv, x
 // output o in a 16-bit format, bfloat16 (BF16) or float16 (F16): each equals its
 // float32 loop on the operands widened (exactly: a shift, VCVTPH2PS) with the output
 // rounded as package half's bulk conversions round it (to nearest even, NaN lanes
-// quieted; bn_half.go has the twins). Every n is a multiple of 16.
+// quieted; bn_half.go has the twins). Unlike the loops above they take any n ≥ 0:
+// the last n mod 16 elements run under masks, which keep the lanes past n from being
+// read (no fault) or written.
 
 // bnAccF64BF16AVX512 equals acc[i] += float64(x[i]) for i < n (vecAccF64AVX512). It
 // prefetches x's lines pf bytes ahead (the next sample's tile) into L1 as it goes.

@@ -10,8 +10,8 @@ import (
 // them to float32 in bulk first: the kernels call them where bnHalfOf says so. Each
 // equals, bit for bit, its float32 pass (vec_bn.go, the vector layer) on the operands
 // widened to float32, with the output rounded as half.Float32ToBFloat16 or
-// half.Float32ToFloat16 rounds it; their tails (n mod 16 elements), and everything
-// where the loops cannot run, go through those float32 passes sixteen at a time.
+// half.Float32ToFloat16 rounds it; where the loops cannot run, the data go through
+// those float32 passes sixteen elements at a time.
 
 // bnHalfOf returns s's elements when the half loops serve it (bfloat16 or float16 data
 // on a CPU with AVX-512), with bf for bfloat16; ok is false otherwise.
@@ -46,10 +46,11 @@ func halfRound(bf bool, dst []uint16, src []float32) {
 	}
 }
 
-// bnHalfHead returns how many leading elements of n the AVX-512 loops take.
+// bnHalfHead returns how many leading elements of n the AVX-512 loops take: all of
+// them (the last n mod 16 under masks) where they can run.
 func bnHalfHead(n int) int {
 	if vecAVX512OK() {
-		return n &^ 15
+		return n
 	}
 	return 0
 }

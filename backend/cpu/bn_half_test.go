@@ -104,7 +104,7 @@ func sameHalf(bf bool, a, b uint16) bool {
 // passes on the operands widened by package half, the output rounded by it, bit for bit
 // (NaN payloads aside), in bfloat16 and float16, at every length to 200 and a few
 // longer, misaligned, with every class of value in every operand and outputs that
-// land on rounding ties.
+// land on rounding ties; the loops must not write past n.
 func TestBNHalfTwins(t *testing.T) {
 	rng := rand.New(rand.NewPCG(57, 58))
 	for _, bf := range []bool{true, false} {
@@ -112,12 +112,38 @@ func TestBNHalfTwins(t *testing.T) {
 			mis := rng.IntN(3)
 			hin := func() []uint16 { return halfInputs(rng, bf, n+mis)[mis:] }
 			fin := func() []float32 { return vecInputs(rng, n+mis)[mis:] }
+			// Outputs and accumulators lie at the front of longer buffers whose rest,
+			// which the loops must leave alone, holds guard values.
+			const guard = 16
 			f64 := func() []float64 {
-				v := make([]float64, n)
+				v := make([]float64, n+guard)
 				for i := range v {
 					v[i] = rng.NormFloat64()
 				}
-				return v
+				return v[:n]
+			}
+			out16 := func() []uint16 {
+				v := make([]uint16, n+guard)
+				for i := range v {
+					v[i] = 0x5a5a
+				}
+				return v[:n]
+			}
+			guarded16 := func(what string, v []uint16) {
+				t.Helper()
+				for i, u := range v[n : n+guard] {
+					if u != 0x5a5a {
+						t.Fatalf("%s bf=%v n=%d: wrote %d past the end", what, bf, n, i)
+					}
+				}
+			}
+			guarded64 := func(what string, got, was []float64) {
+				t.Helper()
+				for i := n; i < n+guard; i++ {
+					if math.Float64bits(got[:n+guard][i]) != math.Float64bits(was[:n+guard][i]) {
+						t.Fatalf("%s bf=%v n=%d: wrote %d past the end", what, bf, n, i-n)
+					}
+				}
 			}
 			checkHalf := func(what string, got, want []uint16) {
 				t.Helper()
@@ -137,16 +163,18 @@ func TestBNHalfTwins(t *testing.T) {
 			}
 
 			x, m0 := hin(), f64()
-			acc, want := f64(), []float64(nil)
-			want = append(want, acc...)
-			vecAccF64(want, widenAll(bf, x))
+			acc := f64()
+			want := append([]float64(nil), acc[:n+guard]...)
+			vecAccF64(want[:n], widenAll(bf, x))
 			bnAccHalf(bf, acc, x, rng.IntN(2)*n)
-			check64("bnAccHalf", acc, want)
-			acc, want = f64(), nil
-			want = append(want, acc...)
-			vecAccDevF64(accSq, want, nil, widenAll(bf, x), m0)
+			check64("bnAccHalf", acc, want[:n])
+			guarded64("bnAccHalf", acc, want)
+			acc = f64()
+			want = append([]float64(nil), acc[:n+guard]...)
+			vecAccDevF64(accSq, want[:n], nil, widenAll(bf, x), m0)
 			bnDevSqHalf(bf, acc, x, m0)
-			check64("bnDevSqHalf", acc, want)
+			check64("bnDevSqHalf", acc, want[:n])
+			guarded64("bnDevSqHalf", acc, want)
 
 			// Lanes with s = 0 put b itself (a rounding probe) out.
 			v, m, s, b := hin(), fin(), fin(), fin()
@@ -160,9 +188,10 @@ func TestBNHalfTwins(t *testing.T) {
 				wf := make([]float32, n)
 				bnAffineVec(wf, widenAll(bf, v), m, s, b, relu)
 				want := roundAll(bf, wf)
-				got := make([]uint16, n)
+				got := out16()
 				bnAffineHalf(bf, got, v, m, s, b, relu)
 				checkHalf("bnAffineHalf", got, want)
+				guarded16("bnAffineHalf", got)
 				inPlace := append([]uint16(nil), v...)
 				bnAffineHalf(bf, inPlace, inPlace, m, s, b, relu)
 				checkHalf("bnAffineHalf in place", inPlace, want)
@@ -178,11 +207,13 @@ func TestBNHalfTwins(t *testing.T) {
 					vecBinary(vecMask, gf, gf, yf)
 				}
 				a1, a2 := f64(), f64()
-				w1, w2 := append([]float64(nil), a1...), append([]float64(nil), a2...)
-				bnSumsVec(nil, w1, w2, gf, nil, widenAll(bf, xg), m0)
+				w1, w2 := append([]float64(nil), a1[:n+guard]...), append([]float64(nil), a2[:n+guard]...)
+				bnSumsVec(nil, w1[:n], w2[:n], gf, nil, widenAll(bf, xg), m0)
 				bnSumsHalf(bf, a1, a2, g, yv, xg, m0, rng.IntN(2)*n)
-				check64("bnSumsHalf acc1", a1, w1)
-				check64("bnSumsHalf acc2", a2, w2)
+				check64("bnSumsHalf acc1", a1, w1[:n])
+				check64("bnSumsHalf acc2", a2, w2[:n])
+				guarded64("bnSumsHalf acc1", a1, w1)
+				guarded64("bnSumsHalf acc2", a2, w2)
 
 				// ec = a probe, ea = eb = 0 where g and x are finite: the probe comes out.
 				ea, eb, ec, em := fin(), fin(), fin(), fin()
@@ -200,7 +231,7 @@ func TestBNHalfTwins(t *testing.T) {
 					if !masked {
 						yc = nil
 					}
-					got := make([]uint16, n)
+					got := out16()
 					switch alias {
 					case "g":
 						got = gc
@@ -213,6 +244,9 @@ func TestBNHalfTwins(t *testing.T) {
 						got = xc
 					}
 					bnGradHalf(bf, got, gc, yc, xc, ea, eb, ec, em)
+					if alias == "" {
+						guarded16("bnGradHalf", got)
+					}
 					checkHalf("bnGradHalf masked="+map[bool]string{false: "no", true: "yes"}[masked]+" over "+alias, got, want)
 				}
 			}

@@ -16,7 +16,13 @@ import (
 	"os"
 )
 
-type gen struct{ buf bytes.Buffer }
+type gen struct {
+	buf bytes.Buffer
+	// lo, hi: in a half loop's masked tail, the masks of the tail's lanes (lo: lanes
+	// 0-15 of float32 vectors and 0-7 of float64 ones, hi: lanes 8-15 of float64 ones,
+	// in their lanes 0-7); "" elsewhere.
+	lo, hi string
+}
 
 func (g *gen) p(format string, args ...any) { fmt.Fprintf(&g.buf, format+"\n", args...) }
 
@@ -240,47 +246,91 @@ type stream struct {
 	size int
 }
 
-// hloop is loop for streams of mixed element sizes: body(r) works on register group r
-// (vector r of the round, offset 16·size·r in every stream).
-func (g *gen) hloop(name string, ptrs []stream, body func(r int)) {
-	g.p("")
-	g.p("%s_loop4:", name)
-	g.p("\tCMPQ CX, $64")
-	g.p("\tJLT %s_loop1", name)
-	for r := range 4 {
-		body(r)
+// hloop is loop for streams of mixed element sizes and any n: body(r) works on
+// register group r (vector r of the round, offset 16·size·r in every stream), unroll
+// groups a round (4 or 1) while that many vectors remain, then one a round, then the
+// last n mod 16 lanes under the masks g.lo = K7 and g.hi = K6, every memory operand
+// masked (masked lanes neither fault nor get stored).
+func (g *gen) hloop(name string, ptrs []stream, unroll int, body func(r int)) {
+	round := func(label string, k int) {
+		g.p("")
+		g.p("%s_%s:", name, label)
+		g.p("\tCMPQ CX, $%d", 16*k)
+		next := "tail"
+		if k > 1 {
+			next = "loop1"
+		}
+		g.p("\tJLT %s_%s", name, next)
+		for r := range k {
+			body(r)
+		}
+		for _, p := range ptrs {
+			g.p("\tADDQ $%d, %s", 16*k*p.size, p.reg)
+		}
+		g.p("\tSUBQ $%d, CX", 16*k)
+		g.p("\tJMP %s_%s", name, label)
 	}
-	for _, p := range ptrs {
-		g.p("\tADDQ $%d, %s", 64*p.size, p.reg)
+	if unroll > 1 {
+		round("loop4", unroll)
 	}
-	g.p("\tSUBQ $64, CX")
-	g.p("\tJMP %s_loop4", name)
+	round("loop1", 1)
 	g.p("")
-	g.p("%s_loop1:", name)
+	g.p("%s_tail:", name)
 	g.p("\tTESTQ CX, CX")
 	g.p("\tJZ %s_done", name)
+	g.p("\tMOVL $1, AX")
+	g.p("\tSHLL CX, AX")
+	g.p("\tDECL AX")
+	g.p("\tKMOVW AX, K7")
+	g.p("\tKSHIFTRW $8, K7, K6")
+	g.lo, g.hi = "K7", "K6"
 	body(0)
-	for _, p := range ptrs {
-		g.p("\tADDQ $%d, %s", 16*p.size, p.reg)
-	}
-	g.p("\tSUBQ $16, CX")
-	g.p("\tJMP %s_loop1", name)
+	g.lo, g.hi = "", ""
 	g.p("")
 	g.p("%s_done:", name)
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
 }
 
+// ld emits op mem, dst: a load, zero-masked by k when k is not "".
+func (g *gen) ld(op, mem, dst, k string) {
+	if k == "" {
+		g.p("\t%s %s, %s", op, mem, dst)
+		return
+	}
+	g.p("\t%s.Z %s, %s, %s", op, mem, k, dst)
+}
+
+// ar emits op mem, src, dst: arithmetic on a memory operand, zero-masked by k when k
+// is not "".
+func (g *gen) ar(op, mem, src, dst, k string) {
+	if k == "" {
+		g.p("\t%s %s, %s, %s", op, mem, src, dst)
+		return
+	}
+	g.p("\t%s.Z %s, %s, %s, %s", op, mem, src, k, dst)
+}
+
+// sto emits op src, mem: a store, of the lanes in k when k is not "".
+func (g *gen) sto(op, src, mem, k string) {
+	if k == "" {
+		g.p("\t%s %s, %s", op, src, mem)
+		return
+	}
+	g.p("\t%s %s, %s, %s", op, src, k, mem)
+}
+
 // load emits the widening of sixteen h values at off(base) into float32 register z,
 // exact: a zero extension and a 16-bit shift for bfloat16 (half's
 // bfloat16ToFloat32AVX512), VCVTPH2PS for float16 (float16ToFloat32AVX512).
 func (g *gen) load(h half, off int, base, z string) {
+	mem := fmt.Sprintf("%d(%s)", off, base)
 	if h.bf {
-		g.p("\tVPMOVZXWD %d(%s), %s", off, base, z)
+		g.ld("VPMOVZXWD", mem, z, g.lo)
 		g.p("\tVPSLLD $16, %s, %s", z, z)
 		return
 	}
-	g.p("\tVCVTPH2PS %d(%s), %s", off, base, z)
+	g.ld("VCVTPH2PS", mem, z, g.lo)
 }
 
 // bfConsts loads the constants of store's bfloat16 rounding: Z31 = 0x7fff, Z30 = 1,
@@ -302,9 +352,9 @@ func (g *gen) bfConsts(h half) {
 // (integer rounding to nearest even, NaN lanes quieted; not VCVTNEPS2BF16, which
 // flushes subnormals), with Z<8+r>, Z<12+r> and K<1+r> as scratch.
 func (g *gen) store(h half, r, off int, base string) {
-	z := fmt.Sprintf("Z%d", r)
+	z, mem := fmt.Sprintf("Z%d", r), fmt.Sprintf("%d(%s)", off, base)
 	if !h.bf {
-		g.p("\tVCVTPS2PH $0, %s, %d(%s)", z, off, base)
+		g.sto("VCVTPS2PH $0,", z, mem, g.lo)
 		return
 	}
 	a, b, k := fmt.Sprintf("Z%d", 8+r), fmt.Sprintf("Z%d", 12+r), fmt.Sprintf("K%d", 1+r)
@@ -315,11 +365,12 @@ func (g *gen) store(h half, r, off int, base string) {
 	g.p("\tVPSRLD $16, %s, %s", b, b)
 	g.p("\tVCMPPS $3, %s, %s, %s // unordered: the NaN lanes", z, z, k)
 	g.p("\tVPORD Z29, %s, %s, %s // quiet the truncated NaN", a, k, b)
-	g.p("\tVPMOVDW %s, %d(%s)", b, off, base)
+	g.sto("VPMOVDW", b, mem, g.lo)
 }
 
-// accHalf emits bnAccF64<h>AVX512(acc *float64, x *uint16, n int): acc[i] +=
-// float64(x[i]), vecAccF64AVX512's instructions on x widened.
+// accHalf emits bnAccF64<h>AVX512(acc *float64, x *uint16, n, pf int): acc[i] +=
+// float64(x[i]), vecAccF64AVX512's instructions on x widened, prefetching x pf bytes
+// ahead.
 func (g *gen) accHalf(h half) {
 	name := "bnAccF64" + h.name + "AVX512"
 	g.p("")
@@ -329,7 +380,7 @@ func (g *gen) accHalf(h half) {
 	g.p("\tMOVQ x+8(FP), SI")
 	g.p("\tMOVQ n+16(FP), CX")
 	g.p("\tMOVQ pf+24(FP), R12")
-	g.hloop(name, []stream{{"DI", 8}, {"SI", 2}}, func(r int) {
+	g.hloop(name, []stream{{"DI", 8}, {"SI", 2}}, 4, func(r int) {
 		z, lo, hi := fmt.Sprintf("Z%d", r), fmt.Sprintf("Z%d", 4+r), fmt.Sprintf("Z%d", 8+r)
 		if r%2 == 0 {
 			g.p("\tPREFETCHT0 %d(SI)(R12*1)", 32*r)
@@ -338,10 +389,10 @@ func (g *gen) accHalf(h half) {
 		g.p("\tVCVTPS2PD Y%d, %s", r, lo)
 		g.p("\tVEXTRACTF32X8 $1, %s, Y%d", z, 8+r)
 		g.p("\tVCVTPS2PD Y%d, %s", 8+r, hi)
-		g.p("\tVADDPD %d(DI), %s, %s", 128*r, lo, lo)
-		g.p("\tVADDPD %d(DI), %s, %s", 128*r+64, hi, hi)
-		g.p("\tVMOVUPD %s, %d(DI)", lo, 128*r)
-		g.p("\tVMOVUPD %s, %d(DI)", hi, 128*r+64)
+		g.ar("VADDPD", fmt.Sprintf("%d(DI)", 128*r), lo, lo, g.lo)
+		g.ar("VADDPD", fmt.Sprintf("%d(DI)", 128*r+64), hi, hi, g.hi)
+		g.sto("VMOVUPD", lo, fmt.Sprintf("%d(DI)", 128*r), g.lo)
+		g.sto("VMOVUPD", hi, fmt.Sprintf("%d(DI)", 128*r+64), g.hi)
 	})
 }
 
@@ -357,22 +408,23 @@ func (g *gen) devSqHalf(h half) {
 	g.p("\tMOVQ x+8(FP), SI")
 	g.p("\tMOVQ m+16(FP), R8")
 	g.p("\tMOVQ n+24(FP), CX")
-	g.hloop(name, []stream{{"DI", 8}, {"SI", 2}, {"R8", 8}}, func(r int) {
+	g.hloop(name, []stream{{"DI", 8}, {"SI", 2}, {"R8", 8}}, 4, func(r int) {
 		z := fmt.Sprintf("Z%d", r)
 		g.load(h, 32*r, "SI", z)
 		for half := range 2 {
-			d, a := fmt.Sprintf("Z%d", 4+r), fmt.Sprintf("Z%d", 8+r)
+			d, a, k := fmt.Sprintf("Z%d", 4+r), fmt.Sprintf("Z%d", 8+r), g.lo
 			if half == 0 {
 				g.p("\tVCVTPS2PD Y%d, %s", r, d)
 			} else {
 				g.p("\tVEXTRACTF32X8 $1, %s, Y%d", z, 12+r)
 				g.p("\tVCVTPS2PD Y%d, %s", 12+r, d)
+				k = g.hi
 			}
 			o := 128*r + 64*half
-			g.p("\tVSUBPD %d(R8), %s, %s", o, d, d)
-			g.p("\tVMOVUPD %d(DI), %s", o, a)
+			g.ar("VSUBPD", fmt.Sprintf("%d(R8)", o), d, d, k)
+			g.ld("VMOVUPD", fmt.Sprintf("%d(DI)", o), a, k)
 			g.p("\tVFMADD231PD %s, %s, %s", d, d, a)
-			g.p("\tVMOVUPD %s, %d(DI)", a, o)
+			g.sto("VMOVUPD", a, fmt.Sprintf("%d(DI)", o), k)
 		}
 	})
 }
@@ -396,12 +448,12 @@ func (g *gen) affineHalf(h half) {
 		g.p("\tMOVQ n+40(FP), CX")
 		g.p("\tVXORPS Z28, Z28, Z28")
 		g.bfConsts(h)
-		g.hloop(name, []stream{{"DI", 2}, {"SI", 2}, {"DX", 4}, {"R8", 4}, {"R9", 4}}, func(r int) {
+		g.hloop(name, []stream{{"DI", 2}, {"SI", 2}, {"DX", 4}, {"R8", 4}, {"R9", 4}}, 4, func(r int) {
 			z, off := fmt.Sprintf("Z%d", r), 64*r
 			g.load(h, 32*r, "SI", z)
-			g.p("\tVSUBPS %d(DX), %s, %s", off, z, z)
-			g.p("\tVMULPS %d(R8), %s, %s", off, z, z)
-			g.p("\tVADDPS %d(R9), %s, %s", off, z, z)
+			g.ar("VSUBPS", fmt.Sprintf("%d(DX)", off), z, z, g.lo)
+			g.ar("VMULPS", fmt.Sprintf("%d(R8)", off), z, z, g.lo)
+			g.ar("VADDPS", fmt.Sprintf("%d(R9)", off), z, z, g.lo)
 			if relu {
 				k := fmt.Sprintf("K%d", r+1)
 				g.p("\tVCMPPS $0x%02x, %s, Z28, %s // !(0 >= o)", cmpNGEUQ, z, k)
@@ -412,14 +464,17 @@ func (g *gen) affineHalf(h half) {
 	}
 }
 
-// sumsHalf emits bnSums<h>AVX512(acc1, acc2 *float64, gv, x *uint16, m *float64, n
-// int) and bnSumsMask<h>AVX512(acc1, acc2 *float64, gv, y, x *uint16, m *float64, n
-// int): sums's loops on gv, y and x widened, the masked gv kept in registers only.
+// sumsHalf emits bnSums<h>AVX512(acc1, acc2 *float64, gv, x *uint16, m *float64, n, pf
+// int) and bnSumsMask<h>AVX512(acc1, acc2 *float64, gv, y, x *uint16, m *float64, n,
+// pf int): sums's loops on gv, y and x widened, the masked gv kept in registers only,
+// prefetching gv, y and x pf bytes ahead.
 func (g *gen) sumsHalf(h half) {
 	for _, mask := range []bool{false, true} {
 		name, args, frame := "bnSums"+h.name+"AVX512", "acc1, acc2 *float64, gv, x *uint16, m *float64, n, pf int", 56
+		ptrs := []stream{{"SI", 2}, {"DX", 2}, {"R9", 8}, {"R10", 8}, {"R11", 8}}
 		if mask {
 			name, args, frame = "bnSumsMask"+h.name+"AVX512", "acc1, acc2 *float64, gv, y, x *uint16, m *float64, n, pf int", 64
+			ptrs = append(ptrs, stream{"R8", 2})
 		}
 		g.p("")
 		g.p("// func %s(%s)", name, args)
@@ -437,50 +492,37 @@ func (g *gen) sumsHalf(h half) {
 		g.p("\tMOVQ n+%d(FP), CX", o+40)
 		g.p("\tMOVQ pf+%d(FP), R12", o+48)
 		g.p("\tVXORPS Z31, Z31, Z31")
-		g.p("")
-		g.p("%s_loop:", name)
-		g.p("\tTESTQ CX, CX")
-		g.p("\tJZ %s_done", name)
-		g.p("\tPREFETCHT0 (SI)(R12*1)")
-		g.p("\tPREFETCHT0 (DX)(R12*1)")
-		if mask {
-			g.p("\tPREFETCHT0 (R8)(R12*1)")
-		}
-		g.load(h, 0, "SI", "Z0")
-		if mask {
-			g.load(h, 0, "R8", "Z6")
-			g.p("\tVCMPPS $0x%02x, Z6, Z31, K1 // 0 < y", cmpLTOQ)
-			g.p("\tVMOVAPS.Z Z0, K1, Z0")
-		}
-		g.p("\tVCVTPS2PD Y0, Z1")
-		g.p("\tVEXTRACTF32X8 $1, Z0, Y2")
-		g.p("\tVCVTPS2PD Y2, Z2")
-		g.load(h, 0, "DX", "Z7")
-		g.p("\tVEXTRACTF32X8 $1, Z7, Y8")
-		for r := range 2 {
-			gr := fmt.Sprintf("Z%d", 1+r)
-			g.p("\tVADDPD %d(R9), %s, Z3", 64*r, gr)
-			g.p("\tVMOVUPD Z3, %d(R9)", 64*r)
-			g.p("\tVCVTPS2PD Y%d, Z4", 7+r)
-			g.p("\tVSUBPD %d(R11), Z4, Z4", 64*r)
-			g.p("\tVMOVUPD %d(R10), Z5", 64*r)
-			g.p("\tVFMADD231PD Z4, %s, Z5", gr)
-			g.p("\tVMOVUPD Z5, %d(R10)", 64*r)
-		}
-		g.p("\tADDQ $32, SI")
-		g.p("\tADDQ $32, DX")
-		if mask {
-			g.p("\tADDQ $32, R8")
-		}
-		g.p("\tADDQ $128, R9")
-		g.p("\tADDQ $128, R10")
-		g.p("\tADDQ $128, R11")
-		g.p("\tSUBQ $16, CX")
-		g.p("\tJMP %s_loop", name)
-		g.p("")
-		g.p("%s_done:", name)
-		g.p("\tVZEROUPPER")
-		g.p("\tRET")
+		g.hloop(name, ptrs, 1, func(int) {
+			g.p("\tPREFETCHT0 (SI)(R12*1)")
+			g.p("\tPREFETCHT0 (DX)(R12*1)")
+			if mask {
+				g.p("\tPREFETCHT0 (R8)(R12*1)")
+			}
+			g.load(h, 0, "SI", "Z0")
+			if mask {
+				g.load(h, 0, "R8", "Z6")
+				g.p("\tVCMPPS $0x%02x, Z6, Z31, K1 // 0 < y", cmpLTOQ)
+				g.p("\tVMOVAPS.Z Z0, K1, Z0")
+			}
+			g.p("\tVCVTPS2PD Y0, Z1")
+			g.p("\tVEXTRACTF32X8 $1, Z0, Y2")
+			g.p("\tVCVTPS2PD Y2, Z2")
+			g.load(h, 0, "DX", "Z7")
+			g.p("\tVEXTRACTF32X8 $1, Z7, Y8")
+			for r := range 2 {
+				gr, k := fmt.Sprintf("Z%d", 1+r), g.lo
+				if r == 1 {
+					k = g.hi
+				}
+				g.ar("VADDPD", fmt.Sprintf("%d(R9)", 64*r), gr, "Z3", k)
+				g.sto("VMOVUPD", "Z3", fmt.Sprintf("%d(R9)", 64*r), k)
+				g.p("\tVCVTPS2PD Y%d, Z4", 7+r)
+				g.ar("VSUBPD", fmt.Sprintf("%d(R11)", 64*r), "Z4", "Z4", k)
+				g.ld("VMOVUPD", fmt.Sprintf("%d(R10)", 64*r), "Z5", k)
+				g.p("\tVFMADD231PD Z4, %s, Z5", gr)
+				g.sto("VMOVUPD", "Z5", fmt.Sprintf("%d(R10)", 64*r), k)
+			}
+		})
 	}
 }
 
@@ -514,12 +556,13 @@ func (g *gen) gradHalf(h half) {
 		g.p("\tMOVQ n+%d(FP), CX", o+56)
 		g.p("\tVXORPS Z28, Z28, Z28")
 		g.bfConsts(h)
-		g.hloop(name, ptrs, func(r int) {
+		g.hloop(name, ptrs, 4, func(r int) {
 			z, t, u, off := fmt.Sprintf("Z%d", r), fmt.Sprintf("Z%d", 4+r), fmt.Sprintf("Z%d", 16+r), 64*r
+			mem := func(base string) string { return fmt.Sprintf("%d(%s)", off, base) }
 			g.load(h, 32*r, "DX", t)
-			g.p("\tVSUBPS %d(R11), %s, %s // x - em", off, t, t)
+			g.ar("VSUBPS", mem("R11"), t, t, g.lo)
 			e := fmt.Sprintf("Z%d", 24+r)
-			g.p("\tVMOVUPS %d(R9), %s", off, e)
+			g.ld("VMOVUPS", mem("R9"), e, g.lo)
 			g.p("\tVMULPS %s, %s, %s // eb * t", t, e, t)
 			g.load(h, 32*r, "SI", u)
 			if mask {
@@ -528,10 +571,10 @@ func (g *gen) gradHalf(h half) {
 				g.p("\tVCMPPS $0x%02x, %s, Z28, %s // 0 < y", cmpLTOQ, y, k)
 				g.p("\tVMOVAPS.Z %s, %s, %s", u, k, u)
 			}
-			g.p("\tVMOVUPS %d(R8), %s", off, z)
+			g.ld("VMOVUPS", mem("R8"), z, g.lo)
 			g.p("\tVMULPS %s, %s, %s // ea * g", u, z, z)
 			g.p("\tVADDPS %s, %s, %s", t, z, z)
-			g.p("\tVADDPS %d(R10), %s, %s", off, z, z)
+			g.ar("VADDPS", mem("R10"), z, z, g.lo)
 			g.store(h, r, 32*r, "DI")
 		})
 	}
