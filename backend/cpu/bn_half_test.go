@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/half"
 )
 
@@ -248,6 +249,69 @@ func TestBNHalfTwins(t *testing.T) {
 						guarded16("bnGradHalf", got)
 					}
 					checkHalf("bnGradHalf masked="+map[bool]string{false: "no", true: "yes"}[masked]+" over "+alias, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestBatchNormHalfInPlace runs the half kernels with Y = X in the forward and GX = GY
+// in the backward (with and without the ReLU) and compares them, bit for bit, with the
+// same calls on separate storages.
+func TestBatchNormHalfInPlace(t *testing.T) {
+	b, _ := New(0)
+	rng := rand.New(rand.NewPCG(59, 60))
+	for _, dt := range []backend.DType{backend.BFloat16, backend.Float16} {
+		for _, gm := range [][3]int{{8, 6, 196}, {3, 2, 1500}, {5, 7, 3}} {
+			n, c, s := gm[0], gm[1], gm[2]
+			total := n * c * s
+			vals := func() []float32 {
+				v := make([]float32, total)
+				for i := range v {
+					v[i] = float32(rng.NormFloat64()*2 + 1)
+				}
+				return v
+			}
+			xv, gv := vals(), vals()
+			alloc := func(v []float32) *storage {
+				s0, err := b.Alloc(dt, total)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st(s0).storeF32(0, v)
+				return st(s0)
+			}
+			f32 := func() []float32 { return make([]float32, c) }
+			for _, relu := range []bool{false, true} {
+				run := func(inPlace bool) (y, gx []float32) {
+					x, gy := alloc(xv), alloc(gv)
+					ys, gxs := x, gy
+					if !inPlace {
+						ys, gxs = alloc(make([]float32, total)), alloc(make([]float32, total))
+					}
+					a := backend.NormArgs{N: n, C: c, S: s, Training: true, Momentum: 0.1, Eps: 1e-5}
+					p := bnParams{sm: f32(), si: f32()}
+					batchNorm[float32](&a, x, ys, &p, relu)
+					y = make([]float32, total)
+					ys.loadF32(y, 0)
+					// The backward reads X: give it the input again (Y overwrote it).
+					xb := alloc(xv)
+					bp := bnParams{sm: p.sm, si: p.si, gw: f32(), gb: f32()}
+					var yr *storage
+					if relu {
+						yr = alloc(y)
+					}
+					batchNormBackward[float32](&a, xb, gy, gxs, yr, &bp)
+					gx = make([]float32, total)
+					gxs.loadF32(gx, 0)
+					return y, gx
+				}
+				wy, wgx := run(false)
+				gy, ggx := run(true)
+				for i := range wy {
+					if !sameBits(gy[i], wy[i]) || !sameBits(ggx[i], wgx[i]) {
+						t.Fatalf("%s %v relu=%v: %d: in place y %v gx %v, apart %v %v", dt, gm, relu, i, gy[i], ggx[i], wy[i], wgx[i])
+					}
 				}
 			}
 		}
