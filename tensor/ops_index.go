@@ -75,7 +75,7 @@ func (c *Context) embedding(idx, w *Tensor) *Tensor {
 	v, d := w.shape[0], w.shape[1]
 	m := idx.Numel()
 	idd, wd := idx.dense(c), w.dense(c)
-	out := allocTensor(c, w.dtype, w.device, append(idx.shape.Clone(), d))
+	out := allocOut(c, w.dtype, w.device, append(idx.shape.Clone(), d))
 	guardIndex(op.Name(), in, func() { w.ref.b.IndexSelect(out.ref.s, wd.ref.s, idd.ref.s, 1, v, d, m) })
 	releaseTemp(wd, w)
 	wshape := w.shape
