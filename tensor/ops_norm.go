@@ -124,7 +124,7 @@ func (c *Context) batchNorm(x, weight, bias, rm, rv *Tensor, training bool, mome
 	}
 
 	xd := x.dense(c)
-	y := allocTensor(c, x.dtype, x.device, x.shape)
+	y := allocOut(c, x.dtype, x.device, x.shape)
 	w32, b32 := c.float32Operand(weight), c.float32Operand(bias)
 	a := backend.NormArgs{
 		X: xd.ref.s, Y: y.ref.s, Weight: storageOf(w32), Bias: storageOf(b32),
@@ -135,8 +135,8 @@ func (c *Context) batchNorm(x, weight, bias, rm, rv *Tensor, training bool, mome
 	var save []*Tensor
 	var rm32, rv32 *Tensor
 	if training {
-		mean := allocTensor(c, Float32, x.device, Shape{ch})
-		invstd := allocTensor(c, Float32, x.device, Shape{ch})
+		mean := allocOut(c, Float32, x.device, Shape{ch})
+		invstd := allocOut(c, Float32, x.device, Shape{ch})
 		save = []*Tensor{mean, invstd}
 		a.SaveMean, a.SaveInvStd = mean.ref.s, invstd.ref.s
 		rm32, rv32 = c.float32Operand(rm), c.float32Operand(rv)
@@ -253,11 +253,12 @@ func (c *Context) layerNorm(x *Tensor, normShape Shape, weight, bias *Tensor, ep
 }
 
 // normGradBuffers returns what a norm backward kernel writes into: the dense output
-// gradient, the input gradient (x's dtype) and FP32 weight/bias gradients (nil where the
+// gradient, the input gradient (x's dtype; the kernels write all of it, so it skips the
+// zero fill) and FP32 weight/bias gradients (nil where the
 // parameter is absent or needs no gradient).
 func (c *Context) normGradBuffers(g, x, weight, bias *Tensor) (gd, gx, gw32, gb32 *Tensor) {
 	gd = g.dense(c)
-	gx = allocTensor(c, x.dtype, x.device, x.shape)
+	gx = allocOut(c, x.dtype, x.device, x.shape)
 	if weight != nil && weight.requiresGrad {
 		gw32 = allocTensor(c, Float32, x.device, weight.shape)
 	}
