@@ -154,7 +154,18 @@ func poolWindow(o, stride, pad, k, in int) (lo, hi, padded int) {
 // scratch when idx is nil (MaxPool).
 func poolForward[C numeric](d, s *storage, idx []int64, a backend.PoolArgs) {
 	hw, ohw := a.H*a.W, a.OH*a.OW
+	// Float32 planes of a 2×2 max-pool without index go from s to d in place (as
+	// maxPlaneOf's loaded copy, the same comparisons).
+	inPlace := idx == nil && a.Kind == backend.MaxPool && maxPool2x2Packed(&a) && d != s &&
+		s.dt == backend.Float32 && d.dt == backend.Float32
 	ParallelFor(a.N*a.C, max(1, grainElems/max(ohw*a.KH*a.KW, 1)), func(lo, hi int) {
+		if inPlace {
+			sf, df := s.f32(), d.f32()
+			for p := lo; p < hi; p++ {
+				vecMaxRows2x2(df[p*ohw:(p+1)*ohw], sf[p*hw:(p+1)*hw], a.OW, a.W)
+			}
+			return
+		}
 		in := make([]C, 2*hw) // maxPlaneOf's scratch
 		out := make([]C, ohw)
 		var scratch []int64
@@ -197,10 +208,23 @@ func maxPlaneOf[C numeric](out []C, idx []int64, in []C, s *storage, off int, a 
 
 // maxPoolBackward is poolBackward for a MaxPool whose positions come from running
 // the forward's maxPlaneOf on x again; a maxPool2x2Packed float32 plane runs
-// maxPlane2x2PackedGrad instead, the same sums without the positions.
+// maxPlane2x2PackedGrad instead, the same sums without the positions (on Float32
+// storages, its calls in place).
 func maxPoolBackward[C numeric](g, y, x *storage, a backend.PoolArgs) {
 	hw, ohw := a.H*a.W, a.OH*a.OW
+	// Float32 storages are read and written in place (g neither x nor y).
+	inPlace := maxPool2x2Packed(&a) && g != x && g != y &&
+		g.dt == backend.Float32 && x.dt == backend.Float32 && y.dt == backend.Float32
 	ParallelFor(a.N*a.C, max(1, grainElems/max(ohw*a.KH*a.KW, 1)), func(lo, hi int) {
+		if inPlace {
+			gf, yf, xf := g.f32(), y.f32(), x.f32()
+			for p := lo; p < hi; p++ {
+				gp := gf[p*hw : (p+1)*hw]
+				vecMaxRows2x2Grad(gp, xf[p*hw:(p+1)*hw], yf[p*ohw:(p+1)*ohw], a.OW, a.W)
+				clear(gp[2*a.OH*a.W:])
+			}
+			return
+		}
 		acc, in := make([]C, hw), make([]C, 2*hw)
 		gy, out := make([]C, ohw), make([]C, ohw)
 		if _, ok := any(in).([]float32); ok && maxPool2x2Packed(&a) {
@@ -225,6 +249,7 @@ func maxPoolBackward[C numeric](g, y, x *storage, a backend.PoolArgs) {
 // maxPlane2x2PackedGrad is maxPoolBackward's plane p for a maxPool2x2Packed geometry:
 // the input plane is loaded into in, vecMaxRows2x2Grad writes the gradient of its
 // row pairs into acc (rows below the last window, for odd H, +0), stored in one run.
+// maxPoolBackward runs the same calls on float32 storages in place.
 func maxPlane2x2PackedGrad(g, y, x *storage, p int, acc, in, gy []float32, a *backend.PoolArgs) {
 	w, oh, ow, hw := a.W, a.OH, a.OW, a.H*a.W
 	in, acc = in[:hw], acc[:hw]

@@ -57,9 +57,18 @@ func TestMaxPoolRecomputeMatchesIndex(t *testing.T) {
 				}
 				return s
 			}
+			// The recomputing kernels' outputs start as garbage: they must write every
+			// element (the float32 planes are written in place).
+			garbage := func(n int) []float32 {
+				v := make([]float32, n)
+				for i := range v {
+					v[i] = 12345.5
+				}
+				return v
+			}
 			x, gy := alloc(dt, nIn, vals), alloc(dt, nOut, gvals)
-			y1, y2 := alloc(dt, nOut, nil), alloc(dt, nOut, nil)
-			gx1, gx2 := alloc(dt, nIn, nil), alloc(dt, nIn, nil)
+			y1, y2 := alloc(dt, nOut, nil), alloc(dt, nOut, garbage(nOut))
+			gx1, gx2 := alloc(dt, nIn, nil), alloc(dt, nIn, garbage(nIn))
 			idx := alloc(backend.Int64, nOut, nil)
 			b.Pool(y1, idx, x, a)
 			b.PoolBackward(gx1, gy, idx, a)
