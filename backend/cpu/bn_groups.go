@@ -100,6 +100,17 @@ func newBNCache[C numeric](r elemRun[C], a *backend.NormArgs) bnCache[C] {
 	return bnCache[C]{ok: true, data: any(*b).([]C), buf: b}
 }
 
+// newBNCacheNative is newBNCache for a storage read in place, whose reads do not fill
+// the cache: the caller writes each slot itself (the masked gy of bnSums).
+func newBNCacheNative[C numeric](a *backend.NormArgs) bnCache[C] {
+	var z C
+	if _, f32 := any(z).(float32); !f32 || a.N*bnGroupMax(a) > bnCacheElems {
+		return bnCache[C]{}
+	}
+	b := bnCachePool.Get().(*[]float32)
+	return bnCache[C]{ok: true, data: any(*b).([]C), buf: b}
+}
+
 // release returns the cache's buffer to the pool.
 func (k *bnCache[C]) release() {
 	if k.buf != nil {

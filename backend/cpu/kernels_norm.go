@@ -331,10 +331,15 @@ func batchNormBackward[C numeric](a *backend.NormArgs, x, gy, gx, y *storage, p 
 			yh, _, _ = bnHalfOf(y)
 		}
 		// Otherwise, when the sums pass runs, it leaves the group's masked gy and x
-		// converted in gc and xc for the gradient pass.
+		// converted in gc and xc for the gradient pass. Float32 gy, read in place, is
+		// cached too when there is a ReLU output: the sums loop stores the masked gy
+		// there, which spares the gradient pass reading gy and y again and masking.
 		var gc, xc bnCache[C]
 		if sums && !direct {
 			gc, xc = newBNCache(gyr, a), newBNCache(xr, a)
+			if y != nil && gyr.ok {
+				gc = newBNCacheNative[C](a)
+			}
 			defer gc.release()
 			defer xc.release()
 		}
