@@ -29,7 +29,6 @@ func convWeightGradTapsFn[E float32 | half.BFloat16, P float32 | uint32](o *conv
 	// padded to kcs: for AMX, rows of pairs side by side (all tap panels of a
 	// pixel slice, then one stack call runs them), else the micro-kernel's panel.
 	var packA func(ap []P, xp []E, offs []int, st, kcs int)
-	var tileOffs []int // for AMX: the B tiles of a packed panel, 16 pair rows each
 	switch {
 	case o.rowsIn != nil:
 		// No A panel: the kernel reads the taps' runs in place.
@@ -64,6 +63,7 @@ func convWeightGradTapsFn[E float32 | half.BFloat16, P float32 | uint32](o *conv
 		sc.gy = grow(sc.gy, s.og*ldq+per)
 		clear(sc.gy)
 		maxSteps := o.pad(o.steps(per))
+		var tileOffs []int // for AMX: the B tiles of a packed panel, 16 pair rows each (per worker)
 		if o.rowsA {
 			sc.a = grow(sc.a, mp*o.mr*maxSteps)
 			tileOffs = make([]int, maxSteps/o.tileK)
