@@ -912,11 +912,16 @@ func convCheck(op string, a backend.Conv2dArgs, img, w, out *storage, nImg, nOut
 	}
 }
 
-// allFiniteBF16 reports whether no element of x is Inf or NaN, four at a time:
-// a lane's exponent field plus one exponent unit reaches its top bit exactly when
-// the exponent is all ones.
-func allFiniteBF16(x []half.BFloat16) bool {
-	const exp, unit, top = 0x7f807f807f807f80, 0x0080008000800080, 0x8000800080008000
+// allFiniteBF16 reports whether no element of x is Inf or NaN (allFinite16 with
+// bfloat16's eight exponent bits).
+func allFiniteBF16(x []half.BFloat16) bool { return allFinite16(x, 0x7f80) }
+
+// allFinite16 reports whether no element of x, a 16-bit float whose exponent field is
+// the mask e, is Inf or NaN, four at a time: a lane's exponent field plus one exponent
+// unit reaches its top bit exactly when the exponent is all ones.
+func allFinite16[T ~uint16](x []T, e uint64) bool {
+	const lanes = 0x0001000100010001
+	exp, unit, top := e*lanes, (e&-e)*lanes, uint64(0x8000)*lanes
 	var acc uint64
 	i := 0
 	for ; i+4 <= len(x); i += 4 {
@@ -924,7 +929,7 @@ func allFiniteBF16(x []half.BFloat16) bool {
 		acc |= v&exp + unit
 	}
 	for ; i < len(x); i++ {
-		acc |= uint64(x[i])&0x7f80 + 0x80
+		acc |= uint64(x[i])&e + e&-e
 	}
 	return acc&top == 0
 }

@@ -85,18 +85,6 @@ func convWeightGradF16(gw, x, gy []half.Float16, a backend.Conv2dArgs) bool {
 	return convWeightGradFn(o, io, a)
 }
 
-// allFiniteF16 reports whether no element of x is Inf or NaN, four at a time:
-// allFiniteBF16's test with float16's five exponent bits.
-func allFiniteF16(x []half.Float16) bool {
-	const exp, unit, top = 0x7c007c007c007c00, 0x0400040004000400, 0x8000800080008000
-	var acc uint64
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		v := uint64(x[i]) | uint64(x[i+1])<<16 | uint64(x[i+2])<<32 | uint64(x[i+3])<<48
-		acc |= v&exp + unit
-	}
-	for ; i < len(x); i++ {
-		acc |= uint64(x[i])&0x7c00 + 0x400
-	}
-	return acc&top == 0
-}
+// allFiniteF16 reports whether no element of x is Inf or NaN (allFinite16 with
+// float16's five exponent bits).
+func allFiniteF16(x []half.Float16) bool { return allFinite16(x, 0x7c00) }

@@ -145,20 +145,23 @@ func TestConvF16(t *testing.T) {
 	}
 }
 
-// TestAllFiniteF16 checks allFiniteF16 on every float16 bit pattern, at each
-// position of a short and of a four-aligned run.
+// TestAllFiniteF16 checks allFiniteF16 and allFiniteBF16 on every bit pattern, at
+// each position of a short and of a four-aligned run.
 func TestAllFiniteF16(t *testing.T) {
 	for _, n := range []int{1, 4, 7, 9} {
 		x := make([]half.Float16, n)
+		y := make([]half.BFloat16, n)
 		for p := range 1 << 16 {
-			v := half.Float16(p)
-			want := !v.IsNaN() && !v.IsInf()
+			v, w := half.Float16(p), half.BFloat16(p)
 			i := p % n
-			x[i] = v
-			if got := allFiniteF16(x); got != want {
+			x[i], y[i] = v, w
+			if got, want := allFiniteF16(x), !v.IsNaN() && !v.IsInf(); got != want {
 				t.Fatalf("n=%d: %#04x at %d: allFiniteF16 = %v, want %v", n, p, i, got, want)
 			}
-			x[i] = 0
+			if got, want := allFiniteBF16(y), w.IsFinite(); got != want {
+				t.Fatalf("n=%d: %#04x at %d: allFiniteBF16 = %v, want %v", n, p, i, got, want)
+			}
+			x[i], y[i] = 0, 0
 		}
 	}
 }
