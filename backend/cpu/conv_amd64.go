@@ -258,3 +258,24 @@ func convRows[T float32 | half.BFloat16](dst []T, ld int, src []T, ls, n, rows i
 	size := int(unsafe.Sizeof(dst[0]))
 	convCopyRows((*byte)(unsafe.Pointer(&dst[0])), (*byte)(unsafe.Pointer(&src[0])), size*n, rows, size*ld, size*ls)
 }
+
+// convKernelRowsGo is the pure-Go twin of convKernelRows8x<nr>AVX512 (element
+// offsets, rows past len(offs) reading the last tap), which the tests pit against it
+// (the portable build has no rows-in-place kernel, so the twin lives here): for i < mr
+// and j < nr,
+// c[i*ldc+j] += Σ_p x[offs[i]+p] · b[p*nr+j], accumulated from zero in ascending p
+// (fused where the compiler fuses x·y+z).
+func convKernelRowsGo(mr, nr, steps int, x []float32, offs []int, b, c []float32, ldc int) {
+	b = b[:steps*nr]
+	for i := range mr {
+		xr := x[offs[min(i, len(offs)-1)]:][:steps]
+		crow := c[i*ldc:][:nr]
+		for j := range nr {
+			var acc float32
+			for p, v := range xr {
+				acc += v * b[p*nr+j]
+			}
+			crow[j] += acc
+		}
+	}
+}

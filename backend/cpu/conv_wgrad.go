@@ -218,22 +218,3 @@ func convF32WGrad(og int) *convOps[float32, float32] {
 	}
 	return convF32
 }
-
-// convKernelRowsGo is the pure-Go twin of convKernelRows8x<nr>AVX512 (element
-// offsets, rows past len(offs) reading the last tap): for i < mr and j < nr,
-// c[i*ldc+j] += Σ_p x[offs[i]+p] · b[p*nr+j], accumulated from zero in ascending p
-// (fused where the compiler fuses x·y+z).
-func convKernelRowsGo(mr, nr, steps int, x []float32, offs []int, b, c []float32, ldc int) {
-	b = b[:steps*nr]
-	for i := range mr {
-		xr := x[offs[min(i, len(offs)-1)]:][:steps]
-		crow := c[i*ldc:][:nr]
-		for j := range nr {
-			var acc float32
-			for p, v := range xr {
-				acc += v * b[p*nr+j]
-			}
-			crow[j] += acc
-		}
-	}
-}
