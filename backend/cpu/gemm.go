@@ -37,11 +37,20 @@ const (
 // direct, where set, is fn reading the mr rows of a row-major A in place
 // (a[i*lda+p]) instead of a packed panel, with the same arithmetic: Gemm
 // uses it when op(A) is not transposed and alpha is 1, and packs no A then.
+//
+// packRows and packTrans, where set, pack a whole B micro-panel as
+// packBPanel's loops do (same words, faster): packRows(dst, src, ld, kc,
+// cols) copies kc rows of cols ≤ nr values (row stride ld) into rows of nr,
+// zero beyond cols; packTrans(dst, src, ld, kc) transposes nr stored rows of
+// kc values (row stride ld) into kc rows of nr.
 type gemmKernel[T float32 | float64] struct {
 	name   string
 	mr, nr int
 	fn     func(kc int, a, b, c []T, ldc int)
 	direct func(kc int, a []T, lda int, b, c []T, ldc int)
+
+	packRows  func(dst, src []T, ld, kc, cols int)
+	packTrans func(dst, src []T, ld, kc int)
 }
 
 // gemmKernelGo32 and gemmKernelGo64 are the portable micro-kernels.
@@ -284,11 +293,19 @@ func (g *gemmCall[T]) packBPanel(q int) {
 	cols := min(nr, g.n-j0)
 	b, ldb := g.b, g.ldb
 	if !g.transB {
+		if g.kern.packRows != nil {
+			g.kern.packRows(dst, b[g.pc*ldb+j0:], ldb, kc, cols)
+			return
+		}
 		for p := range kc {
 			d := dst[p*nr:][:nr]
 			copy(d, b[(g.pc+p)*ldb+j0:][:cols])
 			clear(d[cols:])
 		}
+		return
+	}
+	if g.kern.packTrans != nil && cols == nr {
+		g.kern.packTrans(dst, b[j0*ldb+g.pc:], ldb, kc)
 		return
 	}
 	// op(B)[p][j] = B[j][p]: walk four stored rows at once, scattering with

@@ -124,6 +124,16 @@ func gemmBF16PackGatherRows(dst []uint32, src []half.BFloat16, ld, steps, w, str
 	if w > 0 {
 		_ = src[(w-1)*ld+2*steps-1]
 	}
+	if w == 32 && stride == 32 && steps >= 16 {
+		// Whole panels: transpose 16 pair steps at a time with shuffles,
+		// gather the rest.
+		blocks := steps / 16
+		gemmPackTrans32(&dst[0], unsafe.Pointer(&src[0]), 2*ld, blocks)
+		if steps -= 16 * blocks; steps == 0 {
+			return
+		}
+		dst, src = dst[16*blocks*32:], src[32*blocks:]
+	}
 	var idx [32]int32
 	for i := range w {
 		idx[i] = int32(2 * i * ld)

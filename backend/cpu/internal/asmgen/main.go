@@ -46,6 +46,9 @@ func main() {
 	g.amx()
 	g.amxPackTrans()
 	g.f32Direct()
+	g.packTrans32()
+	g.amxPackTransTiles()
+	g.packRows32()
 	src, err := g.resolve()
 	if err != nil {
 		log.Fatal(err)
@@ -603,6 +606,171 @@ func (g *gen) f32Direct() {
 			g.p("\tVMOVUPS Z%d, %d(DX)", 2*i+v, 64*v)
 		}
 	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
+// transpose16 emits a 16×16 dword transpose of Z0–Z15 (row r in Zr) in
+// four stages of 16 shuffles (VPUNPCKLDQ/HDQ, VPUNPCKLQDQ/HQDQ, then
+// VSHUFI32X4 twice), Z16–Z31 as temporaries: column j ends in Zj.
+func (g *gen) transpose16() {
+	// Stage 1: Z16+2i, Z17+2i interleave the dwords of rows 2i and 2i+1.
+	for i := range 8 {
+		g.p("\tVPUNPCKLDQ Z%d, Z%d, Z%d", 2*i+1, 2*i, 16+2*i)
+		g.p("\tVPUNPCKHDQ Z%d, Z%d, Z%d", 2*i+1, 2*i, 17+2*i)
+	}
+	// Stage 2: 128-bit lane L of Z4q+c holds column 4L+c of rows 4q–4q+3.
+	for q := range 4 {
+		t := 16 + 4*q
+		g.p("\tVPUNPCKLQDQ Z%d, Z%d, Z%d", t+2, t, 4*q)
+		g.p("\tVPUNPCKHQDQ Z%d, Z%d, Z%d", t+2, t, 4*q+1)
+		g.p("\tVPUNPCKLQDQ Z%d, Z%d, Z%d", t+3, t+1, 4*q+2)
+		g.p("\tVPUNPCKHQDQ Z%d, Z%d, Z%d", t+3, t+1, 4*q+3)
+	}
+	// Stage 3: lanes 0 and 2 (0x88) or 1 and 3 (0xdd) of rows 0–7 (Z16+c,
+	// Z20+c) and of rows 8–15 (Z24+c, Z28+c).
+	for c := range 4 {
+		g.p("\tVSHUFI32X4 $0x88, Z%d, Z%d, Z%d", 4+c, c, 16+c)
+		g.p("\tVSHUFI32X4 $0xdd, Z%d, Z%d, Z%d", 4+c, c, 20+c)
+		g.p("\tVSHUFI32X4 $0x88, Z%d, Z%d, Z%d", 12+c, 8+c, 24+c)
+		g.p("\tVSHUFI32X4 $0xdd, Z%d, Z%d, Z%d", 12+c, 8+c, 28+c)
+	}
+	// Stage 4: column 4L+c gathers lane L of Zc, Z4+c, Z8+c, Z12+c.
+	for c := range 4 {
+		g.p("\tVSHUFI32X4 $0x88, Z%d, Z%d, Z%d", 24+c, 16+c, c)
+		g.p("\tVSHUFI32X4 $0xdd, Z%d, Z%d, Z%d", 24+c, 16+c, 8+c)
+		g.p("\tVSHUFI32X4 $0x88, Z%d, Z%d, Z%d", 28+c, 20+c, 4+c)
+		g.p("\tVSHUFI32X4 $0xdd, Z%d, Z%d, Z%d", 28+c, 20+c, 12+c)
+	}
+}
+
+// packTrans32 emits gemmPackTrans32, which transposes 32 stored rows of
+// dwords (row stride ld bytes) into rows of 32 dwords, 16 columns at a
+// time: a B micro-panel from a transposed op(B), float32 values or bf16
+// pairs alike. Each block of 16 columns is two 16×16 transposes.
+func (g *gen) packTrans32() {
+	const name = "gemmPackTrans32"
+	g.p("")
+	g.p("// func %s(dst *uint32, src unsafe.Pointer, ld, blocks int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	g.p("\tMOVQ dst+0(FP), DI")
+	g.p("\tMOVQ src+8(FP), SI")
+	g.p("\tMOVQ ld+16(FP), R8")
+	g.p("\tMOVQ blocks+24(FP), CX")
+	g.p("\tMOVQ R8, R9")
+	g.p("\tSHLQ $4, R9 // 16 rows")
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.p("")
+	g.p("%s_loop:", name)
+	for h := range 2 {
+		if h == 0 {
+			g.p("\tMOVQ SI, AX")
+		} else {
+			g.p("\tLEAQ (SI)(R9*1), AX")
+		}
+		for r := range 16 {
+			if r > 0 {
+				g.p("\tADDQ R8, AX")
+			}
+			g.p("\tVMOVDQU32 (AX), Z%d", r)
+		}
+		g.transpose16()
+		for j := range 16 {
+			g.p("\tVMOVDQU32 Z%d, %d(DI)", j, 128*j+64*h)
+		}
+	}
+	g.p("\tADDQ $64, SI")
+	g.p("\tADDQ $2048, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
+// amxPackTransTiles emits gemmAMXPackTransTiles, gemmAMXPackTrans for whole
+// k tiles without scatters: per tile and half panel (16 lanes), the 16 pair
+// steps are joined as gemmAMXPackTrans joins them, transposed (16×16
+// dwords) and stored as 16 whole panel rows, masked-off lanes as zeros.
+func (g *gen) amxPackTransTiles() {
+	const name = "gemmAMXPackTransTiles"
+	g.p("")
+	g.p("// func %s(dst *uint32, src *half.BFloat16, ld, tiles int, load0, load1 uint16)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-36", name)
+	g.p("\tMOVQ dst+0(FP), DI")
+	g.p("\tMOVQ src+8(FP), SI")
+	g.p("\tMOVQ ld+16(FP), R8")
+	g.p("\tSHLQ $1, R8 // bytes from one stored row to the next")
+	g.p("\tMOVQ tiles+24(FP), CX")
+	g.p("\tMOVWLZX load0+32(FP), AX")
+	g.p("\tKMOVW AX, K1")
+	g.p("\tMOVWLZX load1+34(FP), AX")
+	g.p("\tKMOVW AX, K2")
+	g.p("\tMOVQ R8, R9")
+	g.p("\tSHLQ $5, R9 // 32 rows: one k tile")
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.p("")
+	g.p("%s_loop:", name)
+	for h := range 2 {
+		g.p("\tMOVQ SI, AX")
+		for q := range 16 {
+			if q > 0 {
+				g.p("\tLEAQ (AX)(R8*2), AX")
+			}
+			g.p("\tVPMOVZXWD.Z %d(AX), K%d, Z%d", 32*h, 1+h, q)
+			g.p("\tVPMOVZXWD.Z %d(AX)(R8*1), K%d, Z16", 32*h, 1+h)
+			g.p("\tVPSLLD $16, Z16, Z16")
+			g.p("\tVPORD Z16, Z%d, Z%d", q, q)
+		}
+		g.transpose16()
+		for j := range 16 {
+			g.p("\tVMOVDQU32 Z%d, %d(DI)", j, 64*(16*h+j))
+		}
+	}
+	g.p("\tADDQ R9, SI")
+	g.p("\tADDQ $2048, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
+// packRows32 emits gemmPackRows32, which copies rows of up to 32 dwords
+// (row stride ld bytes) into rows of 32, zero-extending masked loads
+// clearing the lanes beyond the copied ones: a float32 B micro-panel from
+// an op(B) that is not transposed.
+func (g *gen) packRows32() {
+	const name = "gemmPackRows32"
+	g.p("")
+	g.p("// func %s(dst, src *float32, ld, rows int, load0, load1 uint16)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-36", name)
+	g.p("\tMOVQ dst+0(FP), DI")
+	g.p("\tMOVQ src+8(FP), SI")
+	g.p("\tMOVQ ld+16(FP), R8")
+	g.p("\tMOVQ rows+24(FP), CX")
+	g.p("\tMOVWLZX load0+32(FP), AX")
+	g.p("\tKMOVW AX, K1")
+	g.p("\tMOVWLZX load1+34(FP), AX")
+	g.p("\tKMOVW AX, K2")
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.p("")
+	g.p("%s_loop:", name)
+	g.p("\tVMOVDQU32.Z (SI), K1, Z0")
+	g.p("\tVMOVDQU32.Z 64(SI), K2, Z1")
+	g.p("\tVMOVDQU32 Z0, (DI)")
+	g.p("\tVMOVDQU32 Z1, 64(DI)")
+	g.p("\tADDQ R8, SI")
+	g.p("\tADDQ $128, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
 }

@@ -1,0 +1,86 @@
+package cpu
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gamp-ml/gamp/half"
+)
+
+// BenchmarkGemmPack times the packing of one operand of the linear layers'
+// GEMMs alone, on one thread: every float32 B micro-panel of W (forward,
+// op(B) = Wᵀ, and input gradient, op(B) = W), every bf16 B micro-panel of
+// the same (GemmBF16's pair panels) and every AMX A panel of a transposed dY
+// (weight gradient, op(A) = dYᵀ). MB/s counts the operand's bytes.
+func BenchmarkGemmPack(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, sh := range []struct{ rows, in, out int }{{2048, 128, 384}, {2048, 512, 128}, {256, 784, 1024}, {256, 1024, 1024}} {
+		in, out, rows := sh.in, sh.out, sh.rows
+		w := make([]float32, out*in)
+		for i := range w {
+			w[i] = rng.Float32()
+		}
+		wb := make([]half.BFloat16, len(w))
+		half.Float32ToBFloat16(wb, w)
+		dyb := make([]half.BFloat16, rows*out)
+		for i := range dyb {
+			dyb[i] = half.BFloat16(rng.Uint32() & 0x3fff)
+		}
+		for _, c := range []struct {
+			name   string
+			transB bool
+			n, k   int
+		}{{"fwd", true, out, in}, {"dx", false, in, out}} {
+			b.Run(fmt.Sprintf("%dx%dx%d/%s/f32", rows, in, out, c.name), func(b *testing.B) {
+				g := new(gemmCall[float32])
+				g.kern = gemmKernel32
+				g.transB, g.b, g.ldb = c.transB, w, in
+				g.plan(256, c.n, c.k, g.kern.mr, g.kern.nr, 1, gemmSizes{kc: gemmKC, mc: gemmMC, nc: gemmNC})
+				g.bPack = make([]float32, g.kcMax*gemmCeilDiv(g.ncMax, g.nr)*g.nr)
+				b.SetBytes(int64(4 * len(w)))
+				for b.Loop() {
+					for jc := 0; jc < g.n; jc += g.ncMax {
+						g.jc, g.nc = jc, min(g.ncMax, g.n-jc)
+						for pc := 0; pc < g.k; pc += g.kcMax {
+							g.pc, g.kc = pc, min(g.kcMax, g.k-pc)
+							for q := range gemmCeilDiv(g.nc, g.nr) {
+								g.packBPanel(q)
+							}
+						}
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("%dx%dx%d/%s/bf16", rows, in, out, c.name), func(b *testing.B) {
+				g := new(gemmBF16Call)
+				g.kern = gemmBF16KernelBest
+				g.transB, g.b, g.ldb = c.transB, wb, in
+				g.plan(256, c.n, c.k, g.kern.mr, g.kern.nr, 1, gemmSizes{kc: gemmBF16KC, mc: gemmBF16MC, nc: gemmBF16NC, evenK: true})
+				g.bPack = make([]uint32, g.pairSteps(g.kcMax)*gemmCeilDiv(g.ncMax, g.nr)*g.nr)
+				b.SetBytes(int64(2 * len(w)))
+				for b.Loop() {
+					for jc := 0; jc < g.n; jc += g.ncMax {
+						g.jc, g.nc = jc, min(g.ncMax, g.n-jc)
+						for pc := 0; pc < g.k; pc += g.kcMax {
+							g.pc, g.kc = pc, min(g.kcMax, g.k-pc)
+							g.kc2 = g.pairSteps(g.kc)
+							for q := range gemmCeilDiv(g.nc, g.nr) {
+								g.packBPanel(q)
+							}
+						}
+					}
+				}
+			})
+		}
+		b.Run(fmt.Sprintf("%dx%dx%d/dw/amxA", rows, in, out), func(b *testing.B) {
+			kc2 := gemmCeilDiv(gemmCeilDiv(rows, 2), amxTileK) * amxTileK
+			dst := make([]uint32, amxMR*kc2)
+			b.SetBytes(int64(2 * len(dyb)))
+			for b.Loop() {
+				for i0 := 0; i0 < out; i0 += amxMR {
+					packAMXA(dst, dyb[i0:], out, rows, kc2, min(amxMR, out-i0), false)
+				}
+			}
+		})
+	}
+}
