@@ -106,6 +106,9 @@ func (b *Backend) Unary(op backend.UnaryOp, dst, src backend.Storage, n int, p0,
 	elemCheckLen("Unary", "src", s, n)
 	elemCheckFloat("Unary", "dst", d)
 	elemCheckFloat("Unary", "src", s)
+	if op == backend.Gelu && geluHalfForward(d, s, n) {
+		return // half data: table lookup (gelu_table.go)
+	}
 	if computeF64(d.dt, s.dt) {
 		unaryKernel[float64](op, d, s, n, p0, p1)
 	} else {
@@ -351,6 +354,9 @@ func (b *Backend) UnaryBackward(op backend.UnaryOp, gx, gy, x, y backend.Storage
 	if a != nil {
 		elemCheckFloat("UnaryBackward", "x/y", a)
 		f64 = f64 || computeF64(a.dt)
+	}
+	if op == backend.Gelu && !f64 && geluHalfBackward(gxs, gys, a, n) {
+		return // half x: table lookup (gelu_table.go)
 	}
 	if f64 {
 		unaryBackwardKernel[float64](op, gxs, gys, a, recompute, n, p0, p1)

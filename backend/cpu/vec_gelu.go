@@ -24,6 +24,12 @@ import "math"
 // to the result exists). Below x ≈ -13.1 (x² > 172) exp32 flushes to zero and y is -0
 // where the exact |y| < 2^-125. NaN gives NaN; y(+Inf) = +Inf, and y(-Inf) and the
 // backward at ±Inf are NaN, as the float64 formulas give.
+//
+// On BFloat16 and Float16 data (x, and y of the same dtype; x alone for the backward)
+// the backend runs these loops once per process, not per element: gelu_table.go
+// tabulates their forward, rounded to the dtype, and their factor Φ + x·φ for all
+// 65,536 patterns of x, and Unary and UnaryBackward look the results up (AVX-512
+// gathers), bit for bit what widening, these loops and rounding give.
 
 // The ulp bounds TestGeluUlp asserts over the float32s in [-10, 10]. Over all 2.2
 // billion of them (go test -run TestGeluUlp -gelu.stride=1, AVX-512) the worst were

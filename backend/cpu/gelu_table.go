@@ -1,0 +1,156 @@
+package cpu
+
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
+)
+
+// GELU on half data by table lookup. A BFloat16 or Float16 x has only 65,536 bit
+// patterns, and the float32 GELU of vec_gelu.go is a function of x alone, so:
+//
+//   - forward, y of x's dtype: y = round(x·Φ(x)) is fwd[bits(x)], the result of the
+//     float32 path (widen, vecGelu, round to half) for each pattern;
+//   - backward: vecGelu computes gx = gy·T(x), T(x) = fma(x, φ(x), Φ(x)), one float32
+//     multiply (the VMULPS at the end of vecgen's loop, geluGo's last line), so with
+//     bwd[bits(x)] = T(x) in float32 (vecGelu with gy = 1: 1·T is T), gx =
+//     round(float32(gy)·bwd[bits(x)]) for gy and gx of any dtype computed in float32.
+//     Where T is NaN (x NaN or ±Inf) the result is T, as VMULPS returns its first
+//     source, T, when both are NaN; otherwise the product's NaN is the hardware's, as
+//     before.
+//
+// The tables of a dtype are built once per process, on first use, by the float32 path
+// itself (about a tenth of a millisecond), so the results are those of that path bit
+// for bit (TestGeluTable* check every pattern). The lookups are geluTabFwd and
+// geluTabMul: AVX-512 gathers (gelu_table_amd64.s) or their pure-Go twins.
+type geluTable struct {
+	once sync.Once
+	// fwd has one spare entry: the AVX-512 loop gathers 32-bit words at 2-byte steps,
+	// so the last pattern reads fwd[65535] and fwd[65536] (whose bits it drops).
+	fwd *[1<<16 + 1]uint16
+	bwd *[1 << 16]float32
+}
+
+// geluTables are BFloat16's (0) and Float16's (1).
+var geluTables [2]geluTable
+
+// geluTableOf returns dt's tables, built on first use; nil unless dt is a half dtype.
+func geluTableOf(dt backend.DType) *geluTable {
+	var t *geluTable
+	switch dt {
+	case backend.BFloat16:
+		t = &geluTables[0]
+	case backend.Float16:
+		t = &geluTables[1]
+	default:
+		return nil
+	}
+	t.once.Do(func() { t.build(dt) })
+	return t
+}
+
+// build fills t from the float32 path: every pattern widened, vecGelu forward and
+// backward (gy = 1), the forward rounded back to dt as storeF32 rounds. The patterns
+// whose float32 steps go subnormal cost microcode assists, so the work is split over
+// the workers.
+func (t *geluTable) build(dt backend.DType) {
+	const n = 1 << 16
+	fwd, bwd := new([n + 1]uint16), new([n]float32)
+	ParallelFor(n, n/16, func(lo, hi int) {
+		var bits [chunk]uint16
+		var xs, ys [chunk]float32
+		for c := lo; c < hi; c += chunk {
+			m := min(chunk, hi-c)
+			for i := range m {
+				bits[i] = uint16(c + i)
+			}
+			x, y := xs[:m], ys[:m]
+			if dt == backend.BFloat16 {
+				half.BFloat16ToFloat32(x, u16As[half.BFloat16](bits[:m]))
+			} else {
+				half.Float16ToFloat32(x, u16As[half.Float16](bits[:m]))
+			}
+			vecGelu(y, x, nil)
+			if dt == backend.BFloat16 {
+				half.Float32ToBFloat16(u16As[half.BFloat16](fwd[c:c+m]), y)
+			} else {
+				half.Float32ToFloat16(u16As[half.Float16](fwd[c:c+m]), y)
+			}
+			for i := range y {
+				y[i] = 1
+			}
+			vecGelu(bwd[c:c+m], x, y)
+		}
+	})
+	t.fwd, t.bwd = fwd, bwd
+}
+
+// u16As views 16-bit words as a 16-bit float type.
+func u16As[H half.Float16 | half.BFloat16](b []uint16) []H {
+	return unsafe.Slice((*H)(unsafe.Pointer(unsafe.SliceData(b))), len(b))
+}
+
+// geluHalfForward computes the GELU of n elements of s into d by table lookup and
+// reports true when both hold the same half dtype; otherwise it does nothing.
+func geluHalfForward(d, s *storage, n int) bool {
+	if d.dt != s.dt {
+		return false
+	}
+	t := geluTableOf(s.dt)
+	if t == nil {
+		return false
+	}
+	y, x := d.u16()[:n], s.u16()[:n]
+	ParallelFor(n, grainElems, func(lo, hi int) {
+		geluTabFwd(y[lo:hi], x[lo:hi], t.fwd)
+	})
+	return true
+}
+
+// geluHalfBackward computes gx = gy·T(x) for n elements by table lookup and reports true
+// when x holds a half dtype; otherwise it does nothing. gx and gy are any dtypes whose
+// compute type is float32 (the caller checks).
+func geluHalfBackward(gx, gy, x *storage, n int) bool {
+	t := geluTableOf(x.dt)
+	if t == nil {
+		return false
+	}
+	gxr, gyr := elemRunOf[float32](gx), elemRunOf[float32](gy)
+	xb := x.u16()[:n]
+	ParallelFor(n, grainElems, func(lo, hi int) {
+		var gb, ob [chunk]float32
+		for c := lo; c < hi; c += chunk {
+			m := min(chunk, hi-c)
+			g := gyr.read(gb[:m], c)
+			o := gxr.out(ob[:m], c)
+			geluTabMul(o, g, xb[c:c+m], t.bwd)
+			gxr.flush(c, o)
+		}
+	})
+	return true
+}
+
+// geluTabFwdGo is the twin of the forward lookup: dst[i] = tab[x[i]].
+func geluTabFwdGo(dst, x []uint16, tab *[1<<16 + 1]uint16) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = tab[v]
+	}
+}
+
+// geluTabMulGo is the twin of the backward lookup: dst[i] = g[i]·tab[x[i]] in
+// float32, tab[x[i]] itself where that is NaN. dst may be g.
+func geluTabMulGo(dst, g []float32, x []uint16, tab *[1 << 16]float32) {
+	g = g[:len(dst)]
+	x = x[:len(dst)]
+	for i, v := range x {
+		t := tab[v]
+		p := g[i] * t
+		if t != t {
+			p = t
+		}
+		dst[i] = p
+	}
+}
