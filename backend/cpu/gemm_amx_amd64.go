@@ -22,10 +22,12 @@ import (
 //go:noescape
 func gemmAMXKernel32x32(kt int, a *uint32, aRow, aStep int, b *uint32, c *float32, ldc int, cfg *[64]byte, add bool)
 
-// gemmAMXKernel32x32BF16 computes the same tile from zero into the scratch
-// t and stores it to the bf16 C at c (row stride ldc bytes) as bf16Out
-// does, with the AVX-512 rounding of gemmBF16Kernel12x32StoreAVX512:
+// gemmAMXKernel32x32BF16 computes the same tile from zero into a scratch
+// t of its frame and stores it to the bf16 C at c (row stride ldc bytes)
+// as bf16Out does, with the AVX-512 rounding of
+// gemmBF16Kernel12x32StoreAVX512:
 //
+//	var t [32 * 32]float32
 //	gemmAMXKernel32x32(kt, a, aRow, aStep, b, &t[0], 128, cfg, false)
 //	for i := 0; i < 32; i++ {
 //		for j := 0; j < 32; j++ {
@@ -34,7 +36,7 @@ func gemmAMXKernel32x32(kt int, a *uint32, aRow, aStep int, b *uint32, c *float3
 //	}
 //
 //go:noescape
-func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep int, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, t *[amxMR * amxNR]float32, alpha, beta float32)
+func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep int, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, alpha, beta float32)
 
 // amxXCR0 returns the XCR0 register (XGETBV with ECX = 0): which register
 // states the OS saves on a context switch.
@@ -72,8 +74,7 @@ func gemmAMXKernel32x32Fn(kc2 int, a, b []uint32, c []float32, ldc int, add bool
 func gemmAMXKernel32x32Store(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
 	ap, bp := amxPanels(kc2, a, b)
 	_ = c[(amxMR-1)*ldc+amxNR-1]
-	var t [amxMR * amxNR]float32
-	gemmAMXKernel32x32BF16(kc2/amxTileK, ap, 4*amxTileK, 4*amxTileK*amxMR, bp, &c[0], 2*ldc, &amxTileConfig, &t, alpha, beta)
+	gemmAMXKernel32x32BF16(kc2/amxTileK, ap, 4*amxTileK, 4*amxTileK*amxMR, bp, &c[0], 2*ldc, &amxTileConfig, alpha, beta)
 }
 
 // gemmAMXKernel32x32Direct is gemmAMXKernel32x32Store reading the 32 rows
@@ -86,8 +87,7 @@ func gemmAMXKernel32x32Direct(kc2 int, a []half.BFloat16, lda int, b []uint32, c
 	_ = a[(amxMR-1)*lda+2*kc2-1]
 	_ = b[amxNR*kc2-1]
 	_ = c[(amxMR-1)*ldc+amxNR-1]
-	var t [amxMR * amxNR]float32
-	gemmAMXKernel32x32BF16(kc2/amxTileK, (*uint32)(unsafe.Pointer(&a[0])), 2*lda, 4*amxTileK, &b[0], &c[0], 2*ldc, &amxTileConfig, &t, alpha, beta)
+	gemmAMXKernel32x32BF16(kc2/amxTileK, (*uint32)(unsafe.Pointer(&a[0])), 2*lda, 4*amxTileK, &b[0], &c[0], 2*ldc, &amxTileConfig, alpha, beta)
 }
 
 // amxPanels checks kc2 and the panels' lengths and returns their first

@@ -11,6 +11,7 @@
 // in AT&T syntax in the comment. The AMX kernel at the end spells its
 // tile instructions the same way.
 
+#include "funcdata.h"
 #include "textflag.h"
 
 // func gemmBF16Kernel12x32AVX512(kc2 int, a, b []uint32, c []float32, ldc int, add bool)
@@ -1055,8 +1056,11 @@ gemmAMXKernel32x32_done:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	RET
 
-// func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep int, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, t *[1024]float32, alpha, beta float32)
-TEXT ·gemmAMXKernel32x32BF16(SB), NOSPLIT, $0-80
+// func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep int, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, alpha, beta float32)
+// The float32 tile goes through 4 KB of its own frame (not NOSPLIT:
+// the prologue grows the stack as needed).
+TEXT ·gemmAMXKernel32x32BF16(SB), $4096-72
+	NO_LOCAL_POINTERS
 	MOVQ cfg+56(FP), AX
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg (%rax)
 	MOVQ kt+0(FP), CX
@@ -1092,15 +1096,15 @@ gemmAMXKernel32x32BF16_loop:
 	JNZ gemmAMXKernel32x32BF16_loop
 
 gemmAMXKernel32x32BF16_done:
-	MOVQ t+64(FP), BX
+	LEAQ (SP), BX // the tile scratch
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x13 // tilestored %tmm0, (%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x13; BYTE $0x40 // tilestored %tmm1, 64(%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x94; BYTE $0x13; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored %tmm2, 2048(%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x9c; BYTE $0x13; BYTE $0x40; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored %tmm3, 2112(%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	MOVQ $32, CX
-	VBROADCASTSS alpha+72(FP), Z24
-	VBROADCASTSS beta+76(FP), Z25
+	VBROADCASTSS alpha+64(FP), Z24
+	VBROADCASTSS beta+68(FP), Z25
 	MOVL $0x7fff, AX
 	VPBROADCASTD AX, Z26
 	MOVL $1, AX
@@ -1108,7 +1112,7 @@ gemmAMXKernel32x32BF16_done:
 	MOVL $0x40, AX
 	VPBROADCASTD AX, Z28
 	VXORPS X29, X29, X29
-	VUCOMISS beta+76(FP), X29
+	VUCOMISS beta+68(FP), X29
 	JNE gemmAMXKernel32x32BF16_beta
 	JPS gemmAMXKernel32x32BF16_beta
 

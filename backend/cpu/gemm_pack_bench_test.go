@@ -84,3 +84,22 @@ func BenchmarkGemmPack(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGemmBF16Store times the best bf16 kernel's store (a whole tile
+// computed and rounded to bf16 C) alone, on panels in L1, for the depths of
+// the linear layers: the tile store's share shows at small k.
+func BenchmarkGemmBF16Store(b *testing.B) {
+	kern := gemmBF16KernelBest
+	for _, k := range []int{128, 512, 1024} {
+		kc2 := gemmCeilDiv(k/2, kern.tileK) * kern.tileK
+		b.Run(fmt.Sprintf("%s/k=%d", kern.name, k), func(b *testing.B) {
+			x := make([]uint32, kc2*kern.mr)
+			y := make([]uint32, kc2*kern.nr)
+			c := make([]half.BFloat16, kern.mr*kern.nr)
+			for b.Loop() {
+				kern.store(kc2, x, y, c, kern.nr, 1, 0)
+			}
+			b.ReportMetric(2*float64(kern.mr*kern.nr*2*kc2)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

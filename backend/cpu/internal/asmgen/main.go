@@ -88,6 +88,7 @@ func (g *gen) header() {
 	g.p("// in AT&T syntax in the comment. The AMX kernel at the end spells its")
 	g.p("// tile instructions the same way.")
 	g.p("")
+	g.p("#include \"funcdata.h\"")
 	g.p("#include \"textflag.h\"")
 }
 
@@ -385,21 +386,24 @@ func (g *gen) amx() {
 
 	name = "gemmAMXKernel32x32BF16"
 	g.p("")
-	g.p("// func %s(kt int, a *uint32, aRow, aStep int, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, t *[1024]float32, alpha, beta float32)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-80", name)
+	g.p("// func %s(kt int, a *uint32, aRow, aStep int, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, alpha, beta float32)", name)
+	g.p("// The float32 tile goes through 4 KB of its own frame (not NOSPLIT:")
+	g.p("// the prologue grows the stack as needed).")
+	g.p("TEXT ·%s(SB), $4096-72", name)
+	g.p("\tNO_LOCAL_POINTERS")
 	g.amxSetup()
 	for t := range 4 {
 		g.gnu(fmt.Sprintf("tilezero %%tmm%d", t))
 	}
 	g.amxLoop(name)
-	g.p("\tMOVQ t+64(FP), BX")
+	g.p("\tLEAQ (SP), BX // the tile scratch")
 	g.gnu("tilestored %tmm0, (%rbx,%r10,1)")
 	g.gnu("tilestored %tmm1, 64(%rbx,%r10,1)")
 	g.gnu("tilestored %tmm2, 2048(%rbx,%r10,1)")
 	g.gnu("tilestored %tmm3, 2112(%rbx,%r10,1)")
 	g.gnu("tilerelease")
 	g.p("\tMOVQ $%d, CX", 32)
-	g.bf16Consts(name, 72)
+	g.bf16Consts(name, 64)
 	for _, withBeta := range []bool{false, true} {
 		label := name + "_rows"
 		if withBeta {
