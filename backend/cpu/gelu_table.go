@@ -117,8 +117,16 @@ func geluHalfBackward(gx, gy, x *storage, n int) bool {
 	if t == nil {
 		return false
 	}
-	gxr, gyr := elemRunOf[float32](gx), elemRunOf[float32](gy)
 	xb := x.u16()[:n]
+	if gx.dt == x.dt && gy.dt == x.dt {
+		// All three of one half dtype: one pass, converting in registers.
+		gxb, gyb := gx.u16()[:n], gy.u16()[:n]
+		ParallelFor(n, grainElems, func(lo, hi int) {
+			geluTabBwdHalf(gxb[lo:hi], gyb[lo:hi], xb[lo:hi], t.bwd, x.dt == backend.BFloat16)
+		})
+		return true
+	}
+	gxr, gyr := elemRunOf[float32](gx), elemRunOf[float32](gy)
 	ParallelFor(n, grainElems, func(lo, hi int) {
 		var gb, ob [chunk]float32
 		for c := lo; c < hi; c += chunk {
@@ -152,5 +160,31 @@ func geluTabMulGo(dst, g []float32, x []uint16, tab *[1 << 16]float32) {
 			p = t
 		}
 		dst[i] = p
+	}
+}
+
+// geluTabBwdHalfGo is the twin of the backward on half gy and gx: geluTabMulGo on gy
+// widened, each product rounded to gx's dtype, bfloat16 (bf) or float16, as package
+// half rounds. gx may be gy or x.
+func geluTabBwdHalfGo(gx, gy, x []uint16, tab *[1 << 16]float32, bf bool) {
+	gy = gy[:len(gx)]
+	x = x[:len(gx)]
+	for i, v := range x {
+		t := tab[v]
+		var g float32
+		if bf {
+			g = half.BFloat16(gy[i]).Float32()
+		} else {
+			g = half.Float16(gy[i]).Float32()
+		}
+		p := g * t
+		if t != t {
+			p = t
+		}
+		if bf {
+			gx[i] = uint16(half.BFloat16FromFloat32(p))
+		} else {
+			gx[i] = uint16(half.Float16FromFloat32(p))
+		}
 	}
 }

@@ -117,3 +117,181 @@ geluTabMulAVX512_one:
 geluTabMulAVX512_done:
 	VZEROUPPER
 	RET
+
+// func geluTabBwdBF16AVX512(gx, gy, x *uint16, tab *[65536]float32, n int)
+TEXT ·geluTabBwdBF16AVX512(SB), NOSPLIT, $0-40
+	MOVQ gx+0(FP), DI
+	MOVQ gy+8(FP), BX
+	MOVQ x+16(FP), SI
+	MOVQ tab+24(FP), DX
+	MOVQ n+32(FP), CX
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z31
+	MOVL $1, AX
+	VPBROADCASTD AX, Z30
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z29
+	CMPQ CX, $64
+	JB geluTabBwdBF16AVX512_one
+
+geluTabBwdBF16AVX512_round:
+	VPMOVZXWD 0(SI), Z0 // x, widened to 32-bit indices
+	KXNORW K1, K1, K1
+	VPXORD Z4, Z4, Z4
+	VGATHERDPS (DX)(Z0*4), K1, Z4 // T = tab[x]
+	VPMOVZXWD 0(BX), Z16
+	VPSLLD $16, Z16, Z16 // gy, widened
+	VMULPS Z16, Z4, Z4 // T·gy, T first
+	VPSRLD $16, Z4, Z8 // p>>16
+	VPANDD Z30, Z8, Z12 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z12, Z12
+	VPADDD Z4, Z12, Z12
+	VPSRLD $16, Z12, Z12
+	VCMPPS $3, Z4, Z4, K1 // unordered: the NaN lanes
+	VPORD Z29, Z8, K1, Z12 // quiet the truncated NaN
+	VPMOVDW Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1 // x, widened to 32-bit indices
+	KXNORW K2, K2, K2
+	VPXORD Z5, Z5, Z5
+	VGATHERDPS (DX)(Z1*4), K2, Z5 // T = tab[x]
+	VPMOVZXWD 32(BX), Z17
+	VPSLLD $16, Z17, Z17 // gy, widened
+	VMULPS Z17, Z5, Z5 // T·gy, T first
+	VPSRLD $16, Z5, Z9 // p>>16
+	VPANDD Z30, Z9, Z13 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z13, Z13
+	VPADDD Z5, Z13, Z13
+	VPSRLD $16, Z13, Z13
+	VCMPPS $3, Z5, Z5, K2 // unordered: the NaN lanes
+	VPORD Z29, Z9, K2, Z13 // quiet the truncated NaN
+	VPMOVDW Z13, 32(DI)
+	VPMOVZXWD 64(SI), Z2 // x, widened to 32-bit indices
+	KXNORW K3, K3, K3
+	VPXORD Z6, Z6, Z6
+	VGATHERDPS (DX)(Z2*4), K3, Z6 // T = tab[x]
+	VPMOVZXWD 64(BX), Z18
+	VPSLLD $16, Z18, Z18 // gy, widened
+	VMULPS Z18, Z6, Z6 // T·gy, T first
+	VPSRLD $16, Z6, Z10 // p>>16
+	VPANDD Z30, Z10, Z14 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z14, Z14
+	VPADDD Z6, Z14, Z14
+	VPSRLD $16, Z14, Z14
+	VCMPPS $3, Z6, Z6, K3 // unordered: the NaN lanes
+	VPORD Z29, Z10, K3, Z14 // quiet the truncated NaN
+	VPMOVDW Z14, 64(DI)
+	VPMOVZXWD 96(SI), Z3 // x, widened to 32-bit indices
+	KXNORW K4, K4, K4
+	VPXORD Z7, Z7, Z7
+	VGATHERDPS (DX)(Z3*4), K4, Z7 // T = tab[x]
+	VPMOVZXWD 96(BX), Z19
+	VPSLLD $16, Z19, Z19 // gy, widened
+	VMULPS Z19, Z7, Z7 // T·gy, T first
+	VPSRLD $16, Z7, Z11 // p>>16
+	VPANDD Z30, Z11, Z15 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z15, Z15
+	VPADDD Z7, Z15, Z15
+	VPSRLD $16, Z15, Z15
+	VCMPPS $3, Z7, Z7, K4 // unordered: the NaN lanes
+	VPORD Z29, Z11, K4, Z15 // quiet the truncated NaN
+	VPMOVDW Z15, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	ADDQ $128, BX
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE geluTabBwdBF16AVX512_round
+
+geluTabBwdBF16AVX512_one:
+	TESTQ CX, CX
+	JZ geluTabBwdBF16AVX512_done
+	VPMOVZXWD 0(SI), Z0 // x, widened to 32-bit indices
+	KXNORW K1, K1, K1
+	VPXORD Z4, Z4, Z4
+	VGATHERDPS (DX)(Z0*4), K1, Z4 // T = tab[x]
+	VPMOVZXWD 0(BX), Z16
+	VPSLLD $16, Z16, Z16 // gy, widened
+	VMULPS Z16, Z4, Z4 // T·gy, T first
+	VPSRLD $16, Z4, Z8 // p>>16
+	VPANDD Z30, Z8, Z12 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z12, Z12
+	VPADDD Z4, Z12, Z12
+	VPSRLD $16, Z12, Z12
+	VCMPPS $3, Z4, Z4, K1 // unordered: the NaN lanes
+	VPORD Z29, Z8, K1, Z12 // quiet the truncated NaN
+	VPMOVDW Z12, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	ADDQ $32, BX
+	SUBQ $16, CX
+	JMP geluTabBwdBF16AVX512_one
+
+geluTabBwdBF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func geluTabBwdF16AVX512(gx, gy, x *uint16, tab *[65536]float32, n int)
+TEXT ·geluTabBwdF16AVX512(SB), NOSPLIT, $0-40
+	MOVQ gx+0(FP), DI
+	MOVQ gy+8(FP), BX
+	MOVQ x+16(FP), SI
+	MOVQ tab+24(FP), DX
+	MOVQ n+32(FP), CX
+	CMPQ CX, $64
+	JB geluTabBwdF16AVX512_one
+
+geluTabBwdF16AVX512_round:
+	VPMOVZXWD 0(SI), Z0 // x, widened to 32-bit indices
+	KXNORW K1, K1, K1
+	VPXORD Z4, Z4, Z4
+	VGATHERDPS (DX)(Z0*4), K1, Z4 // T = tab[x]
+	VCVTPH2PS 0(BX), Z16 // gy, widened
+	VMULPS Z16, Z4, Z4 // T·gy, T first
+	VCVTPS2PH $0, Z4, 0(DI)
+	VPMOVZXWD 32(SI), Z1 // x, widened to 32-bit indices
+	KXNORW K2, K2, K2
+	VPXORD Z5, Z5, Z5
+	VGATHERDPS (DX)(Z1*4), K2, Z5 // T = tab[x]
+	VCVTPH2PS 32(BX), Z17 // gy, widened
+	VMULPS Z17, Z5, Z5 // T·gy, T first
+	VCVTPS2PH $0, Z5, 32(DI)
+	VPMOVZXWD 64(SI), Z2 // x, widened to 32-bit indices
+	KXNORW K3, K3, K3
+	VPXORD Z6, Z6, Z6
+	VGATHERDPS (DX)(Z2*4), K3, Z6 // T = tab[x]
+	VCVTPH2PS 64(BX), Z18 // gy, widened
+	VMULPS Z18, Z6, Z6 // T·gy, T first
+	VCVTPS2PH $0, Z6, 64(DI)
+	VPMOVZXWD 96(SI), Z3 // x, widened to 32-bit indices
+	KXNORW K4, K4, K4
+	VPXORD Z7, Z7, Z7
+	VGATHERDPS (DX)(Z3*4), K4, Z7 // T = tab[x]
+	VCVTPH2PS 96(BX), Z19 // gy, widened
+	VMULPS Z19, Z7, Z7 // T·gy, T first
+	VCVTPS2PH $0, Z7, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	ADDQ $128, BX
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE geluTabBwdF16AVX512_round
+
+geluTabBwdF16AVX512_one:
+	TESTQ CX, CX
+	JZ geluTabBwdF16AVX512_done
+	VPMOVZXWD 0(SI), Z0 // x, widened to 32-bit indices
+	KXNORW K1, K1, K1
+	VPXORD Z4, Z4, Z4
+	VGATHERDPS (DX)(Z0*4), K1, Z4 // T = tab[x]
+	VCVTPH2PS 0(BX), Z16 // gy, widened
+	VMULPS Z16, Z4, Z4 // T·gy, T first
+	VCVTPS2PH $0, Z4, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	ADDQ $32, BX
+	SUBQ $16, CX
+	JMP geluTabBwdF16AVX512_one
+
+geluTabBwdF16AVX512_done:
+	VZEROUPPER
+	RET

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
 	"github.com/gamp-ml/gamp/internal/testenv"
 )
 
@@ -139,6 +140,13 @@ func TestGeluTableBackward(t *testing.T) {
 				unaryBackwardKernel[float32](backend.Gelu, want, g, x, false, n, 0, 0)
 				b.UnaryBackward(backend.Gelu, gx, g, x, nil, n, 0, 0)
 				geluTableCompare(t, fmt.Sprintf("%s backward, gy %s, gx %s", dt, gdt, gxdt), gx, want, n, in)
+				if gxdt == dt {
+					// In place: gx is x.
+					c := geluTableStorage(t, b, dt, n)
+					copy(c.words, x.words)
+					b.UnaryBackward(backend.Gelu, c, g, c, nil, n, 0, 0)
+					geluTableCompare(t, fmt.Sprintf("%s backward into x, gy %s", dt, gdt), c, want, n, in)
+				}
 				if gxdt == gdt {
 					// In place: gx is gy.
 					c := geluTableStorage(t, b, gdt, n)
@@ -153,7 +161,8 @@ func TestGeluTableBackward(t *testing.T) {
 
 // TestGeluTableTwins pits the lookup loops against their pure-Go twins on every
 // length up to 100 and at every offset of a vector: the tables of both dtypes, random
-// patterns, random gy with NaNs and Infs among them.
+// patterns, random gy with NaNs and Infs among them (float32 gy, and half gy of every
+// pattern).
 func TestGeluTableTwins(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, dt := range []backend.DType{backend.BFloat16, backend.Float16} {
@@ -161,7 +170,9 @@ func TestGeluTableTwins(t *testing.T) {
 		const size = 200
 		x := make([]uint16, size)
 		g := make([]float32, size)
+		gy := make([]uint16, size) // random patterns: some NaN, some Inf
 		for i := range x {
+			gy[i] = uint16(rng.Uint32())
 			x[i] = uint16(rng.Uint32())
 			g[i] = float32(rng.NormFloat64())
 			switch rng.IntN(16) {
@@ -183,6 +194,14 @@ func TestGeluTableTwins(t *testing.T) {
 				for i := range n {
 					if y1[i] != y2[i] {
 						t.Fatalf("%s forward, off %d n %d: [%d] x = %#04x: %#04x, twin %#04x", dt, off, n, i, x[off+i], y1[i], y2[i])
+					}
+				}
+				h1, h2 := make([]uint16, n), make([]uint16, n)
+				geluTabBwdHalf(h1, gy[off:off+n], x[off:off+n], tab.bwd, dt == backend.BFloat16)
+				geluTabBwdHalfGo(h2, gy[off:off+n], x[off:off+n], tab.bwd, dt == backend.BFloat16)
+				for i := range n {
+					if h1[i] != h2[i] {
+						t.Fatalf("%s half backward, off %d n %d: [%d] x = %#04x gy = %#04x: %#04x, twin %#04x", dt, off, n, i, x[off+i], gy[off+i], h1[i], h2[i])
 					}
 				}
 				d1, d2 := make([]float32, n), make([]float32, n)
@@ -246,15 +265,18 @@ func BenchmarkGeluBF16(b *testing.B) {
 }
 
 // BenchmarkGeluTableLoops times the lookup loops and their pure-Go twins on one chunk
-// of BFloat16 activations from N(0, 1.5²), in ns per element.
+// of BFloat16 activations from N(0, 1.5²), in ns per element; and the bfloat16
+// backward in one pass against converting gy and gx around geluTabMul.
 func BenchmarkGeluTableLoops(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	tab := geluTableOf(backend.BFloat16)
 	x, y := make([]uint16, chunk), make([]uint16, chunk)
 	g, d := make([]float32, chunk), make([]float32, chunk)
+	gy := make([]uint16, chunk)
 	for i := range x {
 		x[i] = uint16(math.Float32bits(float32(rng.NormFloat64()*1.5)) >> 16)
 		g[i] = float32(rng.NormFloat64())
+		gy[i] = uint16(math.Float32bits(g[i]) >> 16)
 	}
 	cases := []struct {
 		name string
@@ -263,6 +285,12 @@ func BenchmarkGeluTableLoops(b *testing.B) {
 		{"fwd", func() { geluTabFwd(y, x, tab.fwd) }},
 		{"fwd-twin", func() { geluTabFwdGo(y, x, tab.fwd) }},
 		{"mul", func() { geluTabMul(d, g, x, tab.bwd) }},
+		{"bwd-bf16", func() { geluTabBwdHalf(y, gy, x, tab.bwd, true) }},
+		{"bwd-bf16-converting", func() {
+			half.BFloat16ToFloat32(g, u16As[half.BFloat16](gy))
+			geluTabMul(d, g, x, tab.bwd)
+			half.Float32ToBFloat16(u16As[half.BFloat16](y), d)
+		}},
 		{"mul-twin", func() { geluTabMulGo(d, g, x, tab.bwd) }},
 	}
 	for _, c := range cases {

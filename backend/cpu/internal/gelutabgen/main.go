@@ -3,7 +3,9 @@
 // forward table's 16-bit results (as 32-bit words at 2-byte steps, the high half
 // dropped); geluTabMulAVX512 gathers the backward's float32 factors T(x) and multiplies
 // them into gy with VMULPS, T the first source as in vecGelu's loop, so that a NaN T
-// wins over a NaN gy as it does there. Run it from backend/cpu:
+// wins over a NaN gy as it does there; geluTabBwdBF16AVX512 and geluTabBwdF16AVX512
+// are geluTabMulAVX512 on gy and gx of x's half dtype, widened and rounded in
+// registers as package half's bulk conversions do. Run it from backend/cpu:
 //
 //	go generate ./backend/cpu/   (or: go run ./internal/gelutabgen -o gelu_table_amd64.s)
 //
@@ -18,6 +20,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 )
 
 // unroll is the number of 16-element vectors a round of the main loop does.
@@ -59,6 +62,52 @@ func main() {
 			p("\tVMOVUPS Z%d, %d(DI)", y, 64*j)
 		})
 
+	// The backward on half gy and gx: SI x, BX gy, DI gx (all uint16), DX the table;
+	// gy widened and the product rounded as package half's bulk conversions do
+	// (bfloat16: a zero extension and a shift, then integer rounding to nearest even
+	// with NaN lanes quieted, as half's float32ToBFloat16AVX512; float16: VCVTPH2PS
+	// and VCVTPS2PH $0). The bfloat16 constants: Z31 = 0x7fff, Z30 = 1, Z29 = 0x40.
+	for _, bf := range []bool{true, false} {
+		name, pre := "geluTabBwdF16AVX512", []string(nil)
+		if bf {
+			name = "geluTabBwdBF16AVX512"
+			pre = []string{"MOVL $0x7fff, AX", "VPBROADCASTD AX, Z31", "MOVL $1, AX", "VPBROADCASTD AX, Z30",
+				"MOVL $0x40, AX", "VPBROADCASTD AX, Z29"}
+		}
+		args := []string{"MOVQ gx+0(FP), DI", "MOVQ gy+8(FP), BX", "MOVQ x+16(FP), SI", "MOVQ tab+24(FP), DX", "MOVQ n+32(FP), CX"}
+		loop(p, name, "gx, gy, x *uint16, tab *[65536]float32, n int", append(args, pre...),
+			map[string]int{"SI": 2, "DI": 2, "BX": 2}, func(j int) {
+				zi, zt, zg := fmt.Sprintf("Z%d", j), fmt.Sprintf("Z%d", 4+j), fmt.Sprintf("Z%d", 16+j)
+				za, zb := fmt.Sprintf("Z%d", 8+j), fmt.Sprintf("Z%d", 12+j)
+				kg := fmt.Sprintf("K%d", 1+j)
+				kn := kg // the gather clears it
+				off := 32 * j
+				p("\tVPMOVZXWD %d(SI), %s // x, widened to 32-bit indices", off, zi)
+				p("\tKXNORW %s, %s, %s", kg, kg, kg)
+				p("\tVPXORD %s, %s, %s", zt, zt, zt)
+				p("\tVGATHERDPS (DX)(%s*4), %s, %s // T = tab[x]", zi, kg, zt)
+				if bf {
+					p("\tVPMOVZXWD %d(BX), %s", off, zg)
+					p("\tVPSLLD $16, %s, %s // gy, widened", zg, zg)
+				} else {
+					p("\tVCVTPH2PS %d(BX), %s // gy, widened", off, zg)
+				}
+				p("\tVMULPS %s, %s, %s // T·gy, T first", zg, zt, zt)
+				if !bf {
+					p("\tVCVTPS2PH $0, %s, %d(DI)", zt, off)
+					return
+				}
+				p("\tVPSRLD $16, %s, %s // p>>16", zt, za)
+				p("\tVPANDD Z30, %s, %s // its low bit: +1 on ties to reach even", za, zb)
+				p("\tVPADDD Z31, %s, %s", zb, zb)
+				p("\tVPADDD %s, %s, %s", zt, zb, zb)
+				p("\tVPSRLD $16, %s, %s", zb, zb)
+				p("\tVCMPPS $3, %s, %s, %s // unordered: the NaN lanes", zt, zt, kn)
+				p("\tVPORD Z29, %s, %s, %s // quiet the truncated NaN", za, kn, zb)
+				p("\tVPMOVDW %s, %d(DI)", zb, off)
+			})
+	}
+
 	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -72,7 +121,13 @@ func loop(p func(string, ...any), name, sig string, args []string, size map[stri
 	ptrs := []string{"SI", "DI", "BX"}[:len(size)] // a fixed order
 	p("")
 	p("// func %s(%s)", name, sig)
-	p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, 8*len(args))
+	nargs := 0
+	for _, a := range args {
+		if strings.Contains(a, "(FP)") {
+			nargs++
+		}
+	}
+	p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, 8*nargs)
 	for _, a := range args {
 		p("\t%s", a)
 	}
