@@ -59,9 +59,48 @@ func (b *Backend) Reduce(op backend.ReduceOp, dst, src backend.Storage, outer, n
 		reduceRows[float32](op, d, s, outer, n)
 	case f64:
 		reduceCols[float64](op, d, s, outer, n, inner)
+	case (op == backend.Sum || op == backend.Mean) && vecAVX512OK() &&
+		(s.dt == backend.Float32 || s.dt == backend.BFloat16):
+		reduceColsSum(op, d, s, outer, n, inner)
 	default:
 		reduceCols[float32](op, d, s, outer, n, inner)
 	}
+}
+
+// reduceColsSum is reduceCols for Sum and Mean of Float32 and BFloat16 data, bit for
+// bit: the same fixed blocks of rows, each summed per column in float64 from +0 in row
+// order, and the block sums added in block order, but each task owns a strip of columns
+// and walks all its blocks, keeping the running total in place of the per-block partial
+// buffers, and the column sums read the rows straight from the storage (colSumF32,
+// colSumBF16: bfloat16 widened in the loop). Strips are narrowed, down to 64 columns,
+// until there are a few per worker.
+func reduceColsSum(op backend.ReduceOp, d, s *storage, outer, n, inner int) {
+	rows := max(1, redBlock/min(inner, chunk)) // as reduceCols: the shape picks the blocks
+	w := min(inner, chunk)
+	if want := (2*Workers() + outer - 1) / outer; want > 1 && (inner+w-1)/w < want {
+		w = min(w, max(64, ((inner+want-1)/want+63)&^63))
+	}
+	nstrip := (inner + w - 1) / w
+	ParallelFor(outer*nstrip, max(1, grainElems/(n*w)), func(lo, hi int) {
+		var vals [chunk]float64
+		for it := lo; it < hi; it++ {
+			sp, o := it%nstrip, it/nstrip
+			c0 := sp * w
+			a := vals[:min(w, inner-c0)]
+			base := o*n*inner + c0
+			for j0 := 0; j0 < n; j0 += rows {
+				k := min(rows, n-j0)
+				off := base + j0*inner
+				end := off + (k-1)*inner + len(a)
+				if s.dt == backend.BFloat16 {
+					colSumBF16(a, s.u16()[off:end], inner, k, j0 > 0)
+				} else {
+					colSumF32(a, s.f32()[off:end], inner, k, j0 > 0)
+				}
+			}
+			reduceFinish(op, d, o*inner+c0, a, nil, n)
+		}
+	})
 }
 
 // reduceSign is +1 for the ops that look for a largest value and -1 for those that look

@@ -140,11 +140,22 @@ func sgdSpan[C float32 | float64](a backend.SGDArgs, w, g, buf []C) {
 	}
 }
 
-// sgdVec is sgdRange's float32 loop over [lo, hi) on the vector layer, a chunk at a
-// time: the loop's operations in its order, each a vector pass over a chunk that stays
-// in L1, so the results are the loop's bit for bit. Maximize (a negation, which no vector
-// operation spells exactly for ±0) stays on the loop.
+// sgdVec is sgdRange's float32 loop over [lo, hi) on the vector layer: the loop's
+// operations in its order, each rounded to float32 on its own, so the results are the
+// loop's bit for bit. With AVX-512 it is one fused pass (sgdFused), else sgdVecPasses.
+// Maximize (a negation, which no vector operation spells exactly for ±0) stays on the
+// loop.
 func sgdVec(a backend.SGDArgs, w, g, buf []float32, lo, hi int) {
+	if vecAVX512OK() {
+		sgdFused(a, w[lo:hi], g[lo:hi], sub(buf, lo, hi))
+		return
+	}
+	sgdVecPasses(a, w, g, buf, lo, hi)
+}
+
+// sgdVecPasses is sgdVec a chunk at a time, each of the loop's operations a vector
+// pass over a chunk that stays in L1.
+func sgdVecPasses(a backend.SGDArgs, w, g, buf []float32, lo, hi int) {
 	var db, tb [chunk]float32
 	mom := float32(a.Momentum)
 	for c := lo; c < hi; c += chunk {

@@ -118,6 +118,9 @@ func main() {
 	if err := writeDispatch(filepath.Dir(*out)); err != nil {
 		log.Fatal(err)
 	}
+	if err := writeOptRed(filepath.Dir(*out)); err != nil {
+		log.Fatal(err)
+	}
 }
 
 type gen struct{ buf bytes.Buffer }

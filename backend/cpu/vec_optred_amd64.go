@@ -1,0 +1,48 @@
+//go:build amd64 && !purego
+
+package cpu
+
+// vecColSumF32AVX512 equals colSumGo(dst[:w], x, stride, rows, add != 0) for w a
+// multiple of 8, bit for bit:
+//
+//	for c := 0; c < w; c++ {
+//		s := 0.0
+//		for j := 0; j < rows; j++ {
+//			s += float64(x[j*stride+c])
+//		}
+//		if add != 0 {
+//			s = dst[c] + s
+//		}
+//		dst[c] = s
+//	}
+//
+// with the columns in strips of 64 (eight zmm accumulators) and then 8, each strip
+// walking every row.
+//
+//go:noescape
+func vecColSumF32AVX512(dst *float64, x *float32, stride, rows, w, add int)
+
+// vecColSumBF16AVX512 is vecColSumF32AVX512 over bfloat16 bits, each widened exactly to
+// float32 (VPMOVZXWD, VPSLLD $16) and then to float64.
+//
+//go:noescape
+func vecColSumBF16AVX512(dst *float64, x *uint16, stride, rows, w, add int)
+
+// vecSGDAVX512 equals sgdGo(mode, w[:n], gr[:n], buf[:n], wd, mom, damp, lr) for n a
+// multiple of 16, bit for bit, NaN payloads aside: one loop per mode, each float32
+// operation of sgdGo one instruction rounded on its own (no FMA).
+//
+//go:noescape
+func vecSGDAVX512(mode sgdMode, w, gr, buf *float32, wd, mom, damp, lr float32, n int)
+
+func vecColSumF32Run(dst *float64, x *float32, stride, rows, w int, add int) {
+	vecColSumF32AVX512(dst, x, stride, rows, w, add)
+}
+
+func vecColSumBF16Run(dst *float64, x *uint16, stride, rows, w int, add int) {
+	vecColSumBF16AVX512(dst, x, stride, rows, w, add)
+}
+
+func vecSGDRun(mode sgdMode, w, gr, buf *float32, wd, mom, damp, lr float32, n int) {
+	vecSGDAVX512(mode, w, gr, buf, wd, mom, damp, lr, n)
+}
