@@ -51,6 +51,13 @@ type gemmKernel[T float32 | float64] struct {
 
 	packRows  func(dst, src []T, ld, kc, cols int)
 	packTrans func(dst, src []T, ld, kc int)
+
+	// fnZero and directZero, where set, are fn and direct storing +0 plus
+	// the sum instead of adding it to C, which they do not read: what fn and
+	// direct leave on a C of +0s, bit for bit. Gemm runs them on the first k
+	// slice when beta is 0 instead of clearing C first.
+	fnZero     func(kc int, a, b, c []T, ldc int)
+	directZero func(kc int, a []T, lda int, b, c []T, ldc int)
 }
 
 // gemmKernelGo32 and gemmKernelGo64 are the portable micro-kernels.
@@ -392,7 +399,11 @@ func (g *gemmCall[T]) task(t int) {
 		return
 	}
 	c, ldc := g.c, g.ldc
-	if g.pc == 0 {
+	// zero: the first k slice overwrites C (beta == 0) without clearing it
+	// first: whole tiles with the kernel's zero variants, edge tiles by
+	// clearing their part of C before adding.
+	zero := g.pc == 0 && g.beta == 0 && g.kern.fnZero != nil && g.kern.directZero != nil
+	if g.pc == 0 && !zero {
 		gemmScale(i1-i0, j1-j0, g.beta, c[i0*ldc+j0:], ldc)
 	}
 
@@ -410,7 +421,10 @@ func (g *gemmCall[T]) task(t int) {
 		g.packA(s.aPack[(mp1-1-mp0)*kc*mr:], last, i1-last)
 	}
 
-	kern := g.kern.fn
+	kern, direct1 := g.kern.fn, g.kern.direct
+	if zero {
+		kern, direct1 = g.kern.fnZero, g.kern.directZero
+	}
 	negZero := T(math.Copysign(0, -1))
 	for q := np0; q < np1; q++ {
 		bp := g.bPack[q*kc*nr:][:kc*nr]
@@ -423,7 +437,7 @@ func (g *gemmCall[T]) task(t int) {
 			if direct && rows == mr {
 				ar := g.a[i*g.lda+g.pc:]
 				if cols == nr {
-					g.kern.direct(kc, ar, g.lda, bp, c[i*ldc+j:], ldc)
+					direct1(kc, ar, g.lda, bp, c[i*ldc+j:], ldc)
 					continue
 				}
 				e := s.edge
@@ -433,6 +447,9 @@ func (g *gemmCall[T]) task(t int) {
 				g.kern.direct(kc, ar, g.lda, bp, e, nr)
 				for ii := range rows {
 					dst := c[(i+ii)*ldc+j:][:cols]
+					if zero {
+						clear(dst)
+					}
 					for jj, v := range e[ii*nr:][:cols] {
 						dst[jj] += v
 					}
@@ -451,9 +468,12 @@ func (g *gemmCall[T]) task(t int) {
 			for x := range e {
 				e[x] = negZero
 			}
-			kern(kc, ap, bp, e, nr)
+			g.kern.fn(kc, ap, bp, e, nr)
 			for ii := range rows {
 				dst := c[(i+ii)*ldc+j:][:cols]
+				if zero {
+					clear(dst)
+				}
 				for jj, v := range e[ii*nr:][:cols] {
 					dst[jj] += v
 				}

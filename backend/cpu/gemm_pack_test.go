@@ -11,18 +11,22 @@ import (
 )
 
 // TestGemmPackB runs whole float32 products through each micro-kernel that
-// has fast B packing (packRows, packTrans) and through the same kernel
-// without it, bit for bit: the packed panels must hold the same words. The
-// shapes cover partial panels (n not a multiple of 32), k not a multiple of
-// 16, several k slices and column blocks, and both op(B).
+// has fast B packing (packRows, packTrans) or zero-store variants (fnZero,
+// directZero) and through the same kernel without them, bit for bit: the
+// packed panels must hold the same words, and a first k slice stored
+// without clearing C the same values. The shapes cover partial panels (n
+// not a multiple of 32, m not of 12), k not a multiple of 16, several k
+// slices and column blocks, both op(B), beta 0 and not, and A rows of
+// zeros (sums of -0) and NaNs.
 func TestGemmPackB(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	for _, kern := range gemmKernels32() {
-		if kern.packRows == nil && kern.packTrans == nil {
+		if kern.packRows == nil && kern.packTrans == nil && kern.fnZero == nil {
 			continue
 		}
 		plain := *kern
 		plain.packRows, plain.packTrans = nil, nil
+		plain.fnZero, plain.directZero = nil, nil
 		for _, sh := range []gemmShape{{1, 1, 1}, {13, 33, 15}, {12, 32, 16}, {37, 64, 47}, {25, 100, 530}, {256, 1024, 784}, {3, 4100, 40}} {
 			for _, transB := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%dx%dx%d/tB=%v", kern.name, sh.m, sh.n, sh.k, transB), func(t *testing.T) {
@@ -35,6 +39,12 @@ func TestGemmPackB(t *testing.T) {
 					b := make([]float32, max(n, k)*ldb)
 					for i := range a {
 						a[i] = rng.Float32()*2 - 1
+						switch r := i / k % 7; {
+						case r == 1:
+							a[i] = float32(math.Copysign(0, -1))
+						case r == 2 && i%k == k/2:
+							a[i] = float32(math.NaN())
+						}
 					}
 					for i := range b {
 						b[i] = rng.Float32()*2 - 1
@@ -44,12 +54,15 @@ func TestGemmPackB(t *testing.T) {
 						c0[i] = rng.Float32()
 					}
 					got, want := slices.Clone(c0), slices.Clone(c0)
-					for _, w := range []int{1, 2} {
-						gemmWith(kern, w, false, transB, m, n, k, 1, a, k, b, ldb, 0.5, got, n)
-						gemmWith(&plain, w, false, transB, m, n, k, 1, a, k, b, ldb, 0.5, want, n)
+					for _, w := range []struct {
+						workers     int
+						alpha, beta float32
+					}{{1, 1, 0.5}, {2, 1, 0}, {1, 1, 0}, {2, -2, 0}, {2, 1, 1}} {
+						gemmWith(kern, w.workers, false, transB, m, n, k, w.alpha, a, k, b, ldb, w.beta, got, n)
+						gemmWith(&plain, w.workers, false, transB, m, n, k, w.alpha, a, k, b, ldb, w.beta, want, n)
 						for i := range got {
-							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-								t.Fatalf("workers=%d: C[%d][%d] = %v, want %v", w, i/n, i%n, got[i], want[i])
+							if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+								t.Fatalf("%+v: C[%d][%d] = %v, want %v", w, i/n, i%n, got[i], want[i])
 							}
 						}
 					}
@@ -102,6 +115,70 @@ func TestGemmPackTrans32(t *testing.T) {
 				for i := range got {
 					if got[i] != want[i] {
 						t.Fatalf("AMX A: lanes=%d kc=%d ld=%d: word %d is %#x, want %#x", lanes, kc, ld, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGemmMicroKernelZero checks each kernel's zero-store variants against
+// fn and direct run on a C of +0s, bit for bit, on garbage C (NaN, -0):
+// sums of -0 (zero rows of A) must come out +0, NaN sums NaN.
+func TestGemmMicroKernelZero(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	for _, kern := range gemmKernels32() {
+		if kern.fnZero == nil {
+			continue
+		}
+		mr, nr := kern.mr, kern.nr
+		for _, kc := range []int{0, 1, 7, 64} {
+			const ldc, pad = 45, 3
+			lda := kc + pad
+			a := make([]float32, mr*lda)
+			for i := range a {
+				a[i] = rng.Float32()*2 - 1
+				switch i / lda {
+				case 1:
+					a[i] = float32(math.Copysign(0, -1))
+				case 2:
+					if i%lda == 0 {
+						a[i] = float32(math.Inf(1))
+					}
+				}
+			}
+			ap := make([]float32, mr*kc)
+			for p := range kc {
+				for i := range mr {
+					ap[p*mr+i] = a[i*lda+p]
+				}
+			}
+			bp := make([]float32, nr*kc)
+			for i := range bp {
+				bp[i] = rng.Float32()*2 - 1
+			}
+			garbage := func() []float32 {
+				c := make([]float32, (mr-1)*ldc+nr)
+				for i := range c {
+					c[i] = [...]float32{float32(math.NaN()), float32(math.Copysign(0, -1)), 3}[i%3]
+				}
+				return c
+			}
+			for _, direct := range []bool{false, true} {
+				got, want := garbage(), make([]float32, (mr-1)*ldc+nr)
+				if direct {
+					kern.directZero(kc, a, lda, bp, got, ldc)
+					kern.direct(kc, a, lda, bp, want, ldc)
+				} else {
+					kern.fnZero(kc, ap, bp, got, ldc)
+					kern.fn(kc, ap, bp, want, ldc)
+				}
+				for i := range mr {
+					for j := range nr {
+						g, w := got[i*ldc+j], want[i*ldc+j]
+						if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+							t.Fatalf("%s kc=%d direct=%v: C[%d][%d] = %v (%#x), want %v (%#x)", kern.name, kc, direct, i, j, g, math.Float32bits(g), w, math.Float32bits(w))
+						}
 					}
 				}
 			}

@@ -49,6 +49,8 @@ func main() {
 	g.packTrans32()
 	g.amxPackTransTiles()
 	g.packRows32()
+	g.f32Kernel(false, true)
+	g.f32Kernel(true, true)
 	src, err := g.resolve()
 	if err != nil {
 		log.Fatal(err)
@@ -562,20 +564,44 @@ func (g *gen) amxPackTrans() {
 // stride lda bytes) instead of from a packed panel: rows 0–3 from SI, 4–7
 // from R11, 8–11 from R12, each base stepping one element per k. Its
 // arithmetic is the packed kernel's, FMA for FMA.
-func (g *gen) f32Direct() {
-	const name = "gemmKernel12x32DirectAVX512"
+func (g *gen) f32Direct() { g.f32Kernel(true, false) }
+
+// f32Kernel emits the float32 12×32 FMA micro-kernel reading A in place
+// (direct, as f32Direct) or from a packed panel (a[p*12+i], as
+// gemmKernel12x32AVX512 in gemm_amd64.s). With zero set it does not read C:
+// it stores +0 + the sum (VADDPS of a zeroed register), which is what the
+// other kernels leave on a C of +0s, signed zeros and NaNs included.
+func (g *gen) f32Kernel(direct, zero bool) {
+	name := "gemmKernel12x32"
+	if direct {
+		name += "Direct"
+	}
+	if zero {
+		name += "Zero"
+	}
+	name += "AVX512"
 	g.p("")
-	g.p("// func %s(kc int, a *float32, lda int, b, c *float32, ldc int)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
-	g.p("\tMOVQ kc+0(FP), CX")
-	g.p("\tMOVQ a+8(FP), SI")
-	g.p("\tMOVQ lda+16(FP), R9")
-	g.p("\tMOVQ b+24(FP), DI")
-	g.p("\tMOVQ c+32(FP), DX")
-	g.p("\tMOVQ ldc+40(FP), R8")
-	g.p("\tLEAQ (R9)(R9*2), R10 // 3·lda")
-	g.p("\tLEAQ (SI)(R9*4), R11 // row 4")
-	g.p("\tLEAQ (R11)(R9*4), R12 // row 8")
+	if direct {
+		g.p("// func %s(kc int, a *float32, lda int, b, c *float32, ldc int)", name)
+		g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+		g.p("\tMOVQ kc+0(FP), CX")
+		g.p("\tMOVQ a+8(FP), SI")
+		g.p("\tMOVQ lda+16(FP), R9")
+		g.p("\tMOVQ b+24(FP), DI")
+		g.p("\tMOVQ c+32(FP), DX")
+		g.p("\tMOVQ ldc+40(FP), R8")
+		g.p("\tLEAQ (R9)(R9*2), R10 // 3·lda")
+		g.p("\tLEAQ (SI)(R9*4), R11 // row 4")
+		g.p("\tLEAQ (R11)(R9*4), R12 // row 8")
+	} else {
+		g.p("// func %s(kc int, a, b, c *float32, ldc int)", name)
+		g.p("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+		g.p("\tMOVQ kc+0(FP), CX")
+		g.p("\tMOVQ a+8(FP), SI")
+		g.p("\tMOVQ b+16(FP), DI")
+		g.p("\tMOVQ c+24(FP), DX")
+		g.p("\tMOVQ ldc+32(FP), R8")
+	}
 	for z := range 24 {
 		g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
 	}
@@ -589,24 +615,39 @@ func (g *gen) f32Direct() {
 	offs := []string{"", "(R9*1)", "(R9*2)", "(R10*1)"}
 	for i := range 12 {
 		r := 26 + i%6
-		g.p("\tVBROADCASTSS (%s)%s, Z%d", bases[i/4], offs[i%4], r)
+		if direct {
+			g.p("\tVBROADCASTSS (%s)%s, Z%d", bases[i/4], offs[i%4], r)
+		} else {
+			g.p("\tVBROADCASTSS %d(SI), Z%d", 4*i, r)
+		}
 		g.p("\tVFMADD231PS Z24, Z%d, Z%d", r, 2*i)
 		g.p("\tVFMADD231PS Z25, Z%d, Z%d", r, 2*i+1)
 	}
-	g.p("\tADDQ $4, SI")
-	g.p("\tADDQ $4, R11")
-	g.p("\tADDQ $4, R12")
+	if direct {
+		g.p("\tADDQ $4, SI")
+		g.p("\tADDQ $4, R11")
+		g.p("\tADDQ $4, R12")
+	} else {
+		g.p("\tADDQ $48, SI")
+	}
 	g.p("\tADDQ $128, DI")
 	g.p("\tDECQ CX")
 	g.p("\tJNZ %s_loop", name)
 	g.p("")
 	g.p("%s_store:", name)
+	if zero {
+		g.p("\tVPXORD Z24, Z24, Z24")
+	}
 	for i := range 12 {
 		if i > 0 {
 			g.p("\tADDQ R8, DX")
 		}
 		for v := range 2 {
-			g.p("\tVADDPS %d(DX), Z%d, Z%d", 64*v, 2*i+v, 2*i+v)
+			if zero {
+				g.p("\tVADDPS Z24, Z%d, Z%d", 2*i+v, 2*i+v)
+			} else {
+				g.p("\tVADDPS %d(DX), Z%d, Z%d", 64*v, 2*i+v, 2*i+v)
+			}
 			g.p("\tVMOVUPS Z%d, %d(DX)", 2*i+v, 64*v)
 		}
 	}
