@@ -469,6 +469,30 @@ type AttentionArgs struct {
 	BH, T, D        int
 	Scale           float64 // multiplies Q·Kᵀ (1/√D for the usual attention)
 	Causal          bool
+	// Layout, where not nil, places the operands other than as contiguous [BH, T, D];
+	// only backends implementing AttentionLayouts (and saying yes) accept it.
+	Layout *AttentionLayout
+}
+
+// AttentionLayout places the operands of an AttentionArgs in their storages: with
+// BH = N·Heads, feature c of row t of head h of batch n of an operand is element
+// Off + n·Batch + h·Head + t·Row + c, by the operand's AttentionStride (strides ≥ 0).
+// A transformer's packed projection [N, T, 3, Heads, D] gives Q, K and V (and their
+// gradients) Off = 0, D·Heads, 2·D·Heads, Batch = T·Row, Head = D, Row = 3·D·Heads, so
+// the heads are neither split out nor merged back by copies. The elements of the
+// written operands (O; GQ, GK, GV) must not overlap one another or the read ones.
+type AttentionLayout struct {
+	Heads                      int
+	Q, K, V, O, GO, GQ, GK, GV AttentionStride
+}
+
+// AttentionStride is one operand's place in an AttentionLayout.
+type AttentionStride struct{ Off, Batch, Head, Row int }
+
+// AttentionLayouts is implemented by backends whose Attention and AttentionBackward
+// accept AttentionArgs.Layout where AttentionLayouts reports true.
+type AttentionLayouts interface {
+	AttentionLayouts() bool
 }
 
 // Attention is implemented by backends with a fused attention kernel that never

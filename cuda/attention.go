@@ -14,6 +14,9 @@ func (b *Backend) attnOperands(op string, a backend.AttentionArgs, ss ...backend
 	if a.BH < 0 || a.T < 0 || a.D < 0 {
 		b.fail(op, "negative geometry BH=%d T=%d D=%d", a.BH, a.T, a.D)
 	}
+	if a.Layout != nil {
+		b.fail(op, "operands with a Layout are not supported (the backend does not implement backend.AttentionLayouts); pass contiguous [BH, T, D]")
+	}
 	n := a.BH * a.T * a.D
 	for i, s := range ss {
 		st := b.st(s)

@@ -13,9 +13,13 @@ import (
 // attention op copy each of q, k and v, and in the backward pass each Select's gradient
 // is a zero-filled tensor of the whole packed width that the autograd engine then adds
 // up — three full-width zero fills, three copies and two additions where one strided
-// copy will do. Here the forward copies the packed input once into the kernel's three
-// dense [N·H, T, Dh] operands and the output once into [N, T, D]; the backward does the
-// reverse. The results are the ones ScaledDotProductAttention gives on the split views.
+// copy will do. Here, on a backend whose kernel takes a backend.AttentionLayout, the
+// kernel reads the heads straight out of the packed input and writes the output into
+// [N, T, D] (and the backward its three gradients into one [N, T, 3·D]): no copies.
+// Elsewhere (or with features that are not contiguous) the forward copies the packed
+// input once into the kernel's three dense [N·H, T, Dh] operands and the output once
+// into [N, T, D]; the backward does the reverse. The results are the ones
+// ScaledDotProductAttention gives on the split views.
 
 var opSelfAttention = defOp("self_attention", LowerPrecision)
 
@@ -71,6 +75,9 @@ func (c *Context) selfAttention(qkv *Tensor, heads int, o AttentionOptions) *Ten
 		return c.observe(op, in, selfAttentionComposed(x, heads, o))
 	}
 	b := x.ref.b
+	if lb, ok := b.(backend.AttentionLayouts); ok && lb.AttentionLayouts() && x.strides[2] == 1 {
+		return c.selfAttentionInPlace(op, in, fused, heads, o)
+	}
 	hs := Shape{n, heads, t, dh}
 	var qkvd [3]*Tensor
 	for p := range qkvd {
@@ -104,6 +111,47 @@ func (c *Context) selfAttention(qkv *Tensor, heads int, o AttentionOptions) *Ten
 			b.Copy(headsView(gx, p, heads, dh), gi.bview())
 			gi.Release()
 		}
+		return []*Tensor{gx}
+	})
+}
+
+// attnStride is the place of part p of x [N, T, parts·D] (last dimension contiguous) in
+// a backend.AttentionLayout of heads of dh features.
+func attnStride(x *Tensor, p, heads, dh int) backend.AttentionStride {
+	return backend.AttentionStride{Off: x.offset + p*heads*dh, Batch: x.strides[0], Head: dh, Row: x.strides[1]}
+}
+
+// selfAttentionInPlace is selfAttention on a backend whose kernel reads the heads out of
+// the packed qkv and writes them into [N, T, D] itself (backend.AttentionLayouts): no
+// head copies either way. The values are those of the copying path.
+func (c *Context) selfAttentionInPlace(op *Op, in []*Tensor, fused backend.Attention, heads int, o AttentionOptions) *Tensor {
+	x := in[0]
+	n, t, d := x.shape[0], x.shape[1], x.shape[2]/3
+	dh := d / heads
+	lseType := Float32
+	if x.dtype == Float64 {
+		lseType = Float64 // gradcheck precision
+	}
+	lse := allocOut(c, lseType, x.device, Shape{n * heads, t})
+	out := allocOut(c, x.dtype, x.device, Shape{n, t, d})
+	lay := backend.AttentionLayout{Heads: heads,
+		Q: attnStride(x, 0, heads, dh), K: attnStride(x, 1, heads, dh), V: attnStride(x, 2, heads, dh),
+		O: attnStride(out, 0, heads, dh)}
+	args := backend.AttentionArgs{Q: x.ref.s, K: x.ref.s, V: x.ref.s, O: out.ref.s, LSE: lse.ref.s,
+		BH: n * heads, T: t, D: dh, Scale: o.scale(dh), Causal: o.Causal, Layout: &lay}
+	fused.Attention(args)
+	return c.record(op, out, in, func(bc *Context, g *Tensor) []*Tensor {
+		if g.strides[2] != 1 {
+			g = bc.contiguous(g)
+		}
+		gx := allocOut(bc, g.dtype, g.device, x.shape)
+		l := lay
+		l.GO = attnStride(g, 0, heads, dh)
+		l.GQ, l.GK, l.GV = attnStride(gx, 0, heads, dh), attnStride(gx, 1, heads, dh), attnStride(gx, 2, heads, dh)
+		a := args
+		a.Layout = &l
+		a.GO, a.GQ, a.GK, a.GV = g.ref.s, gx.ref.s, gx.ref.s, gx.ref.s
+		fused.AttentionBackward(a)
 		return []*Tensor{gx}
 	})
 }

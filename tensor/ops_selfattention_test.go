@@ -20,6 +20,11 @@ func selfAttentionGradCases() []gradCase {
 		{op: "self_attention", name: "strided", in: []gradInput{gN(3, 2, 9)}, f: func(xs []*Tensor) *Tensor {
 			return SelfAttention(xs[0].Transpose(0, 1), 3, AttentionOptions{})
 		}},
+		// Features not contiguous: the kernel's Layout cannot place them, so the op
+		// copies the heads out (the path of backends without backend.AttentionLayouts).
+		{op: "self_attention", name: "features strided", in: []gradInput{gN(2, 9, 4)}, f: func(xs []*Tensor) *Tensor {
+			return SelfAttention(xs[0].Transpose(1, 2), 3, AttentionOptions{Causal: true})
+		}},
 	}
 }
 
@@ -50,10 +55,18 @@ func TestSelfAttentionMatchesSplitViews(t *testing.T) {
 					qkv := attnRound(randSlice(r, shape.Numel(), 1), dt)
 					w := attnRound(randSlice(r, oshape.Numel(), 1), dt)
 					o := AttentionOptions{Causal: causal}
-					got, gotG := selfAttnRun(func(x *Tensor) *Tensor { return SelfAttention(x, sz.heads, o) }, dt, qkv, w, shape, oshape)
 					want, wantG := selfAttnRun(func(x *Tensor) *Tensor { return selfAttentionComposed(x, sz.heads, o) }, dt, qkv, w, shape, oshape)
-					requireSameBits(t, "output", want, got)
-					requireSameBits(t, "grad", wantG, gotG)
+					// The same values as a dense tensor, batch-strided (read in place
+					// through the kernel's Layout) and feature-strided (copied into heads).
+					for name, lay := range map[string]func(x *Tensor) *Tensor{
+						"dense":           func(x *Tensor) *Tensor { return x },
+						"batch-strided":   func(x *Tensor) *Tensor { return x.Transpose(0, 1).Contiguous().Transpose(0, 1) },
+						"feature-strided": func(x *Tensor) *Tensor { return x.Transpose(1, 2).Contiguous().Transpose(1, 2) },
+					} {
+						got, gotG := selfAttnRun(func(x *Tensor) *Tensor { return SelfAttention(lay(x), sz.heads, o) }, dt, qkv, w, shape, oshape)
+						requireSameBits(t, name+" output", want, got)
+						requireSameBits(t, name+" grad", wantG, gotG)
+					}
 				})
 			}
 		}

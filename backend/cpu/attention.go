@@ -25,39 +25,43 @@ const attnBlock = 64
 
 // Attention implements backend.Attention.
 func (b *Backend) Attention(a backend.AttentionArgs) {
-	ops := attnOperands("Attention", &a, a.Q, a.K, a.V, a.O)
+	ops, pl := attnOperands("Attention", &a, a.Q, a.K, a.V, a.O)
 	lse := attnLSE("Attention", &a)
 	switch {
 	case computeF64(ops[0].dt):
-		attnForward[float64](&a, ops, lse)
+		attnForward[float64](&a, ops, pl, lse)
 	case ops[0].dt == backend.BFloat16:
-		attnForwardF32[half.BFloat16](&a, ops, lse)
+		attnForwardF32[half.BFloat16](&a, ops, pl, lse)
 	default:
-		attnForwardF32[float32](&a, ops, lse)
+		attnForwardF32[float32](&a, ops, pl, lse)
 	}
 }
+
+// AttentionLayouts implements backend.AttentionLayouts: every AttentionArgs.Layout is
+// accepted.
+func (b *Backend) AttentionLayouts() bool { return true }
 
 // AttentionBackward implements backend.Attention.
 func (b *Backend) AttentionBackward(a backend.AttentionArgs) {
-	ops := attnOperands("AttentionBackward", &a, a.Q, a.K, a.V, a.O, a.GO, a.GQ, a.GK, a.GV)
+	ops, pl := attnOperands("AttentionBackward", &a, a.Q, a.K, a.V, a.O, a.GO, a.GQ, a.GK, a.GV)
 	lse := attnLSE("AttentionBackward", &a)
 	switch {
 	case computeF64(ops[0].dt):
-		attnBackward[float64](&a, ops, lse)
+		attnBackward[float64](&a, ops, pl, lse)
 	case ops[0].dt == backend.BFloat16:
-		attnBackwardF32[half.BFloat16](&a, ops, lse)
+		attnBackwardF32[half.BFloat16](&a, ops, pl, lse)
 	default:
-		attnBackwardF32[float32](&a, ops, lse)
+		attnBackwardF32[float32](&a, ops, pl, lse)
 	}
 }
 
-// attnOperands checks that the [BH, T, D] operands share a floating dtype and are
-// large enough.
-func attnOperands(op string, a *backend.AttentionArgs, ss ...backend.Storage) []*storage {
+// attnOperands checks that the operands (Q, K, V, O, then GO, GQ, GK, GV) share a
+// floating dtype and hold every element their places (attnPlaces) name.
+func attnOperands(op string, a *backend.AttentionArgs, ss ...backend.Storage) ([]*storage, []attnPlace) {
 	if a.BH < 0 || a.T < 0 || a.D < 0 {
 		panic(fmt.Sprintf("cpu: %s: negative geometry BH=%d T=%d D=%d", op, a.BH, a.T, a.D))
 	}
-	n := a.BH * a.T * a.D
+	pl := attnPlaces(op, a)
 	out := make([]*storage, len(ss))
 	for i, s := range ss {
 		if s == nil {
@@ -67,11 +71,81 @@ func attnOperands(op string, a *backend.AttentionArgs, ss ...backend.Storage) []
 		if !out[i].dt.IsFloat() || out[i].dt != out[0].dt {
 			panic(fmt.Sprintf("cpu: %s: operands must share one floating dtype, got %s and %s", op, out[0].dt, out[i].dt))
 		}
-		if out[i].n < n {
-			panic(fmt.Sprintf("cpu: %s: operand %d has %d elements, want BH·T·D = %d", op, i, out[i].n, n))
+		if n := pl[i].need(a.BH, a.T, a.D); out[i].n < n {
+			panic(fmt.Sprintf("cpu: %s: operand %d has %d elements, its layout needs %d", op, i, out[i].n, n))
 		}
 	}
-	return out
+	return out, pl
+}
+
+// attnPlace is where one operand's heads lie in its storage: row t of head bh starts at
+// element at(bh) + t·row.
+type attnPlace struct{ off, batch, head, row, heads int }
+
+// at returns the element where head bh's first row starts.
+func (p attnPlace) at(bh int) int { return p.off + bh/p.heads*p.batch + bh%p.heads*p.head }
+
+// span returns how many elements from at(bh) one head's t rows of d cover.
+func (p attnPlace) span(t, d int) int {
+	if t == 0 || d == 0 {
+		return 0
+	}
+	return (t-1)*p.row + d
+}
+
+// need returns the elements a storage must hold for bh heads in this place.
+func (p attnPlace) need(bh, t, d int) int {
+	if bh == 0 || t == 0 || d == 0 {
+		return 0
+	}
+	return p.at(bh-1) + p.span(t, d)
+}
+
+// attnPlaces returns the places of Q, K, V, O, GO, GQ, GK and GV: contiguous [BH, T, D]
+// without a Layout.
+func attnPlaces(op string, a *backend.AttentionArgs) []attnPlace {
+	pl := make([]attnPlace, 8)
+	l := a.Layout
+	if l == nil {
+		for i := range pl {
+			pl[i] = attnPlace{batch: a.T * a.D, row: a.D, heads: 1}
+		}
+		return pl
+	}
+	if l.Heads < 1 || a.BH%l.Heads != 0 {
+		panic(fmt.Sprintf("cpu: %s: Layout.Heads = %d does not divide BH = %d", op, l.Heads, a.BH))
+	}
+	for i, s := range []backend.AttentionStride{l.Q, l.K, l.V, l.O, l.GO, l.GQ, l.GK, l.GV} {
+		if s.Off < 0 || s.Batch < 0 || s.Head < 0 || s.Row < 0 {
+			panic(fmt.Sprintf("cpu: %s: Layout stride %d is negative: %+v", op, i, s))
+		}
+		pl[i] = attnPlace{off: s.Off, batch: s.Batch, head: s.Head, row: s.Row, heads: l.Heads}
+	}
+	return pl
+}
+
+// attnLoad loads head bh of s (place p, t rows of d) into the contiguous dst.
+func attnLoad[C numeric](dst []C, s *storage, p attnPlace, bh, t, d int) {
+	at := p.at(bh)
+	if p.row == d {
+		load(dst[:t*d], s, at, 1)
+		return
+	}
+	for r := range t {
+		load(dst[r*d:(r+1)*d], s, at+r*p.row, 1)
+	}
+}
+
+// attnStore stores the contiguous src (t rows of d) into head bh of s (place p).
+func attnStore[C numeric](s *storage, p attnPlace, bh, t, d int, src []C) {
+	at := p.at(bh)
+	if p.row == d {
+		store(s, at, 1, src[:t*d])
+		return
+	}
+	for r := range t {
+		store(s, at+r*p.row, 1, src[r*d:(r+1)*d])
+	}
 }
 
 // attnLSE returns the [BH, T] log-sum-exp storage: Float32, or Float64 with Float64
@@ -164,7 +238,7 @@ func newAttnScratch[C numeric](t, d int, backward bool) *attnScratch[C] {
 	return s
 }
 
-func attnForward[C numeric](a *backend.AttentionArgs, ops []*storage, lseS *storage) {
+func attnForward[C numeric](a *backend.AttentionArgs, ops []*storage, pl []attnPlace, lseS *storage) {
 	q, k, v, o := ops[0], ops[1], ops[2], ops[3]
 	t, d := a.T, a.D
 	kern := gemmKernelFor[C]()
@@ -173,10 +247,9 @@ func attnForward[C numeric](a *backend.AttentionArgs, ops []*storage, lseS *stor
 		s := newAttnScratch[C](t, d, false)
 		lse := make([]float64, t)
 		for h := lo; h < hi; h++ {
-			off := h * t * d
-			load(s.q, q, off, 1)
-			load(s.k, k, off, 1)
-			load(s.v, v, off, 1)
+			attnLoad(s.q, q, pl[0], h, t, d)
+			attnLoad(s.k, k, pl[1], h, t, d)
+			attnLoad(s.v, v, pl[2], h, t, d)
 			for i0 := 0; i0 < t; i0 += attnBlock {
 				rows := min(attnBlock, t-i0)
 				acc := s.o[i0*d : (i0+rows)*d]
@@ -235,13 +308,13 @@ func attnForward[C numeric](a *backend.AttentionArgs, ops []*storage, lseS *stor
 					lse[i] = s.m[r] + math.Log(s.l[r])
 				}
 			}
-			store(o, off, 1, s.o)
+			attnStore(o, pl[3], h, t, d, s.o)
 			store(lseS, h*t, 1, lse)
 		}
 	})
 }
 
-func attnBackward[C numeric](a *backend.AttentionArgs, ops []*storage, lseS *storage) {
+func attnBackward[C numeric](a *backend.AttentionArgs, ops []*storage, pl []attnPlace, lseS *storage) {
 	q, k, v, o, gO, gQ, gK, gV := ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7]
 	t, d := a.T, a.D
 	kern := gemmKernelFor[C]()
@@ -250,13 +323,12 @@ func attnBackward[C numeric](a *backend.AttentionArgs, ops []*storage, lseS *sto
 		s := newAttnScratch[C](t, d, true)
 		lse := make([]float64, t)
 		for h := lo; h < hi; h++ {
-			off := h * t * d
 			load(lse, lseS, h*t, 1)
-			load(s.q, q, off, 1)
-			load(s.k, k, off, 1)
-			load(s.v, v, off, 1)
-			load(s.o, o, off, 1)
-			load(s.g, gO, off, 1)
+			attnLoad(s.q, q, pl[0], h, t, d)
+			attnLoad(s.k, k, pl[1], h, t, d)
+			attnLoad(s.v, v, pl[2], h, t, d)
+			attnLoad(s.o, o, pl[3], h, t, d)
+			attnLoad(s.g, gO, pl[4], h, t, d)
 			clear(s.gq)
 			clear(s.gk)
 			clear(s.gv)
@@ -303,9 +375,9 @@ func attnBackward[C numeric](a *backend.AttentionArgs, ops []*storage, lseS *sto
 					gemmWith(kern, 1, true, false, cols, d, rows, scale, s.dp, attnBlock, s.q[i0*d:], d, 1, s.gk[j0*d:], d)
 				}
 			}
-			store(gQ, off, 1, s.gq)
-			store(gK, off, 1, s.gk)
-			store(gV, off, 1, s.gv)
+			attnStore(gQ, pl[5], h, t, d, s.gq)
+			attnStore(gK, pl[6], h, t, d, s.gk)
+			attnStore(gV, pl[7], h, t, d, s.gv)
 		}
 	})
 }

@@ -52,6 +52,9 @@ type attnWork[L attnLow] struct {
 	m, l               []float32
 	lse, delta         []float32 // per row of the head
 	oF, gF             []float32 // O and dO widened (bf16)
+	// Rows gathered from, or rounded for, operands whose rows are not contiguous.
+	bfRows []half.BFloat16
+	hfRows []half.Float16
 	// bf16 products.
 	kern  *gemmBF16Kernel
 	aPack []uint32
@@ -104,23 +107,24 @@ func putAttnWork[L attnLow](w *attnWork[L]) {
 	}
 }
 
-// view returns elements [off, off+n) of s as L: the storage itself when its dtype is
-// L, else a copy widened into *buf.
-func (w *attnWork[L]) view(s *storage, off, n int, buf *[]L) []L {
+// view returns head h of s (place p) as L and its row stride: the storage itself when
+// its dtype is L, else a contiguous copy widened into *buf.
+func (w *attnWork[L]) view(s *storage, p attnPlace, h int, buf *[]L) ([]L, int) {
 	var zero L
+	off, n := p.at(h), p.span(w.t, w.d)
 	switch any(zero).(type) {
 	case float32:
 		if s.dt == backend.Float32 {
-			return any(s.f32()[off : off+n]).([]L)
+			return any(s.f32()[off : off+n]).([]L), p.row
 		}
-		*buf = grow(*buf, n)
-		load(any(*buf).([]float32), s, off, 1)
-		return *buf
+		*buf = grow(*buf, w.t*w.d)
+		w.widen(any(*buf).([]float32), s, p, h)
+		return *buf, w.d
 	default:
 		if s.dt != backend.BFloat16 {
 			panic("cpu: attention: bf16 path with " + s.dt.String() + " storage")
 		}
-		return any(s.bf16()[off : off+n]).([]L)
+		return any(s.bf16()[off : off+n]).([]L), p.row
 	}
 }
 
@@ -381,7 +385,7 @@ func (w *attnWork[L]) mulBF16(transA bool, m, n, k int, a []half.BFloat16, lda i
 
 // attnForwardF32 is the forward pass for float32, float16 (L float32) and bf16 (L bf16)
 // storage.
-func attnForwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, lseS *storage) {
+func attnForwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, pl []attnPlace, lseS *storage) {
 	q, k, v, o := ops[0], ops[1], ops[2], ops[3]
 	t, d := a.T, a.D
 	scale := float32(a.Scale)
@@ -389,49 +393,103 @@ func attnForwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, lseS *s
 		w := getAttnWork[L](t, d, false)
 		defer putAttnWork(w)
 		for h := lo; h < hi; h++ {
-			off := h * t * d
-			qh, kh, vh := w.view(q, off, t*d, &w.qb), w.view(k, off, t*d, &w.kb), w.view(v, off, t*d, &w.vb)
-			out := attnOut(o, off, w.acc[:t*d])
-			w.forwardHead(a.Causal, scale, qh, kh, vh, out)
-			attnFlush(o, off, out)
+			var x attnHead[L]
+			x.q, x.lq = w.view(q, pl[0], h, &w.qb)
+			x.k, x.lk = w.view(k, pl[1], h, &w.kb)
+			x.v, x.lv = w.view(v, pl[2], h, &w.vb)
+			out, ldo := attnOut(o, pl[3], h, t, d, w.acc)
+			w.forwardHead(a.Causal, scale, &x, out, ldo)
+			w.flush(o, pl[3], h, out)
 			store(lseS, h*t, 1, w.lse[:t])
 		}
 	})
 }
 
-// attnOut returns where a head's float32 result for s[off:off+len(scratch)] is
-// accumulated: the storage itself when it is float32, else scratch.
-func attnOut(s *storage, off int, scratch []float32) []float32 {
-	if s.dt == backend.Float32 {
-		return s.f32()[off : off+len(scratch)]
+// widen loads head h of s (place p) into the contiguous dst as float32. Rows of a half
+// storage that are not contiguous are gathered first, so the conversion is one call.
+func (w *attnWork[L]) widen(dst []float32, s *storage, p attnPlace, h int) {
+	t, d := w.t, w.d
+	if p.row == d || s.dt != backend.Float16 {
+		attnLoad(dst, s, p, h, t, d)
+		return
 	}
-	return scratch
+	w.hfRows = grow(w.hfRows, t*d)
+	attnGather(w.hfRows, s.f16()[p.at(h):], p.row, t, d)
+	half.Float16ToFloat32(dst[:t*d], w.hfRows[:t*d])
 }
 
-// attnFlush stores buf, from attnOut, into s at off unless it is s itself.
-func attnFlush(s *storage, off int, buf []float32) {
-	if s.dt != backend.Float32 {
-		store(s, off, 1, buf)
+// flush stores head h's float32 result buf (contiguous, from attnOut) into s (place
+// p) unless attnOut placed it in s itself. Half rows that are not contiguous are
+// rounded in one call and then scattered.
+func (w *attnWork[L]) flush(s *storage, p attnPlace, h int, buf []float32) {
+	t, d := w.t, w.d
+	switch {
+	case s.dt == backend.Float32:
+	case p.row == d:
+		store(s, p.at(h), 1, buf[:t*d])
+	case s.dt == backend.BFloat16:
+		w.bfRows = grow(w.bfRows, t*d)
+		half.Float32ToBFloat16(w.bfRows[:t*d], buf[:t*d])
+		attnScatter(s.bf16()[p.at(h):], p.row, w.bfRows, t, d)
+	case s.dt == backend.Float16:
+		w.hfRows = grow(w.hfRows, t*d)
+		half.Float32ToFloat16(w.hfRows[:t*d], buf[:t*d])
+		attnScatter(s.f16()[p.at(h):], p.row, w.hfRows, t, d)
+	default:
+		attnStore(s, p, h, t, d, buf)
 	}
+}
+
+// attnGather copies t rows of d from src (row stride ld) into the contiguous dst.
+func attnGather[T any](dst, src []T, ld, t, d int) {
+	for r := range t {
+		copy(dst[r*d:(r+1)*d], src[r*ld:][:d])
+	}
+}
+
+// attnScatter copies the contiguous src (t rows of d) into dst with row stride ld.
+func attnScatter[T any](dst []T, ld int, src []T, t, d int) {
+	for r := range t {
+		copy(dst[r*ld:][:d], src[r*d:(r+1)*d])
+	}
+}
+
+// attnHead is one head's operands as the products read them, each with its row stride.
+type attnHead[L attnLow] struct {
+	q, k, v, o, g      []L
+	lq, lk, lv, lo, lg int
+}
+
+// attnOut returns where head h's float32 result (t rows of d) for s (place p) is
+// accumulated, and its row stride: the storage itself when it is float32, else the
+// contiguous scratch.
+func attnOut(s *storage, p attnPlace, h, t, d int, scratch []float32) ([]float32, int) {
+	if s.dt == backend.Float32 {
+		off := p.at(h)
+		return s.f32()[off : off+p.span(t, d)], p.row
+	}
+	return scratch[:t*d], d
 }
 
 // forwardHead computes one head's output into out (T·D) and its log-sum-exp into w.lse.
-func (w *attnWork[L]) forwardHead(causal bool, scale float32, q, k, v []L, out []float32) {
+// out's rows have stride ldo.
+func (w *attnWork[L]) forwardHead(causal bool, scale float32, x *attnHead[L], out []float32, ldo int) {
 	t, d := w.t, w.d
+	q, lq := x.q, x.lq
 	ninf := float32(math.Inf(-1))
-	w.packB(&w.bKt, k, d, d, t, true)
-	w.packB(&w.bV, v, d, t, d, false)
+	w.packB(&w.bKt, x.k, x.lk, d, t, true)
+	w.packB(&w.bV, x.v, x.lv, t, d, false)
 	for i0 := 0; i0 < t; i0 += attnBlock {
 		rows := min(attnBlock, t-i0)
-		acc := out[i0*d : (i0+rows)*d]
-		clear(acc)
+		acc := out[i0*ldo:]
 		for r := range rows {
+			clear(acc[r*ldo:][:d])
 			w.m[r], w.l[r] = ninf, 0
 		}
 		end := attnKeyEnd(causal, i0, rows, t)
 		for j0 := 0; j0 < end; j0 += attnBlock {
 			cols := min(attnBlock, end-j0)
-			w.mul(false, rows, cols, d, q[i0*d:], d, &w.bKt, j0, 0, false, w.tile, attnBlock)
+			w.mul(false, rows, cols, d, q[i0*lq:], lq, &w.bKt, j0, 0, false, w.tile, attnBlock)
 			for r := range rows {
 				row := w.tile[r*attnBlock : r*attnBlock+cols]
 				lo := w.lowRow(w.pLow, r, cols)
@@ -454,7 +512,7 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, q, k, v []L, out [
 				if w.l[r] != 0 {
 					alpha := float32(math.Exp(float64(w.m[r] - mNew)))
 					if alpha != 1 {
-						ar := acc[r*d : (r+1)*d]
+						ar := acc[r*ldo:][:d]
 						for c := range ar {
 							ar[c] *= alpha
 						}
@@ -466,10 +524,10 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, q, k, v []L, out [
 				w.m[r] = mNew
 			}
 			p := w.lowTile(w.tile, w.pLow)
-			w.mul(false, rows, d, cols, p, attnBlock, &w.bV, 0, j0, true, acc, d)
+			w.mul(false, rows, d, cols, p, attnBlock, &w.bV, 0, j0, true, acc, ldo)
 		}
 		for r := range rows {
-			ar := acc[r*d : (r+1)*d]
+			ar := acc[r*ldo:][:d]
 			i := i0 + r
 			if w.l[r] == 0 {
 				// A row with no visible key (possible only with -Inf scores):
@@ -488,7 +546,7 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, q, k, v []L, out [
 }
 
 // attnBackwardF32 is the backward pass for float32, float16 and bf16 storage.
-func attnBackwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, lseS *storage) {
+func attnBackwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, pl []attnPlace, lseS *storage) {
 	q, k, v, o, gO, gQ, gK, gV := ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7]
 	t, d := a.T, a.D
 	scale := float32(a.Scale)
@@ -496,17 +554,53 @@ func attnBackwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, lseS *
 		w := getAttnWork[L](t, d, true)
 		defer putAttnWork(w)
 		for h := lo; h < hi; h++ {
-			off := h * t * d
 			load(w.lse[:t], lseS, h*t, 1)
-			qh, kh, vh := w.view(q, off, t*d, &w.qb), w.view(k, off, t*d, &w.kb), w.view(v, off, t*d, &w.vb)
-			oh, gh := w.view(o, off, t*d, &w.ob), w.view(gO, off, t*d, &w.gb)
-			gq, gk, gv := attnOut(gQ, off, w.acc[:t*d]), attnOut(gK, off, w.gk[:t*d]), attnOut(gV, off, w.gv[:t*d])
-			w.backwardHead(a.Causal, scale, qh, kh, vh, oh, gh, gq, gk, gv)
-			attnFlush(gQ, off, gq)
-			attnFlush(gK, off, gk)
-			attnFlush(gV, off, gv)
+			var x attnHead[L]
+			x.q, x.lq = w.view(q, pl[0], h, &w.qb)
+			x.k, x.lk = w.view(k, pl[1], h, &w.kb)
+			x.v, x.lv = w.view(v, pl[2], h, &w.vb)
+			x.o, x.lo = w.view(o, pl[3], h, &w.ob)
+			x.g, x.lg = w.view(gO, pl[4], h, &w.gb)
+			var gr attnGrads
+			gr.q, gr.lq = attnOut(gQ, pl[5], h, t, d, w.acc)
+			gr.k, gr.lk = attnOut(gK, pl[6], h, t, d, w.gk)
+			gr.v, gr.lv = attnOut(gV, pl[7], h, t, d, w.gv)
+			w.backwardHead(a.Causal, scale, &x, &gr)
+			w.flush(gQ, pl[5], h, gr.q)
+			w.flush(gK, pl[6], h, gr.k)
+			w.flush(gV, pl[7], h, gr.v)
 		}
 	})
+}
+
+// attnGrads is where one head's float32 dQ, dK and dV accumulate, with their row
+// strides.
+type attnGrads struct {
+	q, k, v    []float32
+	lq, lk, lv int
+}
+
+// attnScaleRows multiplies the t rows of d of x (row stride ld) by s.
+func attnScaleRows(x []float32, ld, t, d int, s float32) {
+	if ld == d {
+		vecScalar(vecMulS, x[:t*d], x[:t*d], s)
+		return
+	}
+	for r := range t {
+		row := x[r*ld:][:d]
+		vecScalar(vecMulS, row, row, s)
+	}
+}
+
+// attnClearRows clears the t rows of d of x (row stride ld).
+func attnClearRows(x []float32, ld, t, d int) {
+	if ld == d {
+		clear(x[:t*d])
+		return
+	}
+	for r := range t {
+		clear(x[r*ld:][:d])
+	}
 }
 
 // attnPackTGo packs rows ≤ mr columns of the k×? row-major src (stride ld) as a
@@ -547,39 +641,51 @@ func attnHasNaN(x []float32) bool {
 	return false
 }
 
-// f32 returns x as float32: x itself, or widened into *buf.
-func (w *attnWork[L]) f32(x []L, buf *[]float32) []float32 {
+// f32 returns the head x (row stride ld) as float32 and its row stride: x itself, or
+// widened into *buf, contiguous.
+func (w *attnWork[L]) f32(x []L, ld int, buf *[]float32) ([]float32, int) {
 	if xf, ok := any(x).([]float32); ok {
-		return xf
+		return xf, ld
 	}
-	*buf = grow(*buf, len(x))
-	half.BFloat16ToFloat32(*buf, any(x).([]half.BFloat16))
-	return *buf
+	t, d := w.t, w.d
+	xb := any(x).([]half.BFloat16)
+	*buf = grow(*buf, t*d)
+	if ld == d {
+		half.BFloat16ToFloat32(*buf, xb[:t*d])
+		return *buf, d
+	}
+	w.bfRows = grow(w.bfRows, t*d)
+	attnGather(w.bfRows, xb, ld, t, d)
+	half.BFloat16ToFloat32((*buf)[:t*d], w.bfRows[:t*d])
+	return *buf, d
 }
 
 // backwardHead computes one head's dQ, dK and dV (T·D each) into gq, gk and gv.
-func (w *attnWork[L]) backwardHead(causal bool, scale float32, q, k, v, o, g []L, gq, gk, gv []float32) {
+func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], gr *attnGrads) {
 	t, d := w.t, w.d
-	clear(gq)
-	clear(gk)
-	clear(gv)
+	q, lq, g, lg := x.q, x.lq, x.g, x.lg
+	gq, gk, gv := gr.q, gr.k, gr.v
+	attnClearRows(gq, gr.lq, t, d)
+	attnClearRows(gk, gr.lk, t, d)
+	attnClearRows(gv, gr.lv, t, d)
 	// delta_i = Σ_c dO_ic·O_ic: the softmax backward's row term.
-	gf, of := w.f32(g, &w.gF), w.f32(o, &w.oF)
+	gf, lgf := w.f32(g, lg, &w.gF)
+	of, lof := w.f32(x.o, x.lo, &w.oF)
 	for i := range t {
-		w.delta[i] = attnDot(gf[i*d:(i+1)*d], of[i*d:(i+1)*d])
+		w.delta[i] = attnDot(gf[i*lgf:][:d], of[i*lof:][:d])
 	}
-	w.packB(&w.bKt, k, d, d, t, true)
-	w.packB(&w.bVt, v, d, d, t, true)
-	w.packB(&w.bK, k, d, t, d, false)
-	w.packB(&w.bQ, q, d, t, d, false)
-	w.packB(&w.bG, g, d, t, d, false)
+	w.packB(&w.bKt, x.k, x.lk, d, t, true)
+	w.packB(&w.bVt, x.v, x.lv, d, t, true)
+	w.packB(&w.bK, x.k, x.lk, t, d, false)
+	w.packB(&w.bQ, q, lq, t, d, false)
+	w.packB(&w.bG, g, lg, t, d, false)
 	for i0 := 0; i0 < t; i0 += attnBlock {
 		rows := min(attnBlock, t-i0)
 		end := attnKeyEnd(causal, i0, rows, t)
 		for j0 := 0; j0 < end; j0 += attnBlock {
 			cols := min(attnBlock, end-j0)
 			// P = exp(scale·Q_i·K_jᵀ - lse_i), masked entries 0.
-			w.mul(false, rows, cols, d, q[i0*d:], d, &w.bKt, j0, 0, false, w.tile, attnBlock)
+			w.mul(false, rows, cols, d, q[i0*lq:], lq, &w.bKt, j0, 0, false, w.tile, attnBlock)
 			for r := range rows {
 				row := w.tile[r*attnBlock : r*attnBlock+cols]
 				lo := w.lowRow(w.pLow, r, cols)
@@ -597,9 +703,9 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, q, k, v, o, g []L
 			}
 			p := w.lowTile(w.tile, w.pLow)
 			// dV_j += Pᵀ·dO_i
-			w.mul(true, cols, d, rows, p, attnBlock, &w.bG, 0, i0, true, gv[j0*d:], d)
+			w.mul(true, cols, d, rows, p, attnBlock, &w.bG, 0, i0, true, gv[j0*gr.lv:], gr.lv)
 			// dP = dO_i·V_jᵀ, then dS = P∘(dP - delta_i) in place of dP.
-			w.mul(false, rows, cols, d, g[i0*d:], d, &w.bVt, j0, 0, false, w.dp, attnBlock)
+			w.mul(false, rows, cols, d, g[i0*lg:], lg, &w.bVt, j0, 0, false, w.dp, attnBlock)
 			for r := range rows {
 				pr := w.tile[r*attnBlock : r*attnBlock+cols]
 				dp := w.dp[r*attnBlock : r*attnBlock+cols]
@@ -607,10 +713,10 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, q, k, v, o, g []L
 			}
 			ds := w.lowTile(w.dp, w.dsLow)
 			// dQ_i += dS·K_j; dK_j += dSᵀ·Q_i (scaled at the end)
-			w.mul(false, rows, d, cols, ds, attnBlock, &w.bK, 0, j0, true, gq[i0*d:], d)
-			w.mul(true, cols, d, rows, ds, attnBlock, &w.bQ, 0, i0, true, gk[j0*d:], d)
+			w.mul(false, rows, d, cols, ds, attnBlock, &w.bK, 0, j0, true, gq[i0*gr.lq:], gr.lq)
+			w.mul(true, cols, d, rows, ds, attnBlock, &w.bQ, 0, i0, true, gk[j0*gr.lk:], gr.lk)
 		}
 	}
-	vecScalar(vecMulS, gq, gq, scale)
-	vecScalar(vecMulS, gk, gk, scale)
+	attnScaleRows(gq, gr.lq, t, d, scale)
+	attnScaleRows(gk, gr.lk, t, d, scale)
 }

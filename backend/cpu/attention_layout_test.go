@@ -1,0 +1,171 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/gamp-ml/gamp/backend"
+)
+
+// attnLayoutCase is a packed-projection geometry: batches × heads, T rows of D.
+type attnLayoutCase struct {
+	n, heads, t, d int
+	causal         bool
+}
+
+var attnLayoutCases = []attnLayoutCase{
+	{2, 3, 7, 5, true}, {2, 3, 7, 5, false}, {2, 2, 70, 16, true}, {1, 2, 130, 32, true},
+	{1, 2, 130, 32, false}, {3, 4, 33, 8, true}, {2, 4, 128, 32, true}, {1, 1, 64, 64, false},
+}
+
+// TestAttentionLayoutMatchesDense runs the kernels on operands placed by an
+// AttentionLayout — Q, K and V (and their gradients) in one packed [N, T, 3, H, D]
+// storage after a few leading elements, O in [N, T, H·D] rows padded to a wider stride,
+// dO time-major [T, N, H·D] — and checks every result against the contiguous [BH, T, D]
+// run on the same values bit for bit, and that no element outside the places is
+// written.
+func TestAttentionLayoutMatchesDense(t *testing.T) {
+	b, _ := New(0)
+	for _, dt := range []backend.DType{backend.Float32, backend.BFloat16, backend.Float16, backend.Float64} {
+		for _, c := range attnLayoutCases {
+			t.Run(fmt.Sprintf("%s/N=%d/H=%d/T=%d/D=%d/causal=%v", dt, c.n, c.heads, c.t, c.d, c.causal), func(t *testing.T) {
+				bh, hd := c.n*c.heads, c.heads*c.d
+				dc := attnCase{bh: bh, t: c.t, d: c.d, causal: c.causal}
+				in := newAttnData(dc, uint64(7*c.t+c.d))
+				want := runAttn(t, dc, in, dt)
+
+				const lead, sentinel = 3, 7.5
+				pack := backend.AttentionLayout{Heads: c.heads}
+				row := 3 * hd
+				for p, s := range []*backend.AttentionStride{&pack.Q, &pack.K, &pack.V} {
+					*s = backend.AttentionStride{Off: lead + p*hd, Batch: c.t * row, Head: c.d, Row: row}
+				}
+				oRow := hd + 2
+				pack.O = backend.AttentionStride{Off: 1, Batch: c.t * oRow, Head: c.d, Row: oRow}
+				pack.GO = backend.AttentionStride{Off: 0, Batch: hd, Head: c.d, Row: c.n * hd}
+				pack.GQ, pack.GK, pack.GV = pack.Q, pack.K, pack.V
+				// The values of head h of batch n at place s, from the dense [BH, T, D] x.
+				place := func(buf []float32, s backend.AttentionStride, x []float32) {
+					for h := range bh {
+						for r := range c.t {
+							at := s.Off + h/c.heads*s.Batch + h%c.heads*s.Head + r*s.Row
+							copy(buf[at:at+c.d], x[(h*c.t+r)*c.d:][:c.d])
+						}
+					}
+				}
+				fill := func(n int) []float32 {
+					x := make([]float32, n)
+					for i := range x {
+						x[i] = sentinel
+					}
+					return x
+				}
+				mk := func(v []float32) backend.Storage {
+					s, err := b.Alloc(dt, len(v))
+					if err != nil {
+						t.Fatal(err)
+					}
+					st(s).storeF32(0, v)
+					return s
+				}
+				qkv := fill(lead + c.n*c.t*row + 5)
+				place(qkv, pack.Q, in.q)
+				place(qkv, pack.K, in.k)
+				place(qkv, pack.V, in.v)
+				gob := fill(c.t * c.n * hd)
+				place(gob, pack.GO, in.g)
+				lseDT := backend.Float32
+				if dt == backend.Float64 {
+					lseDT = backend.Float64
+				}
+				lse, _ := b.Alloc(lseDT, bh*c.t)
+				x, o, gx := mk(qkv), mk(fill(1+c.n*c.t*oRow)), mk(fill(len(qkv)))
+				a := backend.AttentionArgs{Q: x, K: x, V: x, O: o, LSE: lse, BH: bh, T: c.t, D: c.d,
+					Scale: 1 / math.Sqrt(float64(c.d)), Causal: c.causal, Layout: &pack}
+				b.Attention(a)
+				a.GO, a.GQ, a.GK, a.GV = mk(gob), gx, gx, gx
+				b.AttentionBackward(a)
+
+				// gather returns the dense [BH, T, D] values at place s of storage x and
+				// checks that everything else still holds the sentinel.
+				gather := func(what string, x backend.Storage, places ...backend.AttentionStride) [][]float64 {
+					all := make([]float64, st(x).n)
+					st(x).loadF64(all, 0)
+					seen := make([]bool, len(all))
+					var out [][]float64
+					for _, s := range places {
+						d := make([]float64, bh*c.t*c.d)
+						for h := range bh {
+							for r := range c.t {
+								at := s.Off + h/c.heads*s.Batch + h%c.heads*s.Head + r*s.Row
+								copy(d[(h*c.t+r)*c.d:][:c.d], all[at:at+c.d])
+								for i := range c.d {
+									seen[at+i] = true
+								}
+							}
+						}
+						out = append(out, d)
+					}
+					for i, v := range all {
+						if !seen[i] && v != sentinel {
+							t.Fatalf("%s: element %d outside the layout was written: %v", what, i, v)
+						}
+					}
+					return out
+				}
+				same := func(what string, want, got []float64) {
+					t.Helper()
+					for i := range want {
+						if math.Float64bits(want[i]) != math.Float64bits(got[i]) {
+							t.Fatalf("%s[%d]: got %v, want %v (dense)", what, i, got[i], want[i])
+						}
+					}
+				}
+				same("O", want.o, gather("O", o, pack.O)[0])
+				gotLSE := make([]float64, bh*c.t)
+				st(lse).loadF64(gotLSE, 0)
+				same("LSE", want.lse, gotLSE)
+				g := gather("dQKV", gx, pack.GQ, pack.GK, pack.GV)
+				same("GQ", want.gq, g[0])
+				same("GK", want.gk, g[1])
+				same("GV", want.gv, g[2])
+			})
+		}
+	}
+}
+
+// TestAttentionLayoutMisuse checks that a Layout is validated: heads that do not divide
+// BH, a negative stride, and storage too small for the places.
+func TestAttentionLayoutMisuse(t *testing.T) {
+	b, _ := New(0)
+	s, _ := b.Alloc(backend.Float32, 64)
+	os, _ := b.Alloc(backend.Float32, 64)
+	lse, _ := b.Alloc(backend.Float32, 8)
+	good := backend.AttentionStride{Batch: 16, Head: 4, Row: 8}
+	base := func() backend.AttentionArgs {
+		return backend.AttentionArgs{Q: s, K: s, V: s, O: os, LSE: lse, BH: 4, T: 2, D: 4, Scale: 1,
+			Layout: &backend.AttentionLayout{Heads: 2, Q: good, K: good, V: good, O: good}}
+	}
+	a := base()
+	b.Attention(a) // 4 heads of 2 rows of 4 fit in 64 elements
+	for name, f := range map[string]func(*backend.AttentionArgs){
+		"heads":    func(a *backend.AttentionArgs) { a.Layout.Heads = 3 },
+		"negative": func(a *backend.AttentionArgs) { a.Layout.K.Row = -8 },
+		"size":     func(a *backend.AttentionArgs) { a.Layout.V.Off = 40 },
+	} {
+		a := base()
+		f(&a)
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			b.Attention(a)
+		}()
+	}
+	if !b.AttentionLayouts() {
+		t.Fatal("AttentionLayouts reports false")
+	}
+}
