@@ -22,21 +22,25 @@ import (
 //go:noescape
 func gemmAMXKernel32x32(kt int, a *uint32, aRow, aStep int, b *uint32, c *float32, ldc int, cfg *[64]byte, add bool)
 
-// gemmAMXKernel32x32BF16 computes the same tile from zero into a scratch
-// t of its frame and stores it to the bf16 C at c (row stride ldc bytes)
-// as bf16Out does, with the AVX-512 rounding of
-// gemmBF16Kernel12x32StoreAVX512:
+// gemmAMXKernel32x32BF16 computes n tiles of C down a column, tile r from
+// A panel r (at a + r·aPanel bytes, rows and k tiles as for
+// gemmAMXKernel32x32) and the one B panel, from zero into a scratch t of
+// its frame, and stores each to the bf16 C at c + r·cPanel (row stride ldc
+// bytes) as bf16Out does, with the AVX-512 rounding of
+// gemmBF16Kernel12x32StoreAVX512. One tile configuration serves the n
+// tiles (LDTILECFG and TILERELEASE cost about as much as 4 k tiles). For
+// each r < n it equals
 //
 //	var t [32 * 32]float32
-//	gemmAMXKernel32x32(kt, a, aRow, aStep, b, &t[0], 128, cfg, false)
+//	gemmAMXKernel32x32(kt, a+r·aPanel, aRow, aStep, b, &t[0], 128, cfg, false)
 //	for i := 0; i < 32; i++ {
 //		for j := 0; j < 32; j++ {
-//			c[i*ldc+j] = bf16Out(alpha, beta, t[i*32+j], c[i*ldc+j])
+//			C_r[i*ldc+j] = bf16Out(alpha, beta, t[i*32+j], C_r[i*ldc+j])
 //		}
 //	}
 //
 //go:noescape
-func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep int, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, alpha, beta float32)
+func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep, aPanel int, b *uint32, c *half.BFloat16, ldc, cPanel, n int, cfg *[64]byte, alpha, beta float32)
 
 // amxXCR0 returns the XCR0 register (XGETBV with ECX = 0): which register
 // states the OS saves on a context switch.
@@ -72,22 +76,41 @@ func gemmAMXKernel32x32Fn(kc2 int, a, b []uint32, c []float32, ldc int, add bool
 // gemmAMXKernel32x32Store is gemmAMXKernel32x32BF16 as a gemmBF16Kernel
 // store.
 func gemmAMXKernel32x32Store(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
-	ap, bp := amxPanels(kc2, a, b)
-	_ = c[(amxMR-1)*ldc+amxNR-1]
-	gemmAMXKernel32x32BF16(kc2/amxTileK, ap, 4*amxTileK, 4*amxTileK*amxMR, bp, &c[0], 2*ldc, &amxTileConfig, alpha, beta)
+	gemmAMXKernel32x32StoreN(1, kc2, a, b, c, ldc, alpha, beta)
+}
+
+// gemmAMXKernel32x32StoreN is gemmAMXKernel32x32BF16 as a gemmBF16Kernel
+// storeN: n consecutive packed A panels.
+func gemmAMXKernel32x32StoreN(n, kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
+	if n <= 0 {
+		return
+	}
+	ap, bp := amxPanels(kc2, a[:n*amxMR*kc2], b)
+	_ = c[(n*amxMR-1)*ldc+amxNR-1]
+	gemmAMXKernel32x32BF16(kc2/amxTileK, ap, 4*amxTileK, 4*amxTileK*amxMR, 4*amxMR*kc2, bp, &c[0], 2*ldc, 2*amxMR*ldc, n, &amxTileConfig, alpha, beta)
 }
 
 // gemmAMXKernel32x32Direct is gemmAMXKernel32x32Store reading the 32 rows
 // of A in place (row stride lda, 2·kc2 values each) instead of from a
 // packed panel.
 func gemmAMXKernel32x32Direct(kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
+	gemmAMXKernel32x32DirectN(1, kc2, a, lda, b, c, ldc, alpha, beta)
+}
+
+// gemmAMXKernel32x32DirectN is gemmAMXKernel32x32Direct for n row panels
+// of A in place, 32 rows apart, and the n tiles of C below one another: a
+// gemmBF16Kernel directN.
+func gemmAMXKernel32x32DirectN(n, kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
 	if kc2 == 0 || kc2%amxTileK != 0 {
 		panic("cpu: gemmAMXKernel32x32Direct: kc2 is not a positive multiple of the k tile")
 	}
-	_ = a[(amxMR-1)*lda+2*kc2-1]
+	if n <= 0 {
+		return
+	}
+	_ = a[(n*amxMR-1)*lda+2*kc2-1]
 	_ = b[amxNR*kc2-1]
-	_ = c[(amxMR-1)*ldc+amxNR-1]
-	gemmAMXKernel32x32BF16(kc2/amxTileK, (*uint32)(unsafe.Pointer(&a[0])), 2*lda, 4*amxTileK, &b[0], &c[0], 2*ldc, &amxTileConfig, alpha, beta)
+	_ = c[(n*amxMR-1)*ldc+amxNR-1]
+	gemmAMXKernel32x32BF16(kc2/amxTileK, (*uint32)(unsafe.Pointer(&a[0])), 2*lda, 4*amxTileK, 2*amxMR*lda, &b[0], &c[0], 2*ldc, 2*amxMR*ldc, n, &amxTileConfig, alpha, beta)
 }
 
 // amxPanels checks kc2 and the panels' lengths and returns their first
@@ -104,7 +127,8 @@ func amxPanels(kc2 int, a, b []uint32) (ap, bp *uint32) {
 
 // gemmAMXKernel is the AMX-BF16 micro-kernel, twin gemmAMXKernelGo32x32.
 var gemmAMXKernel = &gemmBF16Kernel{name: "amx-32x32", mr: amxMR, nr: amxNR, tileK: amxTileK, rowsA: true,
-	fn: gemmAMXKernel32x32Fn, store: gemmAMXKernel32x32Store, direct: gemmAMXKernel32x32Direct}
+	fn: gemmAMXKernel32x32Fn, store: gemmAMXKernel32x32Store, direct: gemmAMXKernel32x32Direct,
+	storeN: gemmAMXKernel32x32StoreN, directN: gemmAMXKernel32x32DirectN}
 
 // gemmAMXPackTrans packs steps pair steps of a transposed op(A) into an AMX
 // A panel whose tiles it does not clear first: for p < steps and lanes j

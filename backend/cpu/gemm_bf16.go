@@ -57,6 +57,12 @@ type gemmBF16Kernel struct {
 	// in place (row stride lda, 2·kc2 values each, kc2 a positive multiple
 	// of tileK): no packing of A when k needs no padding.
 	direct func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
+	// storeN and directN, where set, are store and direct for n tiles down
+	// a column of C (c[r*mr*ldc:] for r < n) from n consecutive packed A
+	// panels (a[r*mr*kc2:]) or row panels in place (a[r*mr*lda:]) and one
+	// B panel: the same bits as n calls, at less cost per tile.
+	storeN  func(n, kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
+	directN func(n, kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
 }
 
 // goTwin returns the pure-Go kernel that k equals bit for bit (NaN payloads
@@ -539,7 +545,18 @@ func (g *gemmBF16Call) task(t int) {
 		bp := g.bPack[q*kc2*nr:][:kc2*nr]
 		j := g.jc + q*nr
 		cols := min(nr, g.n-j)
-		for r := mp0; r < mp1; r++ {
+		r := mp0
+		// Whole tiles down the column at once where the kernel can.
+		if full := min(mp1, g.m/mr); cols == nr && full > r {
+			if direct && g.kern.directN != nil {
+				g.kern.directN(full-r, kc2, g.a[r*mr*g.lda+g.pc:], g.lda, bp, c[r*mr*ldc+j:], ldc, g.alpha, g.beta)
+				r = full
+			} else if !direct && !g.sliced && g.kern.storeN != nil {
+				g.kern.storeN(full-r, kc2, s.aPack[(r-mp0)*kc2*mr:], bp, c[r*mr*ldc+j:], ldc, g.alpha, g.beta)
+				r = full
+			}
+		}
+		for ; r < mp1; r++ {
 			ap := s.aPack[(r-mp0)*kc2*mr:][:kc2*mr]
 			i := r * mr
 			rows := min(mr, g.m-i)

@@ -1056,23 +1056,43 @@ gemmAMXKernel32x32_done:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	RET
 
-// func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep int, b *uint32, c *half.BFloat16, ldc int, cfg *[64]byte, alpha, beta float32)
-// The float32 tile goes through 4 KB of its own frame (not NOSPLIT:
-// the prologue grows the stack as needed).
-TEXT ·gemmAMXKernel32x32BF16(SB), $4096-72
+// func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep, aPanel int, b *uint32, c *half.BFloat16, ldc, cPanel, n int, cfg *[64]byte, alpha, beta float32)
+// n tiles down a column of C, one tile configuration for all: the
+// float32 tile goes through 4 KB of the frame (not NOSPLIT: the prologue
+// grows the stack as needed), 4096(SP) holds the current C tile.
+TEXT ·gemmAMXKernel32x32BF16(SB), $4104-96
 	NO_LOCAL_POINTERS
-	MOVQ cfg+56(FP), AX
+	MOVQ cfg+80(FP), AX
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg (%rax)
-	MOVQ kt+0(FP), CX
-	MOVQ a+8(FP), SI
+	MOVQ a+8(FP), R14 // the current A panel
 	MOVQ aRow+16(FP), R9
 	MOVQ aStep+24(FP), R12
 	MOVQ R9, R13
 	SHLQ $4, R13
-	MOVQ b+32(FP), DI
-	MOVQ c+40(FP), DX
-	MOVQ ldc+48(FP), R8
+	MOVQ c+48(FP), DX
+	MOVQ DX, 4096(SP)
+	MOVQ ldc+56(FP), R8
 	MOVQ $128, R10 // bytes per B pair row
+	MOVQ n+72(FP), R11
+	VBROADCASTSS alpha+88(FP), Z24
+	VBROADCASTSS beta+92(FP), Z25
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z26
+	MOVL $1, AX
+	VPBROADCASTD AX, Z27
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z28
+	VXORPS X29, X29, X29
+	VUCOMISS beta+92(FP), X29
+	JNE gemmAMXKernel32x32BF16_beta
+	JPS gemmAMXKernel32x32BF16_beta
+	TESTQ R11, R11
+	JZ gemmAMXKernel32x32BF16_end
+
+gemmAMXKernel32x32BF16_panel:
+	MOVQ kt+0(FP), CX
+	MOVQ R14, SI
+	MOVQ b+40(FP), DI
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
@@ -1101,20 +1121,8 @@ gemmAMXKernel32x32BF16_done:
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x13; BYTE $0x40 // tilestored %tmm1, 64(%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x94; BYTE $0x13; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored %tmm2, 2048(%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x9c; BYTE $0x13; BYTE $0x40; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored %tmm3, 2112(%rbx,%r10,1)
-	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+	MOVQ 4096(SP), DX
 	MOVQ $32, CX
-	VBROADCASTSS alpha+64(FP), Z24
-	VBROADCASTSS beta+68(FP), Z25
-	MOVL $0x7fff, AX
-	VPBROADCASTD AX, Z26
-	MOVL $1, AX
-	VPBROADCASTD AX, Z27
-	MOVL $0x40, AX
-	VPBROADCASTD AX, Z28
-	VXORPS X29, X29, X29
-	VUCOMISS beta+68(FP), X29
-	JNE gemmAMXKernel32x32BF16_beta
-	JPS gemmAMXKernel32x32BF16_beta
 
 gemmAMXKernel32x32BF16_rows:
 	VMOVUPS (BX), Z0
@@ -1143,12 +1151,58 @@ gemmAMXKernel32x32BF16_rows:
 	ADDQ R8, DX
 	DECQ CX
 	JNZ gemmAMXKernel32x32BF16_rows
+	ADDQ aPanel+32(FP), R14
+	MOVQ 4096(SP), DX
+	ADDQ cPanel+64(FP), DX
+	MOVQ DX, 4096(SP)
+	DECQ R11
+	JNZ gemmAMXKernel32x32BF16_panel
+
+gemmAMXKernel32x32BF16_end:
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	VZEROUPPER
 	RET
 
 gemmAMXKernel32x32BF16_beta:
+	TESTQ R11, R11
+	JZ gemmAMXKernel32x32BF16_b_end
 
-gemmAMXKernel32x32BF16_betarows:
+gemmAMXKernel32x32BF16_b_panel:
+	MOVQ kt+0(FP), CX
+	MOVQ R14, SI
+	MOVQ b+40(FP), DI
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero %tmm3
+	TESTQ CX, CX
+	JZ gemmAMXKernel32x32BF16_b_done
+
+gemmAMXKernel32x32BF16_b_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
+	LEAQ (SI)(R13*1), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloadd (%rbx,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
+	ADDQ R12, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_b_loop
+
+gemmAMXKernel32x32BF16_b_done:
+	LEAQ (SP), BX // the tile scratch
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x13 // tilestored %tmm0, (%rbx,%r10,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x13; BYTE $0x40 // tilestored %tmm1, 64(%rbx,%r10,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x94; BYTE $0x13; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored %tmm2, 2048(%rbx,%r10,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x9c; BYTE $0x13; BYTE $0x40; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored %tmm3, 2112(%rbx,%r10,1)
+	MOVQ 4096(SP), DX
+	MOVQ $32, CX
+
+gemmAMXKernel32x32BF16_b_rows:
 	VMOVUPS (BX), Z0
 	VMOVUPS 64(BX), Z1
 	VMULPS Z24, Z0, Z0
@@ -1182,7 +1236,16 @@ gemmAMXKernel32x32BF16_betarows:
 	ADDQ $128, BX
 	ADDQ R8, DX
 	DECQ CX
-	JNZ gemmAMXKernel32x32BF16_betarows
+	JNZ gemmAMXKernel32x32BF16_b_rows
+	ADDQ aPanel+32(FP), R14
+	MOVQ 4096(SP), DX
+	ADDQ cPanel+64(FP), DX
+	MOVQ DX, 4096(SP)
+	DECQ R11
+	JNZ gemmAMXKernel32x32BF16_b_panel
+
+gemmAMXKernel32x32BF16_b_end:
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	VZEROUPPER
 	RET
 

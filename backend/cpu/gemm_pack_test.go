@@ -185,3 +185,52 @@ func TestGemmMicroKernelZero(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmBF16StripKernels runs whole bf16 products through each kernel
+// with strip variants (storeN, directN) and through the same kernel
+// without them, bit for bit, on shapes with partial row and column panels,
+// k that the direct path takes (a multiple of 32) and that it does not,
+// both op(A), and scalars that read C.
+func TestGemmBF16StripKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(47, 48))
+	for _, kern := range gemmBF16Kernels() {
+		if kern.storeN == nil && kern.directN == nil {
+			continue
+		}
+		plain := *kern
+		plain.storeN, plain.directN = nil, nil
+		for _, sh := range []gemmShape{{32, 32, 32}, {33, 40, 64}, {100, 64, 37}, {256, 96, 128}, {130, 33, 200}, {64, 64, 5000}} {
+			for _, transA := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%dx%dx%d/tA=%v", kern.name, sh.m, sh.n, sh.k, transA), func(t *testing.T) {
+					m, n, k := sh.m, sh.n, sh.k
+					lda := k + 2
+					if transA {
+						lda = m + 3
+					}
+					a := make([]half.BFloat16, max(m, k)*lda)
+					b := make([]half.BFloat16, k*n)
+					for i := range a {
+						a[i] = half.BFloat16(bf16Random(rng, i%5/4))
+					}
+					for i := range b {
+						b[i] = half.BFloat16(bf16Random(rng, 0))
+					}
+					c0 := make([]half.BFloat16, m*n)
+					for i := range c0 {
+						c0[i] = half.BFloat16(bf16Random(rng, 0))
+					}
+					for _, sc := range [][2]float32{{1, 0}, {-0.5, 2}, {1, 1}} {
+						got, want := slices.Clone(c0), slices.Clone(c0)
+						gemmBF16With(kern, 2, transA, false, m, n, k, sc[0], a, lda, b, n, sc[1], got, n)
+						gemmBF16With(&plain, 2, transA, false, m, n, k, sc[0], a, lda, b, n, sc[1], want, n)
+						for i := range got {
+							if got[i] != want[i] && !(got[i].IsNaN() && want[i].IsNaN()) {
+								t.Fatalf("%v: C[%d][%d] = %#04x, want %#04x", sc, i/n, i%n, uint16(got[i]), uint16(want[i]))
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
