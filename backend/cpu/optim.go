@@ -312,8 +312,19 @@ func adamSpan[C float32 | float64](a backend.AdamArgs, c adamConsts[C], w, g, m,
 // adamVec is adamRange's float32 loop over [lo, hi) on the vector layer, a chunk at a
 // time, as sgdVec: the loop's operations in its order, each rounded to float32, so the
 // results are the loop's bit for bit (the square root rounded once, as VSQRTPS does).
-// Maximize (a negation) and AMSGrad (a NaN-aware maximum) stay on the loop.
+// Maximize (a negation) and AMSGrad (a NaN-aware maximum) stay on the loop. With
+// AVX-512 it is one fused pass (adamFused), else adamVecPasses.
 func adamVec(a backend.AdamArgs, w, g, m, v []float32, lo, hi int, stepSize, bc2Sqrt float32, small bool) {
+	if vecAVX512OK() {
+		adamFused(a, w[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], stepSize, bc2Sqrt, small)
+		return
+	}
+	adamVecPasses(a, w, g, m, v, lo, hi, stepSize, bc2Sqrt, small)
+}
+
+// adamVecPasses is adamVec a chunk at a time, each of the loop's operations a vector
+// pass over a chunk that stays in L1.
+func adamVecPasses(a backend.AdamArgs, w, g, m, v []float32, lo, hi int, stepSize, bc2Sqrt float32, small bool) {
 	var wb, db, tb [chunk]float32
 	wt := 1 - a.Beta1
 	for c := lo; c < hi; c += chunk {

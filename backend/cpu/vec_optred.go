@@ -147,3 +147,68 @@ func sgdGo(mode sgdMode, w, g, buf []float32, wd, mom, damp, lr float32) {
 		w[i] = wv - float32(d*lr)
 	}
 }
+
+// adamMode selects vecAdam's loop: one weight-decay form and adamSmall. The values are
+// internal/vecgen's (optred.go).
+type adamMode int
+
+const (
+	adamCoupled   adamMode = 1 // g = w·wd + g
+	adamDecoupled adamMode = 2 // w = w·(1 - lr·wd) before the update
+	adamSmall     adamMode = 4 // |1-β1| < 0.5
+)
+
+// adamFused runs adamVec's float32 loop (Maximize and AMSGrad aside) over w, g, m
+// and v, all of one length, in one pass: the AVX-512 loop over whole vectors and
+// adamGo over the rest.
+func adamFused(a backend.AdamArgs, w, g, m, v []float32, stepSize, bc2Sqrt float32, small bool) {
+	var mode adamMode
+	wt := 1 - a.Beta1
+	var c [8]float32
+	c[1] = float32(1 - wt)
+	if small {
+		mode |= adamSmall
+		c[1] = float32(wt)
+	}
+	if a.WeightDecay != 0 {
+		if a.Decoupled {
+			mode |= adamDecoupled
+			c[0] = float32(1 - a.LR*a.WeightDecay)
+		} else {
+			mode |= adamCoupled
+			c[0] = float32(a.WeightDecay)
+		}
+	}
+	c[2], c[3], c[4], c[5], c[6] = float32(a.Beta2), float32(1-a.Beta2), bc2Sqrt, float32(a.Eps), stepSize
+	n := len(w)
+	k := 0
+	if vecAVX512OK() {
+		if k = n &^ 15; k > 0 {
+			vecAdamRun(mode, &w[0], &g[0], &m[0], &v[0], &c, k)
+		}
+	}
+	adamGo(mode, w[k:], g[k:n], m[k:n], v[k:n], &c)
+}
+
+// adamGo is the twin of vecAdamAVX512: adamVec's passes for one mode as one loop, each
+// operation rounded to float32 on its own.
+func adamGo(mode adamMode, w, g, m, v []float32, c *[8]float32) {
+	for i := range w {
+		gv, wv := g[i], w[i]
+		switch mode &^ adamSmall {
+		case adamCoupled:
+			gv = float32(wv*c[0]) + gv
+		case adamDecoupled:
+			wv = float32(wv * c[0])
+		}
+		t := float32(float32(gv-m[i]) * c[1])
+		mv := gv - t
+		if mode&adamSmall != 0 {
+			mv = m[i] + t
+		}
+		vv := float32(v[i]*c[2]) + float32(float32(gv*c[3])*gv)
+		m[i], v[i] = mv, vv
+		d := float32(float32(math.Sqrt(float64(vv)))/c[4]) + c[5]
+		w[i] = wv - float32(float32(mv/d)*c[6])
+	}
+}

@@ -46,3 +46,14 @@ func vecColSumBF16Run(dst *float64, x *uint16, stride, rows, w int, add int) {
 func vecSGDRun(mode sgdMode, w, gr, buf *float32, wd, mom, damp, lr float32, n int) {
 	vecSGDAVX512(mode, w, gr, buf, wd, mom, damp, lr, n)
 }
+
+// vecAdamAVX512 equals adamGo(mode, w[:n], gr[:n], m[:n], v[:n], c) for n a multiple
+// of 16, bit for bit, NaN payloads aside: one loop per mode, each float32 operation of
+// adamGo one instruction rounded on its own (no FMA; VSQRTPS rounds once).
+//
+//go:noescape
+func vecAdamAVX512(mode adamMode, w, gr, m, v *float32, c *[8]float32, n int)
+
+func vecAdamRun(mode adamMode, w, gr, m, v *float32, c *[8]float32, n int) {
+	vecAdamAVX512(mode, w, gr, m, v, c, n)
+}

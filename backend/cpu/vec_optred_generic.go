@@ -15,3 +15,7 @@ func vecColSumBF16Run(dst *float64, x *uint16, stride, rows, w int, add int) {
 func vecSGDRun(mode sgdMode, w, gr, buf *float32, wd, mom, damp, lr float32, n int) {
 	panic("cpu: no vector loops")
 }
+
+func vecAdamRun(mode adamMode, w, gr, m, v *float32, c *[8]float32, n int) {
+	panic("cpu: no vector loops")
+}

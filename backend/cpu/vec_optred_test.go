@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -169,6 +170,57 @@ func TestVecSGD(t *testing.T) {
 	}
 }
 
+// TestVecAdam pits adamFused (the AVX-512 loop where the CPU has it) against adamGo,
+// the chunked vector passes (adamVecPasses) and adamSpan's loop (Maximize with the
+// gradient negated keeps it there), bit for bit, in every mode.
+func TestVecAdam(t *testing.T) {
+	rng := rand.New(rand.NewPCG(77, 78))
+	for _, n := range []int{0, 1, 15, 16, 17, 63, 64, 65, 100, 1000, 4099} {
+		for _, c := range []struct {
+			beta1, wd float64
+			decoupled bool
+		}{{0.9, 0, false}, {0.9, 0.01, false}, {0.9, 0.01, true}, {0.3, 0, false}, {0.3, 0.1, false}, {0.3, 0.1, true}} {
+			a := backend.AdamArgs{N: n, LR: 1e-3, Beta1: c.beta1, Beta2: 0.999, Eps: 1e-8,
+				WeightDecay: c.wd, Decoupled: c.decoupled, Step: 5}
+			k := newAdamConsts[float32](a)
+			w0, g0, m0, v0 := vecInputs(rng, n), vecInputs(rng, n), vecInputs(rng, n), vecInputs(rng, n)
+			for i := range v0 {
+				if rng.IntN(2) == 0 {
+					v0[i] = float32(math.Abs(float64(v0[i])))
+				}
+			}
+			run := func(f func(w, g, m, v []float32)) [3][]float32 {
+				w, g, m, v := slices.Clone(w0), slices.Clone(g0), slices.Clone(m0), slices.Clone(v0)
+				f(w, g, m, v)
+				return [3][]float32{w, m, v}
+			}
+			got := run(func(w, g, m, v []float32) { adamFused(a, w, g, m, v, k.stepSize, k.bc2Sqrt, k.small) })
+			others := map[string][3][]float32{
+				"passes": run(func(w, g, m, v []float32) {
+					adamVecPasses(a, w, g, m, v, 0, n, k.stepSize, k.bc2Sqrt, k.small)
+				}),
+				"loop": run(func(w, g, m, v []float32) {
+					am := a
+					am.Maximize = true
+					for i := range g {
+						g[i] = -g[i]
+					}
+					adamSpan(am, k, w, g, m, v, nil)
+				}),
+			}
+			for name, want := range others {
+				for q, what := range []string{"w", "m", "v"} {
+					for i := range got[q] {
+						if !sameBits(got[q][i], want[q][i]) {
+							t.Fatalf("n=%d %+v: %s[%d] = %v, %s %v", n, c, what, i, got[q][i], name, want[q][i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestVecOptRedGenerated checks that vec_optred_amd64.s is what internal/vecgen writes
 // beside vec_amd64.s.
 func TestVecOptRedGenerated(t *testing.T) {
@@ -242,5 +294,31 @@ func BenchmarkSGDFused(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+func BenchmarkAdamFused(b *testing.B) {
+	const n = 800000
+	rng := rand.New(rand.NewPCG(5, 6))
+	w, g, m, v := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+	for i := range w {
+		w[i], g[i] = float32(rng.NormFloat64()*0.05), float32(rng.NormFloat64()*1e-3)
+		m[i], v[i] = float32(rng.NormFloat64()*1e-3), float32(rng.Float64()*1e-6)
+	}
+	a := backend.AdamArgs{N: n, LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, Decoupled: true, Step: 10}
+	k := newAdamConsts[float32](a)
+	for _, path := range []string{"fused", "passes"} {
+		b.Run(path, func(b *testing.B) {
+			b.SetBytes(6 * 4 * n)
+			for b.Loop() {
+				ParallelFor(n, grainElems, func(lo, hi int) {
+					if path == "fused" {
+						adamFused(a, w[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], k.stepSize, k.bc2Sqrt, k.small)
+					} else {
+						adamVecPasses(a, w, g, m, v, lo, hi, k.stepSize, k.bc2Sqrt, k.small)
+					}
+				})
+			}
+		})
 	}
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // optred.go emits vec_optred_amd64.s, beside vec_amd64.s: the AVX-512 loops of the
-// column sums that make bias gradients (vecColSum) and of the fused SGD update (vecSGD).
+// column sums that make bias gradients (vecColSum) and of the fused SGD and Adam updates
+// (vecSGD, vecAdam).
 // Their Go declarations, with the loops they equal, are in vec_optred_amd64.go; the
 // pure-Go twins in vec_optred.go.
 
@@ -18,13 +19,15 @@ func writeOptRed(dir string) error {
 	g.p("")
 	g.p("//go:build amd64 && !purego")
 	g.p("")
-	g.p("// AVX-512 loops of the column sums (bias gradients) and of the fused SGD update;")
+	g.p("// AVX-512 loops of the column sums (bias gradients) and of the fused SGD and Adam")
+	g.p("// updates;")
 	g.p("// see the Go declarations in vec_optred_amd64.go for the loop each one equals.")
 	g.p("")
 	g.p("#include \"textflag.h\"")
 	g.colSum("F32", 4)
 	g.colSum("BF16", 2)
 	g.sgd()
+	g.adam()
 	return os.WriteFile(filepath.Join(dir, "vec_optred_amd64.s"), g.buf.Bytes(), 0o644)
 }
 
@@ -187,6 +190,95 @@ func (g *gen) sgd() {
 				}
 			}
 			g.p("\tVMULPS Z%d, %s, %s // t = d·lr", cLR, d, t)
+			g.p("\tVSUBPS %s, %s, %s // w - t", t, w, w)
+			g.p("\tVMOVUPS %s, %d(DI)", w, off)
+		}, adv)
+		g.p("\tVZEROUPPER")
+		g.p("\tRET")
+	}
+}
+
+// The Adam modes: one weight-decay form plus adamSmall. They match the adamMode
+// constants in vec_optred.go.
+const (
+	adamCoupled   = 1 // g = w·wd + g
+	adamDecoupled = 2 // w = w·(1 - lr·wd) before the update
+	adamSmall     = 4 // |1-β1| < 0.5: m = m + (g-m)·(1-β1), else m = g - (g-m)·β1
+)
+
+// adam emits vecAdamAVX512(mode int, w, gr, m, v *float32, c *[8]float32, n int): one
+// loop per mode, each step of adamVec's float32 passes one instruction rounded on its
+// own (no FMA; VSQRTPS rounds once), its operands in the passes' order (the first
+// operand the register source, as in vecOp). c holds the constants: the decay factor
+// (1-lr·wd, decoupled) or wd (coupled), the moment weight (1-β1 when small, else β1),
+// β2, 1-β2, √(1-β2^t), ε and the step size.
+func (g *gen) adam() {
+	x := isas[0]
+	name := "vecAdamAVX512"
+	const cWD, cWt, cB2, cOmB2, cBC, cEps, cSS = 24, 25, 26, 27, 28, 29, 30
+	g.p("")
+	g.p("// func %s(mode int, w, gr, m, v *float32, c *[8]float32, n int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
+	g.p("\tMOVQ mode+0(FP), AX")
+	g.p("\tMOVQ w+8(FP), DI")
+	g.p("\tMOVQ gr+16(FP), SI")
+	g.p("\tMOVQ m+24(FP), DX")
+	g.p("\tMOVQ v+32(FP), R8")
+	g.p("\tMOVQ c+40(FP), R9")
+	for i, r := range []int{cWD, cWt, cB2, cOmB2, cBC, cEps, cSS} {
+		g.p("\tVBROADCASTSS %d(R9), Z%d", 4*i, r)
+	}
+	g.p("\tMOVQ n+48(FP), CX")
+	var modes []int
+	for _, wd := range []int{0, adamCoupled, adamDecoupled} {
+		modes = append(modes, wd, wd|adamSmall)
+	}
+	for _, m := range modes {
+		g.p("\tCMPQ AX, $%d", m)
+		g.p("\tJEQ %s_m%d", name, m)
+	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	for _, md := range modes {
+		label := fmt.Sprintf("%s_m%d", name, md)
+		g.p("")
+		g.p("%s:", label)
+		adv := func(n int) {
+			for _, r := range []string{"DI", "SI", "DX", "R8"} {
+				g.p("\tADDQ $%d, %s", n, r)
+			}
+		}
+		g.loop(x, label, func(j, off int) {
+			gv, w, m, v, t := x.reg(j), x.reg(4+j), x.reg(8+j), x.reg(12+j), x.reg(16+j)
+			g.p("\tVMOVUPS %d(SI), %s", off, gv)
+			g.p("\tVMOVUPS %d(DI), %s", off, w)
+			g.p("\tVMOVUPS %d(DX), %s", off, m)
+			g.p("\tVMOVUPS %d(R8), %s", off, v)
+			switch md &^ adamSmall {
+			case adamCoupled:
+				g.p("\tVMULPS Z%d, %s, %s // t = w·wd", cWD, w, t)
+				g.p("\tVADDPS %s, %s, %s // g = t + g", gv, t, gv)
+			case adamDecoupled:
+				g.p("\tVMULPS Z%d, %s, %s // w·decay", cWD, w, w)
+			}
+			g.p("\tVSUBPS %s, %s, %s // t = g - m", m, gv, t)
+			g.p("\tVMULPS Z%d, %s, %s", cWt, t, t)
+			if md&adamSmall != 0 {
+				g.p("\tVADDPS %s, %s, %s // m = m + t", t, m, m)
+			} else {
+				g.p("\tVSUBPS %s, %s, %s // m = g - t", t, gv, m)
+			}
+			g.p("\tVMOVUPS %s, %d(DX)", m, off)
+			g.p("\tVMULPS Z%d, %s, %s // v·β2", cB2, v, v)
+			g.p("\tVMULPS Z%d, %s, %s // t = g·(1-β2)", cOmB2, gv, t)
+			g.p("\tVMULPS %s, %s, %s // t·g", gv, t, t)
+			g.p("\tVADDPS %s, %s, %s // v + t", t, v, v)
+			g.p("\tVMOVUPS %s, %d(R8)", v, off)
+			g.p("\tVSQRTPS %s, %s", v, t)
+			g.p("\tVDIVPS Z%d, %s, %s", cBC, t, t)
+			g.p("\tVADDPS Z%d, %s, %s", cEps, t, t)
+			g.p("\tVDIVPS %s, %s, %s // m / t", t, m, t)
+			g.p("\tVMULPS Z%d, %s, %s", cSS, t, t)
 			g.p("\tVSUBPS %s, %s, %s // w - t", t, w, w)
 			g.p("\tVMOVUPS %s, %d(DI)", w, off)
 		}, adv)
