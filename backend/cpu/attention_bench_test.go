@@ -96,15 +96,22 @@ func BenchmarkAttentionPass(b *testing.B) {
 			if packed {
 				name = "packed"
 			}
-			b.Run(dt.String()+"/"+name+"/forward", func(b *testing.B) {
-				if packed {
-					a = attnBenchPacked(b, dt)
-				} else {
-					a = attnBenchArgs(b, dt)
+			args := func(b *testing.B) backend.AttentionArgs {
+				if a.Q == nil {
+					if packed {
+						a = attnBenchPacked(b, dt)
+					} else {
+						a = attnBenchArgs(b, dt)
+					}
 				}
+				return a
+			}
+			b.Run(dt.String()+"/"+name+"/forward", func(b *testing.B) {
+				a := args(b)
 				attnCPUTime(b, func() { be.Attention(a) })
 			})
 			b.Run(dt.String()+"/"+name+"/backward", func(b *testing.B) {
+				a := args(b)
 				be.Attention(a)
 				attnCPUTime(b, func() { be.AttentionBackward(a) })
 			})

@@ -51,7 +51,6 @@ type attnWork[L attnLow] struct {
 	pLow, dsLow        []L       // P and dS rounded to L (bf16 only)
 	m, l               []float32
 	lse, delta         []float32 // per row of the head
-	oF, gF             []float32 // O and dO widened (bf16)
 	// Rows gathered from, or rounded for, operands whose rows are not contiguous.
 	bfRows []half.BFloat16
 	hfRows []half.Float16
@@ -631,6 +630,25 @@ func attnDot(x, y []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
+// attnDotBF16 is attnDot of x and y widened to float32 (exactly), widening each
+// element as it is read.
+func attnDotBF16(x, y []half.BFloat16) float32 {
+	y = y[:len(x)]
+	f := func(b half.BFloat16) float32 { return math.Float32frombits(uint32(b) << 16) }
+	var s0, s1, s2, s3 float32
+	c := 0
+	for ; c+4 <= len(x); c += 4 {
+		s0 += f(x[c]) * f(y[c])
+		s1 += f(x[c+1]) * f(y[c+1])
+		s2 += f(x[c+2]) * f(y[c+2])
+		s3 += f(x[c+3]) * f(y[c+3])
+	}
+	for ; c < len(x); c++ {
+		s0 += f(x[c]) * f(y[c])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
 // attnHasNaN reports whether x holds a NaN.
 func attnHasNaN(x []float32) bool {
 	for _, v := range x {
@@ -639,25 +657,6 @@ func attnHasNaN(x []float32) bool {
 		}
 	}
 	return false
-}
-
-// f32 returns the head x (row stride ld) as float32 and its row stride: x itself, or
-// widened into *buf, contiguous.
-func (w *attnWork[L]) f32(x []L, ld int, buf *[]float32) ([]float32, int) {
-	if xf, ok := any(x).([]float32); ok {
-		return xf, ld
-	}
-	t, d := w.t, w.d
-	xb := any(x).([]half.BFloat16)
-	*buf = grow(*buf, t*d)
-	if ld == d {
-		half.BFloat16ToFloat32(*buf, xb[:t*d])
-		return *buf, d
-	}
-	w.bfRows = grow(w.bfRows, t*d)
-	attnGather(w.bfRows, xb, ld, t, d)
-	half.BFloat16ToFloat32((*buf)[:t*d], w.bfRows[:t*d])
-	return *buf, d
 }
 
 // backwardHead computes one head's dQ, dK and dV (T·D each) into gq, gk and gv.
@@ -669,10 +668,16 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], g
 	attnClearRows(gk, gr.lk, t, d)
 	attnClearRows(gv, gr.lv, t, d)
 	// delta_i = Σ_c dO_ic·O_ic: the softmax backward's row term.
-	gf, lgf := w.f32(g, lg, &w.gF)
-	of, lof := w.f32(x.o, x.lo, &w.oF)
-	for i := range t {
-		w.delta[i] = attnDot(gf[i*lgf:][:d], of[i*lof:][:d])
+	if gb, ok := any(g).([]half.BFloat16); ok {
+		ob := any(x.o).([]half.BFloat16)
+		for i := range t {
+			w.delta[i] = attnDotBF16(gb[i*lg:][:d], ob[i*x.lo:][:d])
+		}
+	} else {
+		gf, of := any(g).([]float32), any(x.o).([]float32)
+		for i := range t {
+			w.delta[i] = attnDot(gf[i*lg:][:d], of[i*x.lo:][:d])
+		}
 	}
 	w.packB(&w.bKt, x.k, x.lk, d, t, true)
 	w.packB(&w.bVt, x.v, x.lv, d, t, true)

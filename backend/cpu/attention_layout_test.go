@@ -3,9 +3,11 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
 )
 
 // attnLayoutCase is a packed-projection geometry: batches × heads, T rows of D.
@@ -167,5 +169,39 @@ func TestAttentionLayoutMisuse(t *testing.T) {
 	}
 	if !b.AttentionLayouts() {
 		t.Fatal("AttentionLayouts reports false")
+	}
+}
+
+// TestAttnDotBF16 checks the backward pass's row term on bf16 rows against attnDot on
+// the rows widened to float32, bit for bit: random values, and every bf16 pattern
+// (NaNs, infinities, subnormals) against a few others, over lengths 0 to 37.
+func TestAttnDotBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	widen := func(x []half.BFloat16) []float32 {
+		f := make([]float32, len(x))
+		half.BFloat16ToFloat32(f, x)
+		return f
+	}
+	check := func(x, y []half.BFloat16) {
+		t.Helper()
+		got, want := attnDotBF16(x, y), attnDot(widen(x), widen(y))
+		if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+			t.Fatalf("attnDotBF16(%v, %v) = %v, want %v", x, y, got, want)
+		}
+	}
+	for n := range 38 {
+		for range 50 {
+			x, y := make([]half.BFloat16, n), make([]half.BFloat16, n)
+			for i := range x {
+				x[i] = half.BFloat16FromFloat32(float32(rng.NormFloat64() * 3))
+				y[i] = half.BFloat16FromFloat32(float32(rng.NormFloat64()))
+			}
+			check(x, y)
+		}
+	}
+	for b := range 1 << 16 {
+		x := []half.BFloat16{half.BFloat16FromBits(uint16(b)), half.BFloat16FromFloat32(1.5), half.BFloat16FromBits(uint16(b)), half.BFloat16FromFloat32(-2), half.BFloat16FromBits(uint16(b ^ 0x8000))}
+		y := []half.BFloat16{half.BFloat16FromFloat32(0.75), half.BFloat16FromBits(uint16(b)), half.BFloat16FromFloat32(1e-38), half.BFloat16FromBits(uint16(b)), half.BFloat16FromFloat32(3)}
+		check(x, y)
 	}
 }
