@@ -53,9 +53,9 @@ func geluTableNaN(dt backend.DType, v uint32) bool {
 }
 
 // geluTableCompare fails unless got equals want bit for bit. Without the vector loops
-// (purego, or no AVX2) a NaN may differ in payload: the pure-Go twins multiply two NaNs
-// in whatever operand order the compiler picks.
-func geluTableCompare(t *testing.T, what string, got, want *storage, n int, input func(i int) string) {
+// (purego, or no AVX2), and for GeluTanh, computed in Go either way, a NaN may differ
+// in payload: Go multiplies two NaNs in whatever operand order the compiler picks.
+func geluTableCompare(t *testing.T, op backend.UnaryOp, what string, got, want *storage, n int, input func(i int) string) {
 	t.Helper()
 	bad := 0
 	for i := range n {
@@ -63,43 +63,47 @@ func geluTableCompare(t *testing.T, what string, got, want *storage, n int, inpu
 		if g == w {
 			continue
 		}
-		if vec == nil && geluTableNaN(got.dt, g) && geluTableNaN(want.dt, w) {
+		if (vec == nil || op == backend.GeluTanh) && geluTableNaN(got.dt, g) && geluTableNaN(want.dt, w) {
 			continue
 		}
 		if bad++; bad <= 10 {
-			t.Errorf("%s: %s: got %#x, want %#x (old path)", what, input(i), g, w)
+			t.Errorf("%s %s: %s: got %#x, want %#x (old path)", unaryName(op), what, input(i), g, w)
 		}
 	}
 	if bad > 10 {
-		t.Errorf("%s: %d mismatches in all", what, bad)
+		t.Errorf("%s %s: %d mismatches in all", unaryName(op), what, bad)
 	}
 }
 
-// TestGeluTableForward checks the table forward against the float32 path (unaryKernel)
-// on every bit pattern of both half dtypes, out of place and in place.
+// TestGeluTableForward checks the table forward of Gelu and GeluTanh against the float32
+// path (unaryKernel) on every bit pattern of both half dtypes, out of place and in
+// place.
 func TestGeluTableForward(t *testing.T) {
 	b, err := New(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 1 << 16
-	for _, dt := range []backend.DType{backend.BFloat16, backend.Float16} {
-		x, y, want := geluTableStorage(t, b, dt, n), geluTableStorage(t, b, dt, n), geluTableStorage(t, b, dt, n)
-		for i := range n {
-			x.u16()[i] = uint16(i)
+	for _, op := range []backend.UnaryOp{backend.Gelu, backend.GeluTanh} {
+		for _, dt := range []backend.DType{backend.BFloat16, backend.Float16} {
+			x, y, want := geluTableStorage(t, b, dt, n), geluTableStorage(t, b, dt, n), geluTableStorage(t, b, dt, n)
+			for i := range n {
+				x.u16()[i] = uint16(i)
+			}
+			unaryKernel[float32](op, want, x, n, 0, 0)
+			b.Unary(op, y, x, n, 0, 0)
+			in := func(i int) string { return fmt.Sprintf("x = %#04x", i) }
+			geluTableCompare(t, op, dt.String()+" forward", y, want, n, in)
+			b.Unary(op, x, x, n, 0, 0)
+			geluTableCompare(t, op, dt.String()+" forward in place", x, want, n, in)
 		}
-		unaryKernel[float32](backend.Gelu, want, x, n, 0, 0)
-		b.Unary(backend.Gelu, y, x, n, 0, 0)
-		in := func(i int) string { return fmt.Sprintf("x = %#04x", i) }
-		geluTableCompare(t, dt.String()+" forward", y, want, n, in)
-		b.Unary(backend.Gelu, x, x, n, 0, 0)
-		geluTableCompare(t, dt.String()+" forward in place", x, want, n, in)
 	}
 }
 
-// TestGeluTableBackward checks the table backward against the float32 path
-// (unaryBackwardKernel): every x of each half dtype with each gy of geluTableSpecial
-// and with random gy of every pattern, gy and gx of x's dtype; then gx or gy Float32.
+// TestGeluTableBackward checks the table backward of Gelu and GeluTanh against the
+// float32 path (unaryBackwardKernel): every x of each half dtype with each gy of
+// geluTableSpecial and with random gy of every pattern, gy and gx of x's dtype; then gx
+// or gy Float32; out of place, into x and into gy.
 func TestGeluTableBackward(t *testing.T) {
 	b, err := New(0)
 	if err != nil {
@@ -107,52 +111,54 @@ func TestGeluTableBackward(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(11, 12))
 	const m = 1 << 16
-	for _, dt := range []backend.DType{backend.BFloat16, backend.Float16} {
-		sp := geluTableSpecial[dt]
-		reps := len(sp) + 3
-		n := m*reps + 7 // a ragged tail too
-		x, gy := geluTableStorage(t, b, dt, n), geluTableStorage(t, b, dt, n)
-		for i := range n {
-			x.u16()[i] = uint16(i)
-			r := i / m
-			switch {
-			case r < len(sp):
-				gy.u16()[i] = sp[r]
-			case r == len(sp):
-				// gy near 1 in size: products that round, rarely overflow.
-				gy.u16()[i] = uint16(rng.IntN(0x800)) + map[bool]uint16{true: 0x3b00, false: 0x3700}[dt == backend.BFloat16]
-				gy.u16()[i] |= uint16(rng.IntN(2)) << 15
-			default:
-				gy.u16()[i] = uint16(rng.Uint32())
+	for _, op := range []backend.UnaryOp{backend.Gelu, backend.GeluTanh} {
+		for _, dt := range []backend.DType{backend.BFloat16, backend.Float16} {
+			sp := geluTableSpecial[dt]
+			reps := len(sp) + 3
+			n := m*reps + 7 // a ragged tail too
+			x, gy := geluTableStorage(t, b, dt, n), geluTableStorage(t, b, dt, n)
+			for i := range n {
+				x.u16()[i] = uint16(i)
+				r := i / m
+				switch {
+				case r < len(sp):
+					gy.u16()[i] = sp[r]
+				case r == len(sp):
+					// gy near 1 in size: products that round, rarely overflow.
+					gy.u16()[i] = uint16(rng.IntN(0x800)) + map[bool]uint16{true: 0x3b00, false: 0x3700}[dt == backend.BFloat16]
+					gy.u16()[i] |= uint16(rng.IntN(2)) << 15
+				default:
+					gy.u16()[i] = uint16(rng.Uint32())
+				}
 			}
-		}
-		in := func(i int) string {
-			return fmt.Sprintf("x = %#04x, gy = %#04x", x.u16()[i], gy.u16()[i])
-		}
-		for _, gdt := range []backend.DType{dt, backend.Float32} {
-			for _, gxdt := range []backend.DType{dt, backend.Float32} {
-				g := gy
-				if gdt == backend.Float32 {
-					g = geluTableStorage(t, b, gdt, n)
-					gy.loadF32(g.f32(), 0)
-				}
-				gx, want := geluTableStorage(t, b, gxdt, n), geluTableStorage(t, b, gxdt, n)
-				unaryBackwardKernel[float32](backend.Gelu, want, g, x, false, n, 0, 0)
-				b.UnaryBackward(backend.Gelu, gx, g, x, nil, n, 0, 0)
-				geluTableCompare(t, fmt.Sprintf("%s backward, gy %s, gx %s", dt, gdt, gxdt), gx, want, n, in)
-				if gxdt == dt {
-					// In place: gx is x.
-					c := geluTableStorage(t, b, dt, n)
-					copy(c.words, x.words)
-					b.UnaryBackward(backend.Gelu, c, g, c, nil, n, 0, 0)
-					geluTableCompare(t, fmt.Sprintf("%s backward into x, gy %s", dt, gdt), c, want, n, in)
-				}
-				if gxdt == gdt {
-					// In place: gx is gy.
-					c := geluTableStorage(t, b, gdt, n)
-					copy(c.words, g.words)
-					b.UnaryBackward(backend.Gelu, c, c, x, nil, n, 0, 0)
-					geluTableCompare(t, fmt.Sprintf("%s backward in place, gy %s", dt, gdt), c, want, n, in)
+			in := func(i int) string {
+				return fmt.Sprintf("x = %#04x, gy = %#04x", x.u16()[i], gy.u16()[i])
+			}
+			for _, gdt := range []backend.DType{dt, backend.Float32} {
+				for _, gxdt := range []backend.DType{dt, backend.Float32} {
+					g := gy
+					if gdt == backend.Float32 {
+						g = geluTableStorage(t, b, gdt, n)
+						gy.loadF32(g.f32(), 0)
+					}
+					gx, want := geluTableStorage(t, b, gxdt, n), geluTableStorage(t, b, gxdt, n)
+					unaryBackwardKernel[float32](op, want, g, x, false, n, 0, 0)
+					b.UnaryBackward(op, gx, g, x, nil, n, 0, 0)
+					geluTableCompare(t, op, fmt.Sprintf("%s backward, gy %s, gx %s", dt, gdt, gxdt), gx, want, n, in)
+					if gxdt == dt {
+						// In place: gx is x.
+						c := geluTableStorage(t, b, dt, n)
+						copy(c.words, x.words)
+						b.UnaryBackward(op, c, g, c, nil, n, 0, 0)
+						geluTableCompare(t, op, fmt.Sprintf("%s backward into x, gy %s", dt, gdt), c, want, n, in)
+					}
+					if gxdt == gdt {
+						// In place: gx is gy.
+						c := geluTableStorage(t, b, gdt, n)
+						copy(c.words, g.words)
+						b.UnaryBackward(op, c, c, x, nil, n, 0, 0)
+						geluTableCompare(t, op, fmt.Sprintf("%s backward in place, gy %s", dt, gdt), c, want, n, in)
+					}
 				}
 			}
 		}
@@ -166,7 +172,7 @@ func TestGeluTableBackward(t *testing.T) {
 func TestGeluTableTwins(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, dt := range []backend.DType{backend.BFloat16, backend.Float16} {
-		tab := geluTableOf(dt)
+		tab := geluTableOf(backend.Gelu, dt)
 		const size = 200
 		x := make([]uint16, size)
 		g := make([]float32, size)
@@ -221,18 +227,21 @@ func TestGeluTableTwins(t *testing.T) {
 // TestGeluTableBuild reports what building one dtype's tables costs (it runs once per
 // process); the figure is logged, not asserted.
 func TestGeluTableBuild(t *testing.T) {
-	var tb geluTable
-	start := time.Now()
-	const reps = 5
-	for range reps {
-		tb.build(backend.BFloat16)
+	for _, op := range []backend.UnaryOp{backend.Gelu, backend.GeluTanh} {
+		var tb geluTable
+		start := time.Now()
+		const reps = 5
+		for range reps {
+			tb.build(op, backend.BFloat16)
+		}
+		t.Logf("building %s's tables of one dtype: %v", unaryName(op), time.Since(start)/reps)
 	}
-	t.Logf("building one dtype's GELU tables: %v", time.Since(start)/reps)
 }
 
-// BenchmarkGeluBF16 times the GELU of a million BFloat16 elements through the backend,
-// forward and backward (gy and gx BFloat16), by table and by the float32 path it
-// replaces, in ns per element.
+// BenchmarkGeluBF16 times the GELU (and GeluTanh) of a million BFloat16 and Float16
+// elements through the backend, forward and backward (gy and gx of x's dtype), by table
+// and by the float32 path it replaces, in ns per element (GAMP_CPU_THREADS=1 -cpu 1: one thread, the steadiest
+// figure on a shared machine).
 func BenchmarkGeluBF16(b *testing.B) {
 	be, err := New(0)
 	if err != nil {
@@ -243,7 +252,8 @@ func BenchmarkGeluBF16(b *testing.B) {
 		x, y, gy, gx := geluTableStorage(b, be, dt, n), geluTableStorage(b, be, dt, n), geluTableStorage(b, be, dt, n), geluTableStorage(b, be, dt, n)
 		be.RandNormal(x, n, backend.RNG{Seed: 1}, 0, 1.5)
 		be.RandNormal(gy, n, backend.RNG{Seed: 2}, 0, 1)
-		geluTableOf(dt)
+		geluTableOf(backend.Gelu, dt)
+		geluTableOf(backend.GeluTanh, dt)
 		cases := []struct {
 			name string
 			run  func()
@@ -252,6 +262,10 @@ func BenchmarkGeluBF16(b *testing.B) {
 			{"fwd-old", func() { unaryKernel[float32](backend.Gelu, y, x, n, 0, 0) }},
 			{"bwd-table", func() { be.UnaryBackward(backend.Gelu, gx, gy, x, nil, n, 0, 0) }},
 			{"bwd-old", func() { unaryBackwardKernel[float32](backend.Gelu, gx, gy, x, false, n, 0, 0) }},
+			{"tanh-fwd-table", func() { be.Unary(backend.GeluTanh, y, x, n, 0, 0) }},
+			{"tanh-fwd-old", func() { unaryKernel[float32](backend.GeluTanh, y, x, n, 0, 0) }},
+			{"tanh-bwd-table", func() { be.UnaryBackward(backend.GeluTanh, gx, gy, x, nil, n, 0, 0) }},
+			{"tanh-bwd-old", func() { unaryBackwardKernel[float32](backend.GeluTanh, gx, gy, x, false, n, 0, 0) }},
 		}
 		for _, c := range cases {
 			b.Run(dt.String()+"/"+c.name, func(b *testing.B) {
@@ -269,7 +283,7 @@ func BenchmarkGeluBF16(b *testing.B) {
 // backward in one pass against converting gy and gx around geluTabMul.
 func BenchmarkGeluTableLoops(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	tab := geluTableOf(backend.BFloat16)
+	tab := geluTableOf(backend.Gelu, backend.BFloat16)
 	x, y := make([]uint16, chunk), make([]uint16, chunk)
 	g, d := make([]float32, chunk), make([]float32, chunk)
 	gy := make([]uint16, chunk)

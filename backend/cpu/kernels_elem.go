@@ -106,7 +106,7 @@ func (b *Backend) Unary(op backend.UnaryOp, dst, src backend.Storage, n int, p0,
 	elemCheckLen("Unary", "src", s, n)
 	elemCheckFloat("Unary", "dst", d)
 	elemCheckFloat("Unary", "src", s)
-	if op == backend.Gelu && geluHalfForward(d, s, n) {
+	if (op == backend.Gelu || op == backend.GeluTanh) && geluHalfForward(op, d, s, n) {
 		return // half data: table lookup (gelu_table.go)
 	}
 	if computeF64(d.dt, s.dt) {
@@ -138,6 +138,12 @@ const geluTanhK = 0.7978845608028654
 
 func geluTanh(x float64) float64 {
 	return 0.5 * x * (1 + math.Tanh(geluTanhK*(x+0.044715*x*x*x)))
+}
+
+// geluTanhGrad is geluTanh's derivative.
+func geluTanhGrad(x float64) float64 {
+	t := math.Tanh(geluTanhK * (x + 0.044715*x*x*x))
+	return 0.5*(1+t) + 0.5*x*(1-t)*(1+t)*geluTanhK*(1+3*0.044715*x*x)
 }
 
 // unaryApply computes y = op(x) elementwise; y may alias x.
@@ -355,7 +361,7 @@ func (b *Backend) UnaryBackward(op backend.UnaryOp, gx, gy, x, y backend.Storage
 		elemCheckFloat("UnaryBackward", "x/y", a)
 		f64 = f64 || computeF64(a.dt)
 	}
-	if op == backend.Gelu && !f64 && geluHalfBackward(gxs, gys, a, n) {
+	if (op == backend.Gelu || op == backend.GeluTanh) && !f64 && geluHalfBackward(op, gxs, gys, a, n) {
 		return // half x: table lookup (gelu_table.go)
 	}
 	if f64 {
@@ -488,10 +494,7 @@ func unaryGrad[C numeric](op backend.UnaryOp, gx, gy, a []C, p0, p1 float64) {
 		}
 	case backend.GeluTanh:
 		for i, g := range gy {
-			x := float64(a[i])
-			t := math.Tanh(geluTanhK * (x + 0.044715*x*x*x))
-			d := 0.5*(1+t) + 0.5*x*(1-t)*(1+t)*geluTanhK*(1+3*0.044715*x*x)
-			gx[i] = C(float64(g) * d)
+			gx[i] = C(float64(g) * geluTanhGrad(float64(a[i])))
 		}
 	case backend.PowScalar:
 		if p0 == 0 {

@@ -29,7 +29,8 @@ import "math"
 // the backend runs these loops once per process, not per element: gelu_table.go
 // tabulates their forward, rounded to the dtype, and their factor Φ + x·φ for all
 // 65,536 patterns of x, and Unary and UnaryBackward look the results up (AVX-512
-// gathers), bit for bit what widening, these loops and rounding give.
+// gathers), bit for bit what widening, these loops and rounding give (GeluTanh's
+// float64 formulas too).
 
 // The ulp bounds TestGeluUlp asserts over the float32s in [-10, 10]. Over all 2.2
 // billion of them (go test -run TestGeluUlp -gelu.stride=1, AVX-512) the worst were
