@@ -27,7 +27,9 @@ func gemmAMXKernel32x32(kt int, a *uint32, aRow, aStep int, b *uint32, c *float3
 // gemmAMXKernel32x32) and the one B panel, from zero into a scratch t of
 // its frame, and stores each to the bf16 C at c + r·cPanel (row stride ldc
 // bytes) as bf16Out does, with the AVX-512 rounding of
-// gemmBF16Kernel12x32StoreAVX512. One tile configuration serves the n
+// gemmBF16Kernel12x32StoreAVX512 or, when alpha is 1 and beta 0,
+// VCVTNE2PS2BF16 (the same bits on what a tile holds: no denormals, which
+// it would flush). One tile configuration serves the n
 // tiles (LDTILECFG and TILERELEASE cost about as much as 4 k tiles). For
 // each r < n it equals
 //
@@ -50,11 +52,11 @@ func amxXCR0() uint64
 // (CPUID leaf 7 EDX bits 22 and 24), the OS saves its state (XCR0 bits 17,
 // XTILECFG, and 18, XTILEDATA) and granted this process the tile data
 // (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): without it the first
-// tile instruction raises SIGILL). AVX-512 is required as well, for the
-// packing and conversion loops around the kernel and so that
-// GODEBUG=cpu.avx512f=off turns the whole wide path off.
+// tile instruction raises SIGILL). AVX-512 (and its BF16 conversions) is
+// required as well, for the packing and conversion loops around the kernel
+// and so that GODEBUG=cpu.avx512f=off turns the whole wide path off.
 var amxUsable = func() bool {
-	if !cpu.X86.HasAMXTile || !cpu.X86.HasAMXBF16 || !cpu.X86.HasAVX512F || !cpu.X86.HasOSXSAVE {
+	if !cpu.X86.HasAMXTile || !cpu.X86.HasAMXBF16 || !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512BF16 || !cpu.X86.HasOSXSAVE {
 		return false
 	}
 	const xtile = 1<<17 | 1<<18

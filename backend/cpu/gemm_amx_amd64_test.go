@@ -30,10 +30,10 @@ func TestAMXDetected(t *testing.T) {
 		}
 	}
 	has := func(f string) bool { return slices.Contains(flags, f) }
-	want := has("amx_tile") && has("amx_bf16") && cpu.X86.HasAVX512F && cpu.X86.HasAMXTile && cpu.X86.HasAMXBF16
+	want := has("amx_tile") && has("amx_bf16") && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16 && cpu.X86.HasAMXTile && cpu.X86.HasAMXBF16
 	if amxUsable != want {
-		t.Fatalf("amxUsable = %v, want %v (cpuinfo amx_tile=%v amx_bf16=%v; x/sys/cpu AVX512F=%v AMXTile=%v AMXBF16=%v)",
-			amxUsable, want, has("amx_tile"), has("amx_bf16"), cpu.X86.HasAVX512F, cpu.X86.HasAMXTile, cpu.X86.HasAMXBF16)
+		t.Fatalf("amxUsable = %v, want %v (cpuinfo amx_tile=%v amx_bf16=%v; x/sys/cpu AVX512F=%v AVX512BF16=%v AMXTile=%v AMXBF16=%v)",
+			amxUsable, want, has("amx_tile"), has("amx_bf16"), cpu.X86.HasAVX512F, cpu.X86.HasAVX512BF16, cpu.X86.HasAMXTile, cpu.X86.HasAMXBF16)
 	}
 	if want && gemmBF16KernelBest != gemmAMXKernel {
 		t.Fatalf("GemmBF16 runs %s, want the AMX kernel", gemmBF16KernelBest.name)

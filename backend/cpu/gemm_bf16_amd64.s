@@ -1086,6 +1086,14 @@ TEXT ·gemmAMXKernel32x32BF16(SB), $4104-96
 	VUCOMISS beta+92(FP), X29
 	JNE gemmAMXKernel32x32BF16_beta
 	JPS gemmAMXKernel32x32BF16_beta
+	// beta == 0; alpha == 1 takes the fast path: VCVTNE2PS2BF16 rounds
+	// as bf16Out does every value a tile holds (never a denormal: AMX
+	// flushes them), NaNs included (top half, quiet bit set).
+	MOVL $0x3f800000, AX
+	VMOVD AX, X0
+	VUCOMISS alpha+88(FP), X0
+	JNE gemmAMXKernel32x32BF16_plain
+	JPS gemmAMXKernel32x32BF16_plain
 	TESTQ R11, R11
 	JZ gemmAMXKernel32x32BF16_end
 
@@ -1125,6 +1133,65 @@ gemmAMXKernel32x32BF16_done:
 	MOVQ $32, CX
 
 gemmAMXKernel32x32BF16_rows:
+	VMOVUPS 64(BX), Z1
+	BYTE $0x62; BYTE $0xf2; BYTE $0x77; BYTE $0x48; BYTE $0x72; BYTE $0x03 // vcvtne2ps2bf16 (%rbx), %zmm1, %zmm0
+	VMOVDQU16 Z0, (DX)
+	ADDQ $128, BX
+	ADDQ R8, DX
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_rows
+	ADDQ aPanel+32(FP), R14
+	MOVQ 4096(SP), DX
+	ADDQ cPanel+64(FP), DX
+	MOVQ DX, 4096(SP)
+	DECQ R11
+	JNZ gemmAMXKernel32x32BF16_panel
+
+gemmAMXKernel32x32BF16_end:
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+	VZEROUPPER
+	RET
+
+gemmAMXKernel32x32BF16_plain:
+	TESTQ R11, R11
+	JZ gemmAMXKernel32x32BF16_p_end
+
+gemmAMXKernel32x32BF16_p_panel:
+	MOVQ kt+0(FP), CX
+	MOVQ R14, SI
+	MOVQ b+40(FP), DI
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero %tmm3
+	TESTQ CX, CX
+	JZ gemmAMXKernel32x32BF16_p_done
+
+gemmAMXKernel32x32BF16_p_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
+	LEAQ (SI)(R13*1), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloadd (%rbx,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
+	ADDQ R12, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_p_loop
+
+gemmAMXKernel32x32BF16_p_done:
+	LEAQ (SP), BX // the tile scratch
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x13 // tilestored %tmm0, (%rbx,%r10,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x13; BYTE $0x40 // tilestored %tmm1, 64(%rbx,%r10,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x94; BYTE $0x13; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored %tmm2, 2048(%rbx,%r10,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x9c; BYTE $0x13; BYTE $0x40; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored %tmm3, 2112(%rbx,%r10,1)
+	MOVQ 4096(SP), DX
+	MOVQ $32, CX
+
+gemmAMXKernel32x32BF16_p_rows:
 	VMOVUPS (BX), Z0
 	VMOVUPS 64(BX), Z1
 	VMULPS Z24, Z0, Z0
@@ -1150,15 +1217,15 @@ gemmAMXKernel32x32BF16_rows:
 	ADDQ $128, BX
 	ADDQ R8, DX
 	DECQ CX
-	JNZ gemmAMXKernel32x32BF16_rows
+	JNZ gemmAMXKernel32x32BF16_p_rows
 	ADDQ aPanel+32(FP), R14
 	MOVQ 4096(SP), DX
 	ADDQ cPanel+64(FP), DX
 	MOVQ DX, 4096(SP)
 	DECQ R11
-	JNZ gemmAMXKernel32x32BF16_panel
+	JNZ gemmAMXKernel32x32BF16_p_panel
 
-gemmAMXKernel32x32BF16_end:
+gemmAMXKernel32x32BF16_p_end:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	VZEROUPPER
 	RET

@@ -407,9 +407,23 @@ func (g *gen) amx() {
 	g.p("\tMOVQ $128, R10 // bytes per B pair row")
 	g.p("\tMOVQ n+72(FP), R11")
 	g.bf16Consts(name, 88)
-	for _, withBeta := range []bool{false, true} {
+	g.p("\t// beta == 0; alpha == 1 takes the fast path: VCVTNE2PS2BF16 rounds")
+	g.p("\t// as bf16Out does every value a tile holds (never a denormal: AMX")
+	g.p("\t// flushes them), NaNs included (top half, quiet bit set).")
+	g.p("\tMOVL $0x3f800000, AX")
+	g.p("\tVMOVD AX, X0")
+	g.p("\tVUCOMISS alpha+88(FP), X0")
+	g.p("\tJNE %s_plain", name)
+	g.p("\tJPS %s_plain", name)
+	for _, mode := range []string{"fast", "plain", "beta"} {
+		withBeta := mode == "beta"
 		lbl := name
-		if withBeta {
+		switch mode {
+		case "plain":
+			lbl = name + "_p"
+			g.p("")
+			g.p("%s_plain:", name)
+		case "beta":
 			lbl = name + "_b"
 			g.p("")
 			g.p("%s_beta:", name)
@@ -434,10 +448,16 @@ func (g *gen) amx() {
 		g.p("\tMOVQ $%d, CX", 32)
 		g.p("")
 		g.p("%s_rows:", lbl)
-		g.p("\tVMOVUPS (BX), Z0")
-		g.p("\tVMOVUPS 64(BX), Z1")
-		g.bf16Round(0, 0, withBeta)
-		g.bf16Round(1, 32, withBeta)
+		if mode == "fast" {
+			g.p("\tVMOVUPS 64(BX), Z1")
+			g.gnu("vcvtne2ps2bf16 (%rbx), %zmm1, %zmm0")
+			g.p("\tVMOVDQU16 Z0, (DX)")
+		} else {
+			g.p("\tVMOVUPS (BX), Z0")
+			g.p("\tVMOVUPS 64(BX), Z1")
+			g.bf16Round(0, 0, withBeta)
+			g.bf16Round(1, 32, withBeta)
+		}
 		g.p("\tADDQ $128, BX")
 		g.p("\tADDQ R8, DX")
 		g.p("\tDECQ CX")
