@@ -51,6 +51,10 @@ type gemmKernel[T float32 | float64] struct {
 
 	packRows  func(dst, src []T, ld, kc, cols int)
 	packTrans func(dst, src []T, ld, kc int)
+	// packATrans, where set, packs an A micro-panel from a transposed
+	// op(A) as packA's loop does: dst[p*mr+i] = alpha·src[p*ld+i] for i <
+	// rows ≤ mr, zero beyond, p < kc. alpha is not a NaN.
+	packATrans func(dst, src []T, ld, kc, rows int, alpha T)
 
 	// fnZero and directZero, where set, are fn and direct storing +0 plus
 	// the sum instead of adding it to C, which they do not read: what fn and
@@ -377,6 +381,10 @@ func (g *gemmCall[T]) packA(dst []T, i0, rows int) {
 			continue
 		}
 		// op(A)[i][p] = A[p][i]: each stored row gives one p for all i.
+		if g.kern.packATrans != nil && !math.IsNaN(float64(alpha)) {
+			g.kern.packATrans(d, a[g.pc*lda+r0:], lda, kc, nrow, alpha)
+			continue
+		}
 		for p := range kc {
 			dd := d[p*mr:][:mr]
 			src := a[(g.pc+p)*lda+r0:][:nrow]

@@ -149,10 +149,31 @@ func gemmDirectZero12x32AVX512(kc int, a []float32, lda int, b, c []float32, ldc
 	gemmKernel12x32DirectZeroAVX512(kc, &a[0], 4*lda, &b[0], &c[0], 4*ldc)
 }
 
+// gemmPackA12T packs kc steps of a 12-row A micro-panel from a transposed
+// op(A) (stored row p at src + p·ld bytes): dst[p*12+i] = alpha·src[i] of
+// row p for the lanes set in lanes, zero for the others of the 12. Generated
+// by internal/asmgen.
+//
+//go:noescape
+func gemmPackA12T(dst, src *float32, ld, kc int, alpha float32, lanes uint16)
+
+// gemmPackATransAVX512 is gemmKernelAVX512's packATrans.
+func gemmPackATransAVX512(dst, src []float32, ld, kc, rows int, alpha float32) {
+	if kc <= 0 {
+		return
+	}
+	if rows <= 0 || rows > 12 {
+		panic("cpu: gemmPackATransAVX512: bad width")
+	}
+	_ = dst[12*kc-1]
+	_ = src[(kc-1)*ld+rows-1]
+	gemmPackA12T(&dst[0], &src[0], 4*ld, kc, alpha, uint16(1<<rows-1))
+}
+
 var (
 	gemmKernelAVX512 = &gemmKernel[float32]{name: "avx512-12x32", mr: 12, nr: 32, fn: gemmKernel12x32AVX512, direct: gemmDirect12x32AVX512,
 		packRows: gemmPackRowsAVX512, packTrans: gemmPackTransAVX512,
-		fnZero: gemmZero12x32AVX512, directZero: gemmDirectZero12x32AVX512}
+		fnZero: gemmZero12x32AVX512, directZero: gemmDirectZero12x32AVX512, packATrans: gemmPackATransAVX512}
 	gemmKernelAVX2 = &gemmKernel[float32]{name: "avx2-6x16", mr: 6, nr: 16, fn: gemmKernel6x16AVX2}
 )
 

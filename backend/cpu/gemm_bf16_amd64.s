@@ -2462,3 +2462,30 @@ gemmKernel12x32DirectZeroAVX512_store:
 	VMOVUPS Z23, 64(DX)
 	VZEROUPPER
 	RET
+
+// func gemmPackA12T(dst, src *float32, ld, kc int, alpha float32, lanes uint16)
+TEXT ·gemmPackA12T(SB), NOSPLIT, $0-38
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	MOVQ kc+24(FP), CX
+	VBROADCASTSS alpha+32(FP), Z1
+	MOVWLZX lanes+36(FP), AX
+	KMOVW AX, K1
+	MOVL $0xfff, AX
+	KMOVW AX, K2
+	TESTQ CX, CX
+	JZ gemmPackA12T_done
+
+gemmPackA12T_loop:
+	VMOVUPS.Z (SI), K1, Z0
+	VMULPS.Z Z1, Z0, K1, Z0
+	VMOVUPS Z0, K2, (DI)
+	ADDQ R8, SI
+	ADDQ $48, DI
+	DECQ CX
+	JNZ gemmPackA12T_loop
+
+gemmPackA12T_done:
+	VZEROUPPER
+	RET

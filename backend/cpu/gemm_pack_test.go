@@ -21,17 +21,22 @@ import (
 func TestGemmPackB(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	for _, kern := range gemmKernels32() {
-		if kern.packRows == nil && kern.packTrans == nil && kern.fnZero == nil {
+		if kern.packRows == nil && kern.packTrans == nil && kern.fnZero == nil && kern.packATrans == nil {
 			continue
 		}
 		plain := *kern
-		plain.packRows, plain.packTrans = nil, nil
+		plain.packRows, plain.packTrans, plain.packATrans = nil, nil, nil
 		plain.fnZero, plain.directZero = nil, nil
 		for _, sh := range []gemmShape{{1, 1, 1}, {13, 33, 15}, {12, 32, 16}, {37, 64, 47}, {25, 100, 530}, {256, 1024, 784}, {3, 4100, 40}} {
-			for _, transB := range []bool{false, true} {
-				t.Run(fmt.Sprintf("%s/%dx%dx%d/tB=%v", kern.name, sh.m, sh.n, sh.k, transB), func(t *testing.T) {
+			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+				transA, transB := tr[0], tr[1]
+				t.Run(fmt.Sprintf("%s/%dx%dx%d/tA=%v,tB=%v", kern.name, sh.m, sh.n, sh.k, transA, transB), func(t *testing.T) {
 					m, n, k := sh.m, sh.n, sh.k
 					a := make([]float32, m*k)
+					lda := k
+					if transA {
+						lda = m
+					}
 					ldb := n + 3
 					if transB {
 						ldb = k + 5
@@ -57,9 +62,9 @@ func TestGemmPackB(t *testing.T) {
 					for _, w := range []struct {
 						workers     int
 						alpha, beta float32
-					}{{1, 1, 0.5}, {2, 1, 0}, {1, 1, 0}, {2, -2, 0}, {2, 1, 1}} {
-						gemmWith(kern, w.workers, false, transB, m, n, k, w.alpha, a, k, b, ldb, w.beta, got, n)
-						gemmWith(&plain, w.workers, false, transB, m, n, k, w.alpha, a, k, b, ldb, w.beta, want, n)
+					}{{1, 1, 0.5}, {2, 1, 0}, {1, 1, 0}, {2, -2, 0}, {2, 1, 1}, {1, float32(math.Inf(1)), 0}, {2, 0.3, 1}} {
+						gemmWith(kern, w.workers, transA, transB, m, n, k, w.alpha, a, lda, b, ldb, w.beta, got, n)
+						gemmWith(&plain, w.workers, transA, transB, m, n, k, w.alpha, a, lda, b, ldb, w.beta, want, n)
 						for i := range got {
 							if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
 								t.Fatalf("%+v: C[%d][%d] = %v, want %v", w, i/n, i%n, got[i], want[i])

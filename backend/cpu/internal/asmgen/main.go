@@ -51,6 +51,7 @@ func main() {
 	g.packRows32()
 	g.f32Kernel(false, true)
 	g.f32Kernel(true, true)
+	g.packA12T()
 	src, err := g.resolve()
 	if err != nil {
 		log.Fatal(err)
@@ -860,6 +861,40 @@ func (g *gen) packRows32() {
 	g.p("\tVMOVDQU32 Z1, 64(DI)")
 	g.p("\tADDQ R8, SI")
 	g.p("\tADDQ $128, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
+// packA12T emits gemmPackA12T, which packs a 12-row A micro-panel from a
+// transposed op(A), scaled: per k step one masked load of the stored row's
+// 12 (or fewer) values, one zero-masked VMULPS by alpha, one 48-byte store.
+func (g *gen) packA12T() {
+	const name = "gemmPackA12T"
+	g.p("")
+	g.p("// func %s(dst, src *float32, ld, kc int, alpha float32, lanes uint16)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-38", name)
+	g.p("\tMOVQ dst+0(FP), DI")
+	g.p("\tMOVQ src+8(FP), SI")
+	g.p("\tMOVQ ld+16(FP), R8")
+	g.p("\tMOVQ kc+24(FP), CX")
+	g.p("\tVBROADCASTSS alpha+32(FP), Z1")
+	g.p("\tMOVWLZX lanes+36(FP), AX")
+	g.p("\tKMOVW AX, K1")
+	g.p("\tMOVL $0xfff, AX")
+	g.p("\tKMOVW AX, K2")
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.p("")
+	g.p("%s_loop:", name)
+	g.p("\tVMOVUPS.Z (SI), K1, Z0")
+	g.p("\tVMULPS.Z Z1, Z0, K1, Z0")
+	g.p("\tVMOVUPS Z0, K2, (DI)")
+	g.p("\tADDQ R8, SI")
+	g.p("\tADDQ $48, DI")
 	g.p("\tDECQ CX")
 	g.p("\tJNZ %s_loop", name)
 	g.p("")
