@@ -27,7 +27,7 @@ func colSumF32(dst []float64, x []float32, stride, rows int, add bool) {
 // colSumBF16 is colSumF32 over bfloat16 bits.
 func colSumBF16(dst []float64, x []uint16, stride, rows int, add bool) {
 	m := 0
-	if vecAVX512OK() && rows > 0 {
+	if vecAVX512VL() && rows > 0 {
 		if m = len(dst) &^ 7; m > 0 {
 			vecColSumBF16Run(&dst[0], &x[0], stride, rows, m, b2i(add))
 		}

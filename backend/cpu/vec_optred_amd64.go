@@ -2,6 +2,12 @@
 
 package cpu
 
+import "golang.org/x/sys/cpu"
+
+// vecAVX512VL reports whether the AVX-512 loops that use ymm registers with EVEX
+// encodings (vecColSumBF16AVX512) can run.
+func vecAVX512VL() bool { return vecAVX512OK() && cpu.X86.HasAVX512VL }
+
 // vecColSumF32AVX512 equals colSumGo(dst[:w], x, stride, rows, add != 0) for w a
 // multiple of 8, bit for bit:
 //
@@ -23,7 +29,9 @@ package cpu
 func vecColSumF32AVX512(dst *float64, x *float32, stride, rows, w, add int)
 
 // vecColSumBF16AVX512 is vecColSumF32AVX512 over bfloat16 bits, each widened exactly to
-// float32 (VPMOVZXWD, VPSLLD $16) and then to float64.
+// float32 (VPSLLD $16 for the even columns and VPANDD with 0xffff0000 for the odd ones
+// in strips of 64, VPMOVZXWD and VPSLLD $16 in strips of 8) and then to float64. It
+// needs AVX512VL (vecAVX512VL).
 //
 //go:noescape
 func vecColSumBF16AVX512(dst *float64, x *uint16, stride, rows, w, add int)

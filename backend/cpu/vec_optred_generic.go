@@ -4,6 +4,8 @@ package cpu
 
 // No vector loops here: vecAVX512OK is false and these are never called.
 
+func vecAVX512VL() bool { return false }
+
 func vecColSumF32Run(dst *float64, x *float32, stride, rows, w int, add int) {
 	panic("cpu: no vector loops")
 }

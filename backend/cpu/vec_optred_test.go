@@ -322,3 +322,27 @@ func BenchmarkAdamFused(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkColSumKernel times the column-sum loops alone on one goroutine over a block
+// that stays in L2 (128 rows of 512 columns), in elements per second.
+func BenchmarkColSumKernel(b *testing.B) {
+	const rows, w = 128, 512
+	x := colSumInputs(rand.New(rand.NewPCG(7, 8)), rows*w)
+	xu := make([]uint16, len(x))
+	for i, v := range x {
+		xu[i] = uint16(math.Float32bits(v) >> 16)
+	}
+	dst := make([]float64, w)
+	b.Run("bf16", func(b *testing.B) {
+		b.SetBytes(rows * w)
+		for b.Loop() {
+			colSumBF16(dst, xu, w, rows, false)
+		}
+	})
+	b.Run("f32", func(b *testing.B) {
+		b.SetBytes(rows * w)
+		for b.Loop() {
+			colSumF32(dst, x, w, rows, false)
+		}
+	})
+}

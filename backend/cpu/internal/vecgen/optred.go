@@ -35,9 +35,20 @@ func writeOptRed(dir string) error {
 // every column c < w (a multiple of 8), s = +0 + x[c] + x[stride+c] + … over rows rows,
 // each addition in float64 and in row order, then dst[c] = s, or dst[c] + s when add is
 // not 0. Columns go in strips of 64 (eight zmm accumulators, so the additions of one row
-// overlap) and then of 8; each strip walks every row.
+// overlap) and then of 8; each strip walks every row. In the bfloat16 strips of 64,
+// each 32-byte load is widened twice without a shuffle: shifted left 16 bits, the even
+// columns' float32s, and masked to the high halves, the odd ones'; the even and odd
+// accumulators are interleaved back (VPERMI2PD) when the strip is stored.
 func (g *gen) colSum(t string, esize int) {
 	name := "vecColSum" + t + "AVX512"
+	if t == "BF16" {
+		g.p("")
+		g.p("// colsumi: the VPERMI2PD indices that interleave even and odd columns.")
+		for i := range 16 {
+			g.p("DATA colsumi<>+%d(SB)/8, $%d", 8*i, i%8/2+(i%2)*8+(i/8)*4)
+		}
+		g.p("GLOBL colsumi<>(SB), RODATA|NOPTR, $128")
+	}
 	g.p("")
 	g.p("// func %s(dst *float64, x *%s, stride, rows, w, add int)", name, map[string]string{"F32": "float32", "BF16": "uint16"}[t])
 	g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
@@ -48,6 +59,12 @@ func (g *gen) colSum(t string, esize int) {
 	g.p("\tMOVQ rows+24(FP), CX")
 	g.p("\tMOVQ w+32(FP), DX")
 	g.p("\tMOVQ add+40(FP), R8")
+	if t == "BF16" {
+		g.p("\tMOVL $0xffff0000, AX")
+		g.p("\tVPBROADCASTD AX, Y31")
+		g.p("\tVMOVDQU64 colsumi<>+0(SB), Z24")
+		g.p("\tVMOVDQU64 colsumi<>+64(SB), Z25")
+	}
 	// widen loads 8 elements at off(R9) into float64 lanes of Z<r>.
 	widen := func(off, r int) {
 		z := fmt.Sprintf("Z%d", r)
@@ -61,6 +78,7 @@ func (g *gen) colSum(t string, esize int) {
 		g.p("\tVCVTPS2PD %s, %s", y, z)
 	}
 	for _, nr := range []int{8, 1} {
+		split := t == "BF16" && nr == 8
 		label := fmt.Sprintf("%s_s%d", name, nr)
 		g.p("")
 		g.p("%s:", label)
@@ -74,8 +92,19 @@ func (g *gen) colSum(t string, esize int) {
 		g.p("%s_row:", label)
 		g.p("\tTESTQ R10, R10")
 		g.p("\tJZ %s_store", label)
-		for r := range nr {
-			widen(r*8*esize, 8+r)
+		if split {
+			// Z(2q), Z(2q+1): the even and odd columns of columns [16q, 16q+16).
+			for q := range 4 {
+				g.p("\tVPSLLD $16, %d(R9), Y%d // even columns", 32*q, 8+2*q)
+				g.p("\tVPANDD %d(R9), Y31, Y%d // odd columns", 32*q, 9+2*q)
+			}
+			for r := range 8 {
+				g.p("\tVCVTPS2PD Y%d, Z%d", 8+r, 8+r)
+			}
+		} else {
+			for r := range nr {
+				widen(r*8*esize, 8+r)
+			}
 		}
 		for r := range nr {
 			g.p("\tVADDPD Z%d, Z%d, Z%d", 8+r, r, r)
@@ -84,6 +113,18 @@ func (g *gen) colSum(t string, esize int) {
 		g.p("\tDECQ R10")
 		g.p("\tJMP %s_row", label)
 		g.p("%s_store:", label)
+		if split {
+			// Interleave into Z8..Z15, columns in order.
+			for q := range 4 {
+				g.p("\tVMOVDQA64 Z24, Z%d", 8+2*q)
+				g.p("\tVPERMI2PD Z%d, Z%d, Z%d", 2*q+1, 2*q, 8+2*q)
+				g.p("\tVMOVDQA64 Z25, Z%d", 9+2*q)
+				g.p("\tVPERMI2PD Z%d, Z%d, Z%d", 2*q+1, 2*q, 9+2*q)
+			}
+			for r := range 8 {
+				g.p("\tVMOVAPD Z%d, Z%d", 8+r, r)
+			}
+		}
 		g.p("\tTESTQ R8, R8")
 		g.p("\tJZ %s_put", label)
 		for r := range nr {
