@@ -27,6 +27,51 @@ func attnDSAVX512(dp, p *float32, n int, delta float32, lo *half.BFloat16)
 //go:noescape
 func attnMaxAVX512(x *float32, n int) float32
 
+// attnExpTileAVX512 is attnExpTileGo(x, ld, rows, cols, vis0, lse, scale, lo) with
+// attnExpAVX512's loop per row, rows ≥ 1, cols ≥ 1; c is attnExpConsts, lo may be nil.
+//
+//go:noescape
+func attnExpTileAVX512(x *float32, ld, rows, cols, vis0 int, lse *float32, scale float32, c *[12]float32, lo *half.BFloat16)
+
+// attnDSTileAVX512 is attnDSTileGo(dp, p, ld, rows, cols, delta, lo) with
+// attnDSAVX512's loop per row, rows ≥ 1, cols ≥ 1; lo may be nil.
+//
+//go:noescape
+func attnDSTileAVX512(dp, p *float32, ld, rows, cols int, delta *float32, lo *half.BFloat16)
+
+// attnExpTile is attnExpTileGo, with AVX-512 where the CPU has it.
+func attnExpTile(x []float32, ld, rows, cols, vis0 int, lse []float32, scale float32, lo []half.BFloat16) {
+	if attnAsm && rows > 0 && cols > 0 {
+		_ = x[(rows-1)*ld+cols-1]
+		_ = lse[rows-1]
+		var lp *half.BFloat16
+		if lo != nil {
+			_ = lo[(rows-1)*ld+cols-1]
+			lp = &lo[0]
+		}
+		attnExpTileAVX512(&x[0], ld, rows, cols, vis0, &lse[0], scale, &attnExpConsts, lp)
+		return
+	}
+	attnExpTileGo(x, ld, rows, cols, vis0, lse, scale, lo)
+}
+
+// attnDSTile is attnDSTileGo, with AVX-512 where the CPU has it.
+func attnDSTile(dp, p []float32, ld, rows, cols int, delta []float32, lo []half.BFloat16) {
+	if attnAsm && rows > 0 && cols > 0 {
+		_ = dp[(rows-1)*ld+cols-1]
+		_ = p[(rows-1)*ld+cols-1]
+		_ = delta[rows-1]
+		var lp *half.BFloat16
+		if lo != nil {
+			_ = lo[(rows-1)*ld+cols-1]
+			lp = &lo[0]
+		}
+		attnDSTileAVX512(&dp[0], &p[0], ld, rows, cols, &delta[0], lp)
+		return
+	}
+	attnDSTileGo(dp, p, ld, rows, cols, delta, lo)
+}
+
 // attnAsm reports whether the AVX-512 row loops run.
 var attnAsm = cpu.X86.HasAVX512F
 

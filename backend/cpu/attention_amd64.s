@@ -252,3 +252,227 @@ attnPackTAVX512_loop:
 attnPackTAVX512_done:
 	VZEROUPPER
 	RET
+
+// func attnExpTileAVX512(x *float32, ld, rows, cols, vis0 int, lse *float32, scale float32, c *[12]float32, lo *uint16)
+//
+// attnExpTileGo: for each row r < rows of the tile x (row stride ld, as lo's), with
+// vis = clamp(r + vis0, 0, cols) and l = lse[r]: the row's cols elements (and lo's) are
+// cleared when vis is 0 or l is -Inf; else its first vis are attnExpAVX512's
+// exponentials (shift l, sum not kept, bf16 copies to lo when lo is not nil), the rest
+// up to cols cleared.
+TEXT ·attnExpTileAVX512(SB), NOSPLIT, $0-72
+	BF16_CONSTS
+	MOVQ x+0(FP), SI
+	MOVQ ld+8(FP), R12
+	SHLQ $2, R12
+	MOVQ rows+16(FP), R10
+	MOVQ cols+24(FP), R11
+	MOVQ vis0+32(FP), DX
+	MOVQ lse+40(FP), R13
+	VBROADCASTSS scale+48(FP), Z1
+	MOVQ c+56(FP), R8
+	VBROADCASTSS 0(R8), Z3
+	VBROADCASTSS 4(R8), Z4
+	VBROADCASTSS 8(R8), Z5
+	VBROADCASTSS 12(R8), Z14
+	VBROADCASTSS 16(R8), Z6
+	VBROADCASTSS 20(R8), Z7
+	VBROADCASTSS 24(R8), Z8
+	VBROADCASTSS 28(R8), Z9
+	VBROADCASTSS 32(R8), Z10
+	VBROADCASTSS 36(R8), Z11
+	VBROADCASTSS 40(R8), Z12
+	VBROADCASTSS 44(R8), Z13
+	MOVL $127, AX
+	VPBROADCASTD AX, Z15
+	VXORPS Z0, Z0, Z0
+	MOVQ lo+64(FP), DI
+	XORQ BX, BX
+
+attnExpTile_row:
+	CMPQ BX, R10
+	JGE attnExpTile_done
+	// CX = vis = clamp(r + vis0, 0, cols)
+	MOVQ BX, CX
+	ADDQ DX, CX
+	CMPQ CX, R11
+	CMOVQGT R11, CX
+	XORL AX, AX
+	TESTQ CX, CX
+	CMOVQLT AX, CX
+	MOVL (R13)(BX*4), AX
+	CMPL AX, $-8388608 // 0xff800000, -Inf
+	JEQ attnExpTile_none
+	TESTQ CX, CX
+	JEQ attnExpTile_clear
+	VPBROADCASTD AX, Z2
+	MOVQ SI, R8
+	MOVQ DI, R9
+
+attnExpTile_loop:
+	CMPQ CX, $16
+	JBE attnExpTile_last
+	VMOVUPS 0(R8), Z16
+	EXP_BODY
+	VMOVUPS Z19, 0(R8)
+	TESTQ R9, R9
+	JZ attnExpTile_next
+	BF16_ROUND
+	VPMOVDW Z23, 0(R9)
+	ADDQ $32, R9
+
+attnExpTile_next:
+	ADDQ $64, R8
+	SUBQ $16, CX
+	JMP attnExpTile_loop
+
+attnExpTile_last:
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VMOVUPS.Z 0(R8), K1, Z16
+	EXP_BODY
+	VMOVUPS Z19, K1, 0(R8)
+	TESTQ R9, R9
+	JZ attnExpTile_vis
+	BF16_ROUND
+	VPMOVDW Z23, K1, 0(R9)
+
+attnExpTile_vis:
+	// CX = vis again, for the clearing.
+	MOVQ BX, CX
+	ADDQ DX, CX
+	CMPQ CX, R11
+	CMOVQGT R11, CX
+	JMP attnExpTile_clear
+
+attnExpTile_none:
+	XORQ CX, CX
+
+attnExpTile_clear:
+	// Clear elements [CX, cols) of the row and of lo's row.
+	LEAQ (SI)(CX*4), R8
+	XORQ R9, R9
+	TESTQ DI, DI
+	JZ attnExpTile_count
+	LEAQ (DI)(CX*2), R9
+
+attnExpTile_count:
+	NEGQ CX
+	ADDQ R11, CX
+
+attnExpTile_clearloop:
+	TESTQ CX, CX
+	JLE attnExpTile_nextrow
+	MOVL $0xffff, AX
+	CMPQ CX, $16
+	JGE attnExpTile_mask
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+
+attnExpTile_mask:
+	KMOVW AX, K1
+	VMOVUPS Z0, K1, 0(R8)
+	TESTQ R9, R9
+	JZ attnExpTile_clearnext
+	VPMOVDW Z0, K1, 0(R9)
+	ADDQ $32, R9
+
+attnExpTile_clearnext:
+	ADDQ $64, R8
+	SUBQ $16, CX
+	JMP attnExpTile_clearloop
+
+attnExpTile_nextrow:
+	ADDQ R12, SI
+	TESTQ DI, DI
+	JZ attnExpTile_inc
+	MOVQ R12, AX
+	SHRQ $1, AX
+	ADDQ AX, DI
+
+attnExpTile_inc:
+	INCQ BX
+	JMP attnExpTile_row
+
+attnExpTile_done:
+	VZEROUPPER
+	RET
+
+// func attnDSTileAVX512(dp, p *float32, ld, rows, cols int, delta *float32, lo *uint16)
+//
+// attnDSTileGo: attnDSAVX512 on each row r < rows (cols ≥ 1 elements, row stride ld for
+// dp, p and lo) with delta[r].
+TEXT ·attnDSTileAVX512(SB), NOSPLIT, $0-56
+	BF16_CONSTS
+	MOVQ dp+0(FP), SI
+	MOVQ p+8(FP), BX
+	MOVQ ld+16(FP), R13
+	SHLQ $2, R13
+	MOVQ rows+24(FP), R11
+	MOVQ cols+32(FP), R12
+	MOVQ delta+40(FP), DX
+	MOVQ lo+48(FP), DI
+
+attnDSTile_row:
+	TESTQ R11, R11
+	JLE attnDSTile_done
+	VBROADCASTSS 0(DX), Z2
+	MOVQ SI, R8
+	MOVQ BX, R9
+	MOVQ DI, R10
+	MOVQ R12, CX
+
+attnDSTile_loop:
+	CMPQ CX, $16
+	JBE attnDSTile_last
+	VMOVUPS 0(R8), Z19
+	VSUBPS Z2, Z19, Z19
+	VMULPS 0(R9), Z19, Z19
+	VMOVUPS Z19, 0(R8)
+	TESTQ R10, R10
+	JZ attnDSTile_next
+	BF16_ROUND
+	VPMOVDW Z23, 0(R10)
+	ADDQ $32, R10
+
+attnDSTile_next:
+	ADDQ $64, R8
+	ADDQ $64, R9
+	SUBQ $16, CX
+	JMP attnDSTile_loop
+
+attnDSTile_last:
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VMOVUPS.Z 0(R8), K1, Z19
+	VMOVUPS.Z 0(R9), K1, Z20
+	VSUBPS Z2, Z19, Z19
+	VMULPS Z20, Z19, Z19
+	VMOVUPS Z19, K1, 0(R8)
+	TESTQ R10, R10
+	JZ attnDSTile_nextrow
+	BF16_ROUND
+	VPMOVDW Z23, K1, 0(R10)
+
+attnDSTile_nextrow:
+	ADDQ R13, SI
+	ADDQ R13, BX
+	TESTQ DI, DI
+	JZ attnDSTile_inc
+	MOVQ R13, AX
+	SHRQ $1, AX
+	ADDQ AX, DI
+
+attnDSTile_inc:
+	ADDQ $4, DX
+	DECQ R11
+	JMP attnDSTile_row
+
+attnDSTile_done:
+	VZEROUPPER
+	RET

@@ -74,6 +74,45 @@ func attnDSGo(dp, p []float32, delta float32, lo []half.BFloat16) {
 	}
 }
 
+// attnExpTileGo is the backward pass's probabilities of one tile: for each row r < rows
+// of x (row stride ld, as lo's), with vis = clamp(r + vis0, 0, cols) visible keys and
+// the log-sum-exp l = lse[r], the row's cols elements are cleared when vis is 0 or l is
+// -Inf (a row with no visible key), else the first vis become attnExpRowGo's
+// exponentials (shift l) and the rest are cleared; lo, when not nil, gets their bf16
+// roundings (cleared elements 0).
+func attnExpTileGo(x []float32, ld, rows, cols, vis0 int, lse []float32, scale float32, lo []half.BFloat16) {
+	for r := range rows {
+		row := x[r*ld:][:cols]
+		var lr []half.BFloat16
+		if lo != nil {
+			lr = lo[r*ld:][:cols]
+		}
+		vis := min(max(r+vis0, 0), cols)
+		l := lse[r]
+		if vis == 0 || math.IsInf(float64(l), -1) {
+			attnClear(row, lr)
+			continue
+		}
+		attnExpRowGo(row[:vis], lr, scale, l)
+		if lr != nil {
+			lr = lr[vis:]
+		}
+		attnClear(row[vis:], lr)
+	}
+}
+
+// attnDSTileGo is attnDSGo on each row r < rows (cols elements, row stride ld for dp,
+// p and lo) with delta[r].
+func attnDSTileGo(dp, p []float32, ld, rows, cols int, delta []float32, lo []half.BFloat16) {
+	for r := range rows {
+		var lr []half.BFloat16
+		if lo != nil {
+			lr = lo[r*ld:][:cols]
+		}
+		attnDSGo(dp[r*ld:][:cols], p[r*ld:][:cols], delta[r], lr)
+	}
+}
+
 // attnLaneSum adds the sixteen lanes pairwise: 8 sums of lanes i and i+8, then 4, 2, 1.
 func attnLaneSum(s *[16]float32) float32 {
 	for w := 8; w >= 1; w /= 2 {

@@ -144,6 +144,13 @@ func (w *attnWork[L]) lowTile(t []float32, buf []L) []L {
 	return buf
 }
 
+// lowTileBF16 returns buf, a bf16 tile that P or dS is rounded into as it is computed;
+// nil for float32, whose products read the float32 tiles.
+func (w *attnWork[L]) lowTileBF16(buf []L) []half.BFloat16 {
+	b, _ := any(buf).([]half.BFloat16)
+	return b
+}
+
 // attnClear clears row and, when not nil, its bf16 copy.
 func attnClear(row []float32, lo []half.BFloat16) {
 	clear(row)
@@ -691,31 +698,17 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], g
 			cols := min(attnBlock, end-j0)
 			// P = exp(scale·Q_i·K_jᵀ - lse_i), masked entries 0.
 			w.mul(false, rows, cols, d, q[i0*lq:], lq, &w.bKt, j0, 0, false, w.tile, attnBlock)
-			for r := range rows {
-				row := w.tile[r*attnBlock : r*attnBlock+cols]
-				lo := w.lowRow(w.pLow, r, cols)
-				vis := attnVisible(causal, i0+r, j0, cols)
-				l := w.lse[i0+r]
-				if vis == 0 || math.IsInf(float64(l), -1) {
-					attnClear(row, lo)
-					continue
-				}
-				attnExpRow(row[:vis], lo, scale, l)
-				if lo != nil {
-					lo = lo[vis:]
-				}
-				attnClear(row[vis:], lo)
+			vis0 := cols
+			if causal {
+				vis0 = i0 - j0 + 1
 			}
+			attnExpTile(w.tile, attnBlock, rows, cols, vis0, w.lse[i0:], scale, w.lowTileBF16(w.pLow))
 			p := w.lowTile(w.tile, w.pLow)
 			// dV_j += Pᵀ·dO_i
 			w.mul(true, cols, d, rows, p, attnBlock, &w.bG, 0, i0, true, gv[j0*gr.lv:], gr.lv)
 			// dP = dO_i·V_jᵀ, then dS = P∘(dP - delta_i) in place of dP.
 			w.mul(false, rows, cols, d, g[i0*lg:], lg, &w.bVt, j0, 0, false, w.dp, attnBlock)
-			for r := range rows {
-				pr := w.tile[r*attnBlock : r*attnBlock+cols]
-				dp := w.dp[r*attnBlock : r*attnBlock+cols]
-				attnDS(dp, pr, w.delta[i0+r], w.lowRow(w.dsLow, r, cols))
-			}
+			attnDSTile(w.dp, w.tile, attnBlock, rows, cols, w.delta[i0:], w.lowTileBF16(w.dsLow))
 			ds := w.lowTile(w.dp, w.dsLow)
 			// dQ_i += dS·K_j; dK_j += dSᵀ·Q_i (scaled at the end)
 			w.mul(false, rows, d, cols, ds, attnBlock, &w.bK, 0, j0, true, gq[i0*gr.lq:], gr.lq)

@@ -15,6 +15,16 @@ func attnExpRow(row []float32, lo []half.BFloat16, scale, shift float32) float32
 // attnDS is attnDSGo.
 func attnDS(dp, p []float32, delta float32, lo []half.BFloat16) { attnDSGo(dp, p, delta, lo) }
 
+// attnExpTile is attnExpTileGo.
+func attnExpTile(x []float32, ld, rows, cols, vis0 int, lse []float32, scale float32, lo []half.BFloat16) {
+	attnExpTileGo(x, ld, rows, cols, vis0, lse, scale, lo)
+}
+
+// attnDSTile is attnDSTileGo.
+func attnDSTile(dp, p []float32, ld, rows, cols int, delta []float32, lo []half.BFloat16) {
+	attnDSTileGo(dp, p, ld, rows, cols, delta, lo)
+}
+
 // attnMax is attnMaxGo.
 func attnMax(row []float32) float32 { return attnMaxGo(row) }
 

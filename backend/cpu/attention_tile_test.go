@@ -1,0 +1,137 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gamp-ml/gamp/half"
+)
+
+// The tile loops of the backward pass (attnExpTile, attnDSTile) against their Go twins,
+// bit for bit: tiles of every shape up to attnBlock², causal offsets that leave rows
+// empty, partly and fully visible, -Inf and NaN log-sum-exps, NaN, subnormal and zero
+// operands, with and without the bf16 copies; nothing past a row's cols is written.
+func TestAttnTileTwin(t *testing.T) {
+	if !attnAsm {
+		t.Skip("no AVX-512 (or purego build): the Go loops are the only implementation")
+	}
+	same := func(a, b float32) bool { return sameBits(a, b) || a != a && b != b }
+	sameLo := func(a, b half.BFloat16) bool { return a == b || a.IsNaN() && b.IsNaN() }
+	const ld, guard = attnBlock, 7.25
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, rows := range []int{1, 2, 5, 16, 17, 33, 64} {
+		for _, cols := range []int{1, 3, 15, 16, 17, 31, 32, 48, 63, 64} {
+			for _, vis0 := range []int{-40, -3, 0, 1, 5, 17, 33, cols, 200} {
+				for _, withLo := range []bool{false, true} {
+					name := fmt.Sprintf("rows=%d/cols=%d/vis0=%d/lo=%v", rows, cols, vis0, withLo)
+					scale := float32(0.05 + rng.Float64())
+					x := make([]float32, ld*ld)
+					for i := range x {
+						x[i] = guard
+					}
+					lse := make([]float32, rows)
+					for r := range rows {
+						lse[r] = float32(rng.NormFloat64() * 3)
+						switch rng.IntN(10) {
+						case 0:
+							lse[r] = float32(math.Inf(-1))
+						case 1:
+							lse[r] = float32(math.NaN())
+						}
+						copy(x[r*ld:][:cols], attnExpInputs(rng, cols, scale, lse[r]))
+					}
+					var la, lg []half.BFloat16
+					if withLo {
+						la, lg = make([]half.BFloat16, ld*ld), make([]half.BFloat16, ld*ld)
+						for i := range la {
+							la[i], lg[i] = 0x1234, 0x1234
+						}
+					}
+					a, g := append([]float32(nil), x...), append([]float32(nil), x...)
+					attnExpTile(a, ld, rows, cols, vis0, lse, scale, la)
+					attnExpTileGo(g, ld, rows, cols, vis0, lse, scale, lg)
+					for i := range a {
+						if !same(a[i], g[i]) {
+							t.Fatalf("exp %s: x[%d]: asm %g, Go %g", name, i, a[i], g[i])
+						}
+						if withLo && !sameLo(la[i], lg[i]) {
+							t.Fatalf("exp %s: lo[%d]: asm %#04x, Go %#04x", name, i, la[i], lg[i])
+						}
+					}
+					// dS on the probabilities just computed, with a dP tile of normal,
+					// NaN and huge values.
+					p := g
+					dp := make([]float32, ld*ld)
+					for i := range dp {
+						dp[i] = float32(rng.NormFloat64())
+						switch rng.IntN(12) {
+						case 0:
+							dp[i] = float32(math.NaN())
+						case 1:
+							dp[i] = 0x1p100
+						case 2:
+							p[i] = 0x1p-140
+						}
+					}
+					delta := make([]float32, rows)
+					for r := range delta {
+						delta[r] = float32(rng.NormFloat64())
+					}
+					da, dg := append([]float32(nil), dp...), append([]float32(nil), dp...)
+					if withLo {
+						for i := range la {
+							la[i], lg[i] = 0x1234, 0x1234
+						}
+					}
+					attnDSTile(da, p, ld, rows, cols, delta, la)
+					attnDSTileGo(dg, p, ld, rows, cols, delta, lg)
+					for i := range da {
+						if !same(da[i], dg[i]) {
+							t.Fatalf("dS %s: [%d]: asm %g, Go %g", name, i, da[i], dg[i])
+						}
+						if withLo && !sameLo(la[i], lg[i]) {
+							t.Fatalf("dS %s: lo[%d]: asm %#04x, Go %#04x", name, i, la[i], lg[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// attnExpTileGo is the backward pass's former row loop: attnExpRowGo on each row's
+// visible scores and clears, checked element by element against a direct evaluation.
+func TestAttnExpTileGo(t *testing.T) {
+	const ld, rows, cols = attnBlock, 9, 20
+	rng := rand.New(rand.NewPCG(13, 14))
+	x := make([]float32, ld*rows)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	lse := []float32{0.5, float32(math.Inf(-1)), 1, 2, -1, 0, 3, 0.25, 1.5}
+	lo := make([]half.BFloat16, ld*rows)
+	got := append([]float32(nil), x...)
+	attnExpTileGo(got, ld, rows, cols, -2, lse, 0.3, lo)
+	for r := range rows {
+		vis := min(max(r-2, 0), cols)
+		for c := range ld {
+			i := r*ld + c
+			want := x[i]
+			switch {
+			case c >= cols:
+			case c >= vis || math.IsInf(float64(lse[r]), -1):
+				want = 0
+			default:
+				want = attnExp32(fma32(x[i], 0.3, -lse[r]))
+			}
+			if !sameBits(got[i], want) {
+				t.Fatalf("[%d][%d]: %g, want %g", r, c, got[i], want)
+			}
+			if c < cols && lo[i] != half.BFloat16FromFloat32(want) {
+				t.Fatalf("lo[%d][%d]: %#04x, want %#04x", r, c, lo[i], half.BFloat16FromFloat32(want))
+			}
+		}
+	}
+}
