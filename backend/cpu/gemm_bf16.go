@@ -326,12 +326,13 @@ var (
 		g.onBlock = func() {
 			g.kc2 = g.pairSteps(g.kc)
 			g.packGrain = max(1, 8192/(g.kc2*g.nr))
-		}
-		g.packFn = func(lo, hi int) {
-			for q := lo; q < hi; q++ {
-				g.packBPanel(q)
+			if !g.transB {
+				// packPanels reads stored rows across a chunk's panels:
+				// two chunks a worker.
+				g.packGrain = max(g.packGrain, g.nPanels/(2*g.workers))
 			}
 		}
+		g.packFn = g.packPanels
 		g.taskFn = func(lo, hi int) {
 			for t := lo; t < hi; t++ {
 				g.task(t)
@@ -433,6 +434,35 @@ func gemmBF16PackPairRowsGo(dst []uint32, src []half.BFloat16, ld, steps, w, str
 			d[i] = pair(v, r1[i])
 		}
 		clear(d[w:])
+	}
+}
+
+// packPanels packs micro-panels [lo, hi) of the current B block. Whole
+// 32-column panels of an op(B) that is not transposed are packed together,
+// row by row (gemmBF16PackPairPanels), where the CPU can; the rest panel
+// by panel.
+func (g *gemmBF16Call) packPanels(lo, hi int) {
+	nr := g.kern.nr
+	if !g.transB && nr == 32 && g.kc >= 2 {
+		full := min(hi, (g.n-g.jc)/nr)
+		if full-lo >= 2 && gemmBF16PackPairPanels(g.bPack[lo*g.kc2*nr:], g.b[g.pc*g.ldb+g.jc+lo*nr:], g.ldb, g.kc/2, full-lo, g.kc2*nr) {
+			for q := lo; q < full; q++ {
+				dst := g.bPack[q*g.kc2*nr:][:g.kc2*nr]
+				if g.kc%2 == 1 {
+					// Odd depth: the last step pairs the last k value with
+					// a zero.
+					d := dst[g.kc/2*nr:][:nr]
+					for j, v := range g.b[(g.pc+g.kc-1)*g.ldb+g.jc+q*nr:][:nr] {
+						d[j] = uint32(v)
+					}
+				}
+				clear(dst[(g.kc+1)/2*nr:])
+			}
+			lo = full
+		}
+	}
+	for q := lo; q < hi; q++ {
+		g.packBPanel(q)
 	}
 }
 

@@ -2489,3 +2489,46 @@ gemmPackA12T_loop:
 gemmPackA12T_done:
 	VZEROUPPER
 	RET
+
+// func gemmBF16PackPairsWide(dst *uint32, src *half.BFloat16, ld, steps, panels, panel int)
+TEXT ·gemmBF16PackPairsWide(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	SHLQ $1, R8 // bytes from one stored row to the next
+	MOVQ steps+24(FP), CX
+	MOVQ panels+32(FP), R9
+	MOVQ panel+40(FP), R10 // bytes from one panel to the next
+	TESTQ CX, CX
+	JZ gemmBF16PackPairsWide_done
+	TESTQ R9, R9
+	JZ gemmBF16PackPairsWide_done
+
+gemmBF16PackPairsWide_step:
+	MOVQ SI, AX
+	MOVQ DI, BX
+	MOVQ R9, DX
+
+gemmBF16PackPairsWide_panel:
+	VPMOVZXWD (AX), Z0
+	VPMOVZXWD (AX)(R8*1), Z1
+	VPMOVZXWD 32(AX), Z2
+	VPMOVZXWD 32(AX)(R8*1), Z3
+	VPSLLD $16, Z1, Z1
+	VPSLLD $16, Z3, Z3
+	VPORD Z1, Z0, Z0
+	VPORD Z3, Z2, Z2
+	VMOVDQU32 Z0, (BX)
+	VMOVDQU32 Z2, 64(BX)
+	ADDQ $64, AX
+	ADDQ R10, BX
+	DECQ DX
+	JNZ gemmBF16PackPairsWide_panel
+	LEAQ (SI)(R8*2), SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ gemmBF16PackPairsWide_step
+
+gemmBF16PackPairsWide_done:
+	VZEROUPPER
+	RET

@@ -25,3 +25,8 @@ func gemmBF16PackPairRows(dst []uint32, src []half.BFloat16, ld, steps, w, strid
 func gemmBF16PackGatherRows(dst []uint32, src []half.BFloat16, ld, steps, w, stride int) {
 	gemmBF16PackGatherRowsGo(dst, src, ld, steps, w, stride)
 }
+
+// gemmBF16PackPairPanels reports false: packBPanel packs each panel here.
+func gemmBF16PackPairPanels(dst []uint32, src []half.BFloat16, ld, steps, panels, stride int) bool {
+	return false
+}

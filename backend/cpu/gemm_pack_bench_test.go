@@ -64,8 +64,9 @@ func BenchmarkGemmPack(b *testing.B) {
 						for pc := 0; pc < g.k; pc += g.kcMax {
 							g.pc, g.kc = pc, min(g.kcMax, g.k-pc)
 							g.kc2 = g.pairSteps(g.kc)
-							for q := range gemmCeilDiv(g.nc, g.nr) {
-								g.packBPanel(q)
+							np := gemmCeilDiv(g.nc, g.nr)
+							for q := 0; q < np; q += max(np/4, 1) {
+								g.packPanels(q, min(q+max(np/4, 1), np))
 							}
 						}
 					}

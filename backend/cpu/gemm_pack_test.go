@@ -239,3 +239,54 @@ func TestGemmBF16StripKernels(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmBF16PackPanels checks packPanels (whole panels of an op(B) that
+// is not transposed packed together, row by row) against packBPanel panel
+// by panel, word for word, over chunks, odd depths, partial last panels,
+// several column blocks' offsets and strides, into buffers holding garbage.
+func TestGemmBF16PackPanels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(49, 50))
+	for _, kern := range gemmBF16Kernels() {
+		for _, sh := range []struct{ n, k, pc, jc int }{{64, 2, 0, 0}, {100, 37, 0, 0}, {96, 64, 0, 32}, {300, 101, 7, 64}, {1024, 512, 0, 0}} {
+			for _, chunk := range []int{1, 2, 3, 100} {
+				ldb := sh.n + 5
+				b := make([]half.BFloat16, (sh.pc+sh.k)*ldb)
+				for i := range b {
+					b[i] = half.BFloat16(rng.Uint32())
+				}
+				g := new(gemmBF16Call)
+				g.kern = kern
+				g.b, g.ldb = b, ldb
+				g.plan(64, sh.n, sh.pc+sh.k, kern.mr, kern.nr, 1, gemmSizes{kc: gemmBF16KC, mc: gemmBF16MC, nc: gemmBF16NC, evenK: true})
+				g.jc, g.nc, g.pc, g.kc = sh.jc, sh.n-sh.jc, sh.pc, sh.k
+				g.kc2 = g.pairSteps(g.kc)
+				np := gemmCeilDiv(g.nc, g.nr)
+				size := g.kc2 * np * g.nr
+				fill := func() []uint32 {
+					d := make([]uint32, size)
+					for i := range d {
+						d[i] = 0xdeadbeef
+					}
+					return d
+				}
+				want := fill()
+				g.bPack = want
+				for q := range np {
+					g.packBPanel(q)
+				}
+				got := fill()
+				g.bPack = got
+				for q := 0; q < np; q += chunk {
+					g.packPanels(q, min(q+chunk, np))
+				}
+				if !slices.Equal(got, want) {
+					for i := range got {
+						if got[i] != want[i] {
+							t.Fatalf("%s n=%d k=%d pc=%d jc=%d chunk=%d: word %d (panel %d) is %#x, want %#x", kern.name, sh.n, sh.k, sh.pc, sh.jc, chunk, i, i/(g.kc2*g.nr), got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
