@@ -27,11 +27,29 @@ func attnDSAVX512(dp, p *float32, n int, delta float32, lo *half.BFloat16)
 //go:noescape
 func attnMaxAVX512(x *float32, n int) float32
 
-// attnExpTileAVX512 is attnExpTileGo(x, ld, rows, cols, vis0, lse, scale, lo) with
-// attnExpAVX512's loop per row, rows ≥ 1, cols ≥ 1; c is attnExpConsts, lo may be nil.
+// attnExpTileAVX512 is attnExpTileGo(x, ld, rows, cols, vis0, lse, scale, lo, sums)
+// with attnExpAVX512's loop per row, rows ≥ 1, cols ≥ 1; c is attnExpConsts, lo and
+// sums may be nil.
 //
 //go:noescape
-func attnExpTileAVX512(x *float32, ld, rows, cols, vis0 int, lse *float32, scale float32, c *[12]float32, lo *half.BFloat16)
+func attnExpTileAVX512(x *float32, ld, rows, cols, vis0 int, lse *float32, scale float32, c *[12]float32, lo *half.BFloat16, sums *float32)
+
+// attnMaxTileAVX512 is attnMaxTileGo(x, ld, rows, cols, vis0, mx) with
+// attnMaxAVX512's loop per row, rows ≥ 1, cols ≥ 1.
+//
+//go:noescape
+func attnMaxTileAVX512(x *float32, ld, rows, cols, vis0 int, mx *float32)
+
+// attnMaxTile is attnMaxTileGo, with AVX-512 where the CPU has it.
+func attnMaxTile(x []float32, ld, rows, cols, vis0 int, mx []float32) {
+	if attnAsm && rows > 0 && cols > 0 {
+		_ = x[(rows-1)*ld+cols-1]
+		_ = mx[rows-1]
+		attnMaxTileAVX512(&x[0], ld, rows, cols, vis0, &mx[0])
+		return
+	}
+	attnMaxTileGo(x, ld, rows, cols, vis0, mx)
+}
 
 // attnDSTileAVX512 is attnDSTileGo(dp, p, ld, rows, cols, delta, lo) with
 // attnDSAVX512's loop per row, rows ≥ 1, cols ≥ 1; lo may be nil.
@@ -40,7 +58,7 @@ func attnExpTileAVX512(x *float32, ld, rows, cols, vis0 int, lse *float32, scale
 func attnDSTileAVX512(dp, p *float32, ld, rows, cols int, delta *float32, lo *half.BFloat16)
 
 // attnExpTile is attnExpTileGo, with AVX-512 where the CPU has it.
-func attnExpTile(x []float32, ld, rows, cols, vis0 int, lse []float32, scale float32, lo []half.BFloat16) {
+func attnExpTile(x []float32, ld, rows, cols, vis0 int, lse []float32, scale float32, lo []half.BFloat16, sums []float32) {
 	if attnAsm && rows > 0 && cols > 0 {
 		_ = x[(rows-1)*ld+cols-1]
 		_ = lse[rows-1]
@@ -49,10 +67,14 @@ func attnExpTile(x []float32, ld, rows, cols, vis0 int, lse []float32, scale flo
 			_ = lo[(rows-1)*ld+cols-1]
 			lp = &lo[0]
 		}
-		attnExpTileAVX512(&x[0], ld, rows, cols, vis0, &lse[0], scale, &attnExpConsts, lp)
+		var sp *float32
+		if sums != nil {
+			sp = &sums[:rows][0]
+		}
+		attnExpTileAVX512(&x[0], ld, rows, cols, vis0, &lse[0], scale, &attnExpConsts, lp, sp)
 		return
 	}
-	attnExpTileGo(x, ld, rows, cols, vis0, lse, scale, lo)
+	attnExpTileGo(x, ld, rows, cols, vis0, lse, scale, lo, sums)
 }
 
 // attnDSTile is attnDSTileGo, with AVX-512 where the CPU has it.

@@ -253,14 +253,15 @@ attnPackTAVX512_done:
 	VZEROUPPER
 	RET
 
-// func attnExpTileAVX512(x *float32, ld, rows, cols, vis0 int, lse *float32, scale float32, c *[12]float32, lo *uint16)
+// func attnExpTileAVX512(x *float32, ld, rows, cols, vis0 int, lse *float32, scale float32, c *[12]float32, lo *uint16, sums *float32)
 //
 // attnExpTileGo: for each row r < rows of the tile x (row stride ld, as lo's), with
 // vis = clamp(r + vis0, 0, cols) and l = lse[r]: the row's cols elements (and lo's) are
 // cleared when vis is 0 or l is -Inf; else its first vis are attnExpAVX512's
-// exponentials (shift l, sum not kept, bf16 copies to lo when lo is not nil), the rest
-// up to cols cleared.
-TEXT ·attnExpTileAVX512(SB), NOSPLIT, $0-72
+// exponentials (shift l, bf16 copies to lo when lo is not nil), the rest up to cols
+// cleared. With sums not nil, sums[r] is attnExpAVX512's sum (its lanes and tree), 0
+// for a cleared row. Z24 holds zeros, Z0 the row's lanes.
+TEXT ·attnExpTileAVX512(SB), NOSPLIT, $0-80
 	BF16_CONSTS
 	MOVQ x+0(FP), SI
 	MOVQ ld+8(FP), R12
@@ -285,8 +286,9 @@ TEXT ·attnExpTileAVX512(SB), NOSPLIT, $0-72
 	VBROADCASTSS 44(R8), Z13
 	MOVL $127, AX
 	VPBROADCASTD AX, Z15
-	VXORPS Z0, Z0, Z0
+	VPXORD Z24, Z24, Z24
 	MOVQ lo+64(FP), DI
+	MOVQ sums+72(FP), R14
 	XORQ BX, BX
 
 attnExpTile_row:
@@ -304,10 +306,11 @@ attnExpTile_row:
 	CMPL AX, $-8388608 // 0xff800000, -Inf
 	JEQ attnExpTile_none
 	TESTQ CX, CX
-	JEQ attnExpTile_clear
+	JEQ attnExpTile_zero
 	VPBROADCASTD AX, Z2
 	MOVQ SI, R8
 	MOVQ DI, R9
+	VXORPS Z0, Z0, Z0
 
 attnExpTile_loop:
 	CMPQ CX, $16
@@ -315,6 +318,7 @@ attnExpTile_loop:
 	VMOVUPS 0(R8), Z16
 	EXP_BODY
 	VMOVUPS Z19, 0(R8)
+	VADDPS Z19, Z0, Z0
 	TESTQ R9, R9
 	JZ attnExpTile_next
 	BF16_ROUND
@@ -334,10 +338,25 @@ attnExpTile_last:
 	VMOVUPS.Z 0(R8), K1, Z16
 	EXP_BODY
 	VMOVUPS Z19, K1, 0(R8)
+	VADDPS Z19, Z0, K1, Z0
 	TESTQ R9, R9
-	JZ attnExpTile_vis
+	JZ attnExpTile_sum
 	BF16_ROUND
 	VPMOVDW Z23, K1, 0(R9)
+
+attnExpTile_sum:
+	TESTQ R14, R14
+	JZ attnExpTile_vis
+	// The lanes' tree, as attnExpAVX512's.
+	VEXTRACTF32X8 $1, Z0, Y17
+	VADDPS Y17, Y0, Y0
+	VEXTRACTF32X4 $1, Y0, X17
+	VADDPS X17, X0, X0
+	VMOVHLPS X0, X0, X17
+	VADDPS X17, X0, X0
+	VMOVSHDUP X0, X17
+	VADDSS X17, X0, X0
+	VMOVSS X0, (R14)(BX*4)
 
 attnExpTile_vis:
 	// CX = vis again, for the clearing.
@@ -349,6 +368,12 @@ attnExpTile_vis:
 
 attnExpTile_none:
 	XORQ CX, CX
+
+attnExpTile_zero:
+	// A cleared row's sum is 0.
+	TESTQ R14, R14
+	JZ attnExpTile_clear
+	MOVL $0, (R14)(BX*4)
 
 attnExpTile_clear:
 	// Clear elements [CX, cols) of the row and of lo's row.
@@ -374,10 +399,10 @@ attnExpTile_clearloop:
 
 attnExpTile_mask:
 	KMOVW AX, K1
-	VMOVUPS Z0, K1, 0(R8)
+	VMOVUPS Z24, K1, 0(R8)
 	TESTQ R9, R9
 	JZ attnExpTile_clearnext
-	VPMOVDW Z0, K1, 0(R9)
+	VPMOVDW Z24, K1, 0(R9)
 	ADDQ $32, R9
 
 attnExpTile_clearnext:
@@ -398,6 +423,70 @@ attnExpTile_inc:
 	JMP attnExpTile_row
 
 attnExpTile_done:
+	VZEROUPPER
+	RET
+
+// func attnMaxTileAVX512(x *float32, ld, rows, cols, vis0 int, mx *float32)
+//
+// attnMaxTileGo: mx[r] = attnMaxAVX512(row r of x, its first vis = clamp(r + vis0, 0,
+// cols) elements) for r < rows, -Inf where vis is 0.
+TEXT ·attnMaxTileAVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ ld+8(FP), R12
+	SHLQ $2, R12
+	MOVQ rows+16(FP), R10
+	MOVQ cols+24(FP), R11
+	MOVQ vis0+32(FP), DX
+	MOVQ mx+40(FP), R13
+	MOVL $0xff800000, AX
+	VPBROADCASTD AX, Z2
+	XORQ BX, BX
+
+attnMaxTile_row:
+	CMPQ BX, R10
+	JGE attnMaxTile_done
+	MOVQ BX, CX
+	ADDQ DX, CX
+	CMPQ CX, R11
+	CMOVQGT R11, CX
+	XORL AX, AX
+	TESTQ CX, CX
+	CMOVQLT AX, CX
+	VMOVAPS Z2, Z0
+	MOVQ SI, R8
+	TESTQ CX, CX
+	JEQ attnMaxTile_store
+
+attnMaxTile_loop:
+	CMPQ CX, $16
+	JBE attnMaxTile_last
+	VMAXPS 0(R8), Z0, Z0
+	ADDQ $64, R8
+	SUBQ $16, CX
+	JMP attnMaxTile_loop
+
+attnMaxTile_last:
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VMAXPS 0(R8), Z0, K1, Z0
+	VEXTRACTF32X8 $1, Z0, Y1
+	VMAXPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VMOVHLPS X0, X0, X1
+	VMAXPS X1, X0, X0
+	VMOVSHDUP X0, X1
+	VMAXSS X1, X0, X0
+
+attnMaxTile_store:
+	VMOVSS X0, (R13)(BX*4)
+	ADDQ R12, SI
+	INCQ BX
+	JMP attnMaxTile_row
+
+attnMaxTile_done:
 	VZEROUPPER
 	RET
 

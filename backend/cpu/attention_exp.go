@@ -79,8 +79,9 @@ func attnDSGo(dp, p []float32, delta float32, lo []half.BFloat16) {
 // the log-sum-exp l = lse[r], the row's cols elements are cleared when vis is 0 or l is
 // -Inf (a row with no visible key), else the first vis become attnExpRowGo's
 // exponentials (shift l) and the rest are cleared; lo, when not nil, gets their bf16
-// roundings (cleared elements 0).
-func attnExpTileGo(x []float32, ld, rows, cols, vis0 int, lse []float32, scale float32, lo []half.BFloat16) {
+// roundings (cleared elements 0), and sums, when not nil, attnExpRowGo's sum (0 for a
+// cleared row).
+func attnExpTileGo(x []float32, ld, rows, cols, vis0 int, lse []float32, scale float32, lo []half.BFloat16, sums []float32) {
 	for r := range rows {
 		row := x[r*ld:][:cols]
 		var lr []half.BFloat16
@@ -91,13 +92,28 @@ func attnExpTileGo(x []float32, ld, rows, cols, vis0 int, lse []float32, scale f
 		l := lse[r]
 		if vis == 0 || math.IsInf(float64(l), -1) {
 			attnClear(row, lr)
+			if sums != nil {
+				sums[r] = 0
+			}
 			continue
 		}
-		attnExpRowGo(row[:vis], lr, scale, l)
+		sum := attnExpRowGo(row[:vis], lr, scale, l)
+		if sums != nil {
+			sums[r] = sum
+		}
 		if lr != nil {
 			lr = lr[vis:]
 		}
 		attnClear(row[vis:], lr)
+	}
+}
+
+// attnMaxTileGo sets mx[r] = attnMaxGo of the first vis = clamp(r + vis0, 0, cols)
+// elements of row r < rows of x (row stride ld): -Inf where vis is 0.
+func attnMaxTileGo(x []float32, ld, rows, cols, vis0 int, mx []float32) {
+	for r := range rows {
+		vis := min(max(r+vis0, 0), cols)
+		mx[r] = attnMaxGo(x[r*ld:][:vis])
 	}
 }
 

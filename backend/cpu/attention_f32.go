@@ -50,6 +50,7 @@ type attnWork[L attnLow] struct {
 	tile, dp           []float32 // scores/probabilities, dP/dS: attnBlock² each
 	pLow, dsLow        []L       // P and dS rounded to L (bf16 only)
 	m, l               []float32
+	mx, shift, sums    []float32 // per row of a tile: maximum, exp shift, sum
 	lse, delta         []float32 // per row of the head
 	// Rows gathered from, or rounded for, operands whose rows are not contiguous.
 	bfRows []half.BFloat16
@@ -92,6 +93,7 @@ func getAttnWork[L attnLow](t, d int, backward bool) *attnWork[L] {
 		w.pLow, w.dsLow = grow(w.pLow, attnBlock*attnBlock), grow(w.dsLow, attnBlock*attnBlock)
 	}
 	w.m, w.l = grow(w.m, attnBlock), grow(w.l, attnBlock)
+	w.mx, w.shift, w.sums = grow(w.mx, attnBlock), grow(w.shift, attnBlock), grow(w.sums, attnBlock)
 	w.lse = grow(w.lse, t)
 	w.kern = attnBF16Kernel
 	return w
@@ -496,39 +498,7 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, x *attnHead[L], ou
 		for j0 := 0; j0 < end; j0 += attnBlock {
 			cols := min(attnBlock, end-j0)
 			w.mul(false, rows, cols, d, q[i0*lq:], lq, &w.bKt, j0, 0, false, w.tile, attnBlock)
-			for r := range rows {
-				row := w.tile[r*attnBlock : r*attnBlock+cols]
-				lo := w.lowRow(w.pLow, r, cols)
-				vis := attnVisible(causal, i0+r, j0, cols)
-				if vis == 0 {
-					attnClear(row, lo)
-					continue
-				}
-				mNew := max(w.m[r], scale*attnMax(row[:vis]))
-				if math.IsInf(float64(mNew), -1) && !attnHasNaN(row[:vis]) {
-					// Every visible score is -Inf: nothing to add (no NaN from -Inf - -Inf).
-					attnClear(row, lo)
-					continue
-				}
-				sum := attnExpRow(row[:vis], lo, scale, mNew)
-				if lo != nil {
-					lo = lo[vis:]
-				}
-				attnClear(row[vis:], lo)
-				if w.l[r] != 0 {
-					alpha := float32(math.Exp(float64(w.m[r] - mNew)))
-					if alpha != 1 {
-						ar := acc[r*ldo:][:d]
-						for c := range ar {
-							ar[c] *= alpha
-						}
-					}
-					w.l[r] = w.l[r]*alpha + sum
-				} else {
-					w.l[r] = sum
-				}
-				w.m[r] = mNew
-			}
+			w.softmaxTile(causal, scale, i0, j0, rows, cols, acc, ldo)
 			p := w.lowTile(w.tile, w.pLow)
 			w.mul(false, rows, d, cols, p, attnBlock, &w.bV, 0, j0, true, acc, ldo)
 		}
@@ -549,6 +519,95 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, x *attnHead[L], ou
 			w.lse[i] = w.m[r] + float32(math.Log(float64(w.l[r])))
 		}
 	}
+}
+
+// softmaxTile turns the score tile of query block i0 (rows) and key block j0 (cols)
+// into probabilities (P, and its bf16 rounding for bf16) with the running row maxima
+// w.m and sums w.l, rescaling the rows of acc (stride ldo) as a maximum grows: the
+// rows' maxima and exponentials over the whole tile in one call each (attnMaxTile,
+// attnExpTile), or row by row (softmaxRows) when a row's visible scores are all -Inf
+// or NaN.
+func (w *attnWork[L]) softmaxTile(causal bool, scale float32, i0, j0, rows, cols int, acc []float32, ldo int) {
+	if !attnTileSoftmax {
+		w.softmaxRows(causal, scale, i0, j0, rows, cols, acc, ldo)
+		return
+	}
+	ninf := float32(math.Inf(-1))
+	vis0 := cols
+	if causal {
+		vis0 = i0 - j0 + 1
+	}
+	attnMaxTile(w.tile, attnBlock, rows, cols, vis0, w.mx)
+	for r := range rows {
+		vis := min(max(r+vis0, 0), cols)
+		// A shift of -Inf makes attnExpTile clear the row: no visible key, or every
+		// visible score -Inf (nothing to add; no NaN from -Inf - -Inf).
+		w.shift[r] = ninf
+		if vis == 0 {
+			continue
+		}
+		mNew := max(w.m[r], scale*w.mx[r])
+		if math.IsInf(float64(mNew), -1) {
+			if attnHasNaN(w.tile[r*attnBlock:][:vis]) {
+				w.softmaxRows(causal, scale, i0, j0, rows, cols, acc, ldo)
+				return
+			}
+			continue
+		}
+		w.shift[r] = mNew
+	}
+	attnExpTile(w.tile, attnBlock, rows, cols, vis0, w.shift, scale, w.lowTileBF16(w.pLow), w.sums)
+	for r := range rows {
+		if mNew := w.shift[r]; !math.IsInf(float64(mNew), -1) {
+			w.update(r, mNew, w.sums[r], acc[r*ldo:][:w.d])
+		}
+	}
+}
+
+// attnTileSoftmax selects softmaxTile's whole-tile calls; tests clear it to compare
+// them with softmaxRows.
+var attnTileSoftmax = true
+
+// softmaxRows is softmaxTile row by row.
+func (w *attnWork[L]) softmaxRows(causal bool, scale float32, i0, j0, rows, cols int, acc []float32, ldo int) {
+	for r := range rows {
+		row := w.tile[r*attnBlock : r*attnBlock+cols]
+		lo := w.lowRow(w.pLow, r, cols)
+		vis := attnVisible(causal, i0+r, j0, cols)
+		if vis == 0 {
+			attnClear(row, lo)
+			continue
+		}
+		mNew := max(w.m[r], scale*attnMax(row[:vis]))
+		if math.IsInf(float64(mNew), -1) && !attnHasNaN(row[:vis]) {
+			// Every visible score is -Inf: nothing to add (no NaN from -Inf - -Inf).
+			attnClear(row, lo)
+			continue
+		}
+		sum := attnExpRow(row[:vis], lo, scale, mNew)
+		if lo != nil {
+			lo = lo[vis:]
+		}
+		attnClear(row[vis:], lo)
+		w.update(r, mNew, sum, acc[r*ldo:][:w.d])
+	}
+}
+
+// update takes row r's new maximum mNew and the sum of its block's exponentials: the
+// running sum, and the row's accumulated output ar, are rescaled by exp(m - mNew).
+func (w *attnWork[L]) update(r int, mNew, sum float32, ar []float32) {
+	if w.l[r] != 0 {
+		alpha := float32(math.Exp(float64(w.m[r] - mNew)))
+		if alpha != 1 {
+			for c := range ar {
+				ar[c] *= alpha
+			}
+		}
+		w.l[r] = w.l[r]*alpha + sum
+	} else {
+		w.l[r] = sum
+	}
+	w.m[r] = mNew
 }
 
 // attnBackwardF32 is the backward pass for float32, float16 and bf16 storage.
@@ -702,7 +761,7 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], g
 			if causal {
 				vis0 = i0 - j0 + 1
 			}
-			attnExpTile(w.tile, attnBlock, rows, cols, vis0, w.lse[i0:], scale, w.lowTileBF16(w.pLow))
+			attnExpTile(w.tile, attnBlock, rows, cols, vis0, w.lse[i0:], scale, w.lowTileBF16(w.pLow), nil)
 			p := w.lowTile(w.tile, w.pLow)
 			// dV_j += Pᵀ·dO_i
 			w.mul(true, cols, d, rows, p, attnBlock, &w.bG, 0, i0, true, gv[j0*gr.lv:], gr.lv)

@@ -16,8 +16,13 @@ func attnExpRow(row []float32, lo []half.BFloat16, scale, shift float32) float32
 func attnDS(dp, p []float32, delta float32, lo []half.BFloat16) { attnDSGo(dp, p, delta, lo) }
 
 // attnExpTile is attnExpTileGo.
-func attnExpTile(x []float32, ld, rows, cols, vis0 int, lse []float32, scale float32, lo []half.BFloat16) {
-	attnExpTileGo(x, ld, rows, cols, vis0, lse, scale, lo)
+func attnExpTile(x []float32, ld, rows, cols, vis0 int, lse []float32, scale float32, lo []half.BFloat16, sums []float32) {
+	attnExpTileGo(x, ld, rows, cols, vis0, lse, scale, lo, sums)
+}
+
+// attnMaxTile is attnMaxTileGo.
+func attnMaxTile(x []float32, ld, rows, cols, vis0 int, mx []float32) {
+	attnMaxTileGo(x, ld, rows, cols, vis0, mx)
 }
 
 // attnDSTile is attnDSTileGo.

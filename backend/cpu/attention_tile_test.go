@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/half"
 )
 
@@ -50,8 +51,27 @@ func TestAttnTileTwin(t *testing.T) {
 						}
 					}
 					a, g := append([]float32(nil), x...), append([]float32(nil), x...)
-					attnExpTile(a, ld, rows, cols, vis0, lse, scale, la)
-					attnExpTileGo(g, ld, rows, cols, vis0, lse, scale, lg)
+					sa, sg := make([]float32, rows+1), make([]float32, rows+1)
+					sa[rows], sg[rows] = guard, guard
+					ma, mg := make([]float32, rows+1), make([]float32, rows+1)
+					attnMaxTile(x, ld, rows, cols, vis0, ma)
+					attnMaxTileGo(x, ld, rows, cols, vis0, mg)
+					for r := range ma {
+						if !same(ma[r], mg[r]) {
+							t.Fatalf("max %s: row %d: asm %g, Go %g", name, r, ma[r], mg[r])
+						}
+					}
+					sums := [2][]float32{sa, sg}
+					if rng.IntN(3) == 0 {
+						sums = [2][]float32{nil, nil}
+					}
+					attnExpTile(a, ld, rows, cols, vis0, lse, scale, la, sums[0])
+					attnExpTileGo(g, ld, rows, cols, vis0, lse, scale, lg, sums[1])
+					for r := range sa {
+						if !same(sa[r], sg[r]) {
+							t.Fatalf("exp %s: sum %d: asm %g, Go %g", name, r, sa[r], sg[r])
+						}
+					}
 					for i := range a {
 						if !same(a[i], g[i]) {
 							t.Fatalf("exp %s: x[%d]: asm %g, Go %g", name, i, a[i], g[i])
@@ -113,9 +133,11 @@ func TestAttnExpTileGo(t *testing.T) {
 	lse := []float32{0.5, float32(math.Inf(-1)), 1, 2, -1, 0, 3, 0.25, 1.5}
 	lo := make([]half.BFloat16, ld*rows)
 	got := append([]float32(nil), x...)
-	attnExpTileGo(got, ld, rows, cols, -2, lse, 0.3, lo)
+	sums := make([]float32, rows)
+	attnExpTileGo(got, ld, rows, cols, -2, lse, 0.3, lo, sums)
 	for r := range rows {
 		vis := min(max(r-2, 0), cols)
+		var sum [16]float32
 		for c := range ld {
 			i := r*ld + c
 			want := x[i]
@@ -125,12 +147,53 @@ func TestAttnExpTileGo(t *testing.T) {
 				want = 0
 			default:
 				want = attnExp32(fma32(x[i], 0.3, -lse[r]))
+				sum[c%16] += want
 			}
 			if !sameBits(got[i], want) {
 				t.Fatalf("[%d][%d]: %g, want %g", r, c, got[i], want)
 			}
 			if c < cols && lo[i] != half.BFloat16FromFloat32(want) {
 				t.Fatalf("lo[%d][%d]: %#04x, want %#04x", r, c, lo[i], half.BFloat16FromFloat32(want))
+			}
+		}
+		if want := attnLaneSum(&sum); !sameBits(sums[r], want) {
+			t.Fatalf("sum %d: %g, want %g", r, sums[r], want)
+		}
+	}
+}
+
+// The forward pass's whole-tile softmax (attnMaxTile, attnExpTile) against the row by
+// row loop it replaced (softmaxRows), bit for bit, on every geometry of attnCases and
+// every storage type, also with infinite and NaN inputs that make rows of scores -Inf
+// or NaN (the rows softmaxTile leaves to softmaxRows).
+func TestAttentionTileSoftmaxMatchesRows(t *testing.T) {
+	defer func() { attnTileSoftmax = true }()
+	for _, dt := range []backend.DType{backend.Float32, backend.BFloat16, backend.Float16} {
+		for ci, c := range attnCases {
+			for _, special := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/special=%v", dt, c, special), func(t *testing.T) {
+					in := newAttnData(c, uint64(40+ci))
+					if special {
+						rng := rand.New(rand.NewPCG(uint64(ci), 77))
+						for range 3 {
+							in.q[rng.IntN(len(in.q))] = float32(math.Inf(1))
+							in.k[rng.IntN(len(in.k))] = float32(math.Inf(-1))
+						}
+						in.k[rng.IntN(len(in.k))] = float32(math.NaN())
+					}
+					attnTileSoftmax = true
+					got := runAttn(t, c, in, dt)
+					attnTileSoftmax = false
+					want := runAttn(t, c, in, dt)
+					for p, w := range want.parts() {
+						g := got.parts()[p]
+						for i := range w {
+							if math.Float64bits(g[i]) != math.Float64bits(w[i]) && !(g[i] != g[i] && w[i] != w[i]) {
+								t.Fatalf("%s[%d]: tile %.8g, rows %.8g", attnPartNames[p], i, g[i], w[i])
+							}
+						}
+					}
+				})
 			}
 		}
 	}
