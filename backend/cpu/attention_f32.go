@@ -51,6 +51,10 @@ type attnWork[L attnLow] struct {
 	pLow, dsLow        []L       // P and dS rounded to L (bf16 only)
 	m, l               []float32
 	mx, shift, sums    []float32 // per row of a tile: maximum, exp shift, sum
+	// With masked set, mul leaves out the micro-kernel tiles whose every element (r, c)
+	// has c - r > diag: the causally masked scores, which nothing reads.
+	masked bool
+	diag   int
 	lse, delta         []float32 // per row of the head
 	// Rows gathered from, or rounded for, operands whose rows are not contiguous.
 	bfRows []half.BFloat16
@@ -304,6 +308,9 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 		for q := range np {
 			j0 := q * nr
 			cols := min(nr, n-j0)
+			if w.masked && j0-(i0+rows-1) > w.diag {
+				continue
+			}
 			bp := b.panels()[(q0+q)*b.steps*nr+k0*nr:][:k*nr]
 			ct, ldt := c[i0*ldc+j0:], ldc
 			if rows < mr || cols < nr {
@@ -362,6 +369,9 @@ func (w *attnWork[L]) mulBF16(transA bool, m, n, k int, a []half.BFloat16, lda i
 		for q := range np {
 			j0 := q * nr
 			cols := min(nr, n-j0)
+			if w.masked && j0-(i0+rows-1) > w.diag {
+				continue
+			}
 			bp := b.u[(q0+q)*b.steps*nr+k0/2*nr:][:kc2*nr]
 			if rows == mr && cols == nr {
 				if direct {
@@ -497,7 +507,9 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, x *attnHead[L], ou
 		end := attnKeyEnd(causal, i0, rows, t)
 		for j0 := 0; j0 < end; j0 += attnBlock {
 			cols := min(attnBlock, end-j0)
+			w.masked, w.diag = causal && attnSkipMasked, i0-j0
 			w.mul(false, rows, cols, d, q[i0*lq:], lq, &w.bKt, j0, 0, false, w.tile, attnBlock)
+			w.masked = false
 			w.softmaxTile(causal, scale, i0, j0, rows, cols, acc, ldo)
 			p := w.lowTile(w.tile, w.pLow)
 			w.mul(false, rows, d, cols, p, attnBlock, &w.bV, 0, j0, true, acc, ldo)
@@ -563,6 +575,9 @@ func (w *attnWork[L]) softmaxTile(causal bool, scale float32, i0, j0, rows, cols
 		}
 	}
 }
+
+// attnSkipMasked lets the score products leave out fully masked tiles; tests clear it.
+var attnSkipMasked = true
 
 // attnTileSoftmax selects softmaxTile's whole-tile calls; tests clear it to compare
 // them with softmaxRows.
@@ -756,7 +771,9 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], g
 		for j0 := 0; j0 < end; j0 += attnBlock {
 			cols := min(attnBlock, end-j0)
 			// P = exp(scale·Q_i·K_jᵀ - lse_i), masked entries 0.
+			w.masked, w.diag = causal && attnSkipMasked, i0-j0
 			w.mul(false, rows, cols, d, q[i0*lq:], lq, &w.bKt, j0, 0, false, w.tile, attnBlock)
+			w.masked = false
 			vis0 := cols
 			if causal {
 				vis0 = i0 - j0 + 1
