@@ -186,6 +186,9 @@ func packAMXA(dst []uint32, src []half.BFloat16, ld, kc, kc2, lanes int, sideByS
 	if !sideBySide && packAMXATrans(dst, src, ld, kc, kc2, lanes) {
 		return
 	}
+	if sideBySide && packAMXARows(dst, src, ld, kc, kc2, lanes) {
+		return
+	}
 	packAMXAGo(dst, src, ld, kc, kc2, lanes, sideBySide)
 }
 

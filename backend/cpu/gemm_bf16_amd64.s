@@ -2532,3 +2532,45 @@ gemmBF16PackPairsWide_panel:
 gemmBF16PackPairsWide_done:
 	VZEROUPPER
 	RET
+
+// func gemmAMXPackRows(dst *uint32, src *half.BFloat16, ld, lanes, tiles int, last uint32)
+TEXT ·gemmAMXPackRows(SB), NOSPLIT, $0-44
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	SHLQ $1, R8 // bytes from one stored row to the next
+	MOVQ lanes+24(FP), CX
+	MOVQ tiles+32(FP), R9
+	MOVL last+40(FP), AX
+	KMOVD AX, K1
+	TESTQ CX, CX
+	JZ gemmAMXPackRows_done
+	TESTQ R9, R9
+	JZ gemmAMXPackRows_done
+
+gemmAMXPackRows_row:
+	MOVQ SI, R10
+	MOVQ DI, BX
+	MOVQ R9, DX
+	DECQ DX
+	JZ gemmAMXPackRows_last
+
+gemmAMXPackRows_tile:
+	VMOVDQU16 (R10), Z0
+	VMOVDQU16 Z0, (BX)
+	ADDQ $64, R10
+	ADDQ $2048, BX
+	DECQ DX
+	JNZ gemmAMXPackRows_tile
+
+gemmAMXPackRows_last:
+	VMOVDQU16.Z (R10), K1, Z0
+	VMOVDQU16 Z0, (BX)
+	ADDQ R8, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ gemmAMXPackRows_row
+
+gemmAMXPackRows_done:
+	VZEROUPPER
+	RET

@@ -73,6 +73,24 @@ func BenchmarkGemmPack(b *testing.B) {
 				}
 			})
 		}
+		for _, p := range []struct {
+			name string
+			pack func(dst []uint32, src []half.BFloat16, ld, kc, kc2, lanes int, sideBySide bool)
+		}{{"amxA", packAMXA}, {"amxAGo", packAMXAGo}} {
+			b.Run(fmt.Sprintf("%dx%dx%d/fwd/%s", rows, in, out, p.name), func(b *testing.B) {
+				// X's row panels as the forward GEMM packs them where k is
+				// not a multiple of 32 (no in-place A): dY stands in for X.
+				k := out - 16
+				kc2 := gemmCeilDiv(gemmCeilDiv(k, 2), amxTileK) * amxTileK
+				dst := make([]uint32, amxMR*kc2)
+				b.SetBytes(int64(2 * rows * k))
+				for b.Loop() {
+					for i0 := 0; i0 < rows; i0 += amxMR {
+						p.pack(dst, dyb[i0*out:], out, k, kc2, min(amxMR, rows-i0), true)
+					}
+				}
+			})
+		}
 		b.Run(fmt.Sprintf("%dx%dx%d/dw/amxA", rows, in, out), func(b *testing.B) {
 			kc2 := gemmCeilDiv(gemmCeilDiv(rows, 2), amxTileK) * amxTileK
 			dst := make([]uint32, amxMR*kc2)

@@ -102,7 +102,7 @@ func TestGemmPackTrans32(t *testing.T) {
 		}
 	}
 	for _, lanes := range []int{1, 7, 16, 17, 32} {
-		for _, kc := range []int{32, 63, 64, 65, 96, 200, 513} {
+		for _, kc := range []int{1, 16, 31, 32, 63, 64, 65, 96, 200, 513, 784} {
 			for _, pad := range []int{0, 5} {
 				ld := lanes + pad
 				kc2 := gemmCeilDiv(gemmCeilDiv(kc, 2), amxTileK) * amxTileK
@@ -120,6 +120,25 @@ func TestGemmPackTrans32(t *testing.T) {
 				for i := range got {
 					if got[i] != want[i] {
 						t.Fatalf("AMX A: lanes=%d kc=%d ld=%d: word %d is %#x, want %#x", lanes, kc, ld, i, got[i], want[i])
+					}
+				}
+				// Rows side by side (an op(A) that is not transposed), one k
+				// tile more than the data fills.
+				ld2 := kc + pad
+				src2 := make([]half.BFloat16, (lanes-1)*ld2+kc)
+				for i := range src2 {
+					src2[i] = half.BFloat16(rng.Uint32())
+				}
+				kc2 += amxTileK
+				got, want = make([]uint32, amxMR*kc2), make([]uint32, amxMR*kc2)
+				for i := range got {
+					got[i], want[i] = rng.Uint32(), rng.Uint32()
+				}
+				packAMXA(got, src2, ld2, kc, kc2, lanes, true)
+				packAMXAGo(want, src2, ld2, kc, kc2, lanes, true)
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("AMX A rows: lanes=%d kc=%d ld=%d: word %d is %#x, want %#x", lanes, kc, ld2, i, got[i], want[i])
 					}
 				}
 			}
