@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"runtime"
 	"unsafe"
 
 	"github.com/gamp-ml/gamp/half"
@@ -143,6 +144,58 @@ func attnAMXDirect(kc2 int, a []half.BFloat16, lda int, b []uint32, c []float32,
 	_ = b[amxNR*kc2-1]
 	_ = c[(amxMR-1)*ldc+amxNR-1]
 	gemmAMXKernel32x32(kc2/amxTileK, (*uint32)(unsafe.Pointer(&a[0])), 2*lda, 4*amxTileK, &b[0], &c[0], 4*ldc, &amxTileConfig, add)
+}
+
+// attnAMXBegin loads the tile configuration cfg for the attnAMXTile calls after it on
+// this thread; attnAMXEnd releases the tiles.
+//
+//go:noescape
+func attnAMXBegin(cfg *[64]byte)
+
+func attnAMXEnd()
+
+// attnAMXTile is gemmAMXKernel32x32 on tiles attnAMXBegin configured with
+// amxTileConfig: one tile configuration per run of heads instead of one per tile (the
+// LDTILECFG and TILERELEASE of each call cost as much as a few k tiles).
+//
+//go:noescape
+func attnAMXTile(kt int, a *uint32, aRow, aStep int, b *uint32, c *float32, ldc int, add bool)
+
+// attnAMXAcquire reports whether kern is the AMX kernel and, if so, locks the
+// goroutine to its thread (the tile configuration is the thread's) and loads the
+// configuration: the products then run attnAMXHeldFn and attnAMXHeldDirect until
+// attnAMXRelease.
+func attnAMXAcquire(kern *gemmBF16Kernel) bool {
+	if kern != gemmAMXKernel {
+		return false
+	}
+	runtime.LockOSThread()
+	attnAMXBegin(&amxTileConfig)
+	return true
+}
+
+// attnAMXRelease releases the tiles and the thread attnAMXAcquire took.
+func attnAMXRelease() {
+	attnAMXEnd()
+	runtime.UnlockOSThread()
+}
+
+// attnAMXHeldFn is gemmAMXKernel32x32Fn on the configured tiles.
+func attnAMXHeldFn(kc2 int, a, b []uint32, c []float32, ldc int, add bool) {
+	ap, bp := amxPanels(kc2, a, b)
+	_ = c[(amxMR-1)*ldc+amxNR-1]
+	attnAMXTile(kc2/amxTileK, ap, 4*amxTileK, 4*amxTileK*amxMR, bp, &c[0], 4*ldc, add)
+}
+
+// attnAMXHeldDirect is attnAMXDirect on the configured tiles.
+func attnAMXHeldDirect(kc2 int, a []half.BFloat16, lda int, b []uint32, c []float32, ldc int, add bool) {
+	if kc2 <= 0 || kc2%amxTileK != 0 {
+		panic("cpu: attnAMXHeldDirect: kc2 is not a positive multiple of the k tile")
+	}
+	_ = a[(amxMR-1)*lda+2*kc2-1]
+	_ = b[amxNR*kc2-1]
+	_ = c[(amxMR-1)*ldc+amxNR-1]
+	attnAMXTile(kc2/amxTileK, (*uint32)(unsafe.Pointer(&a[0])), 2*lda, 4*amxTileK, &b[0], &c[0], 4*ldc, add)
 }
 
 // attnPackTAVX512 is attnPackTGo(dst, src, ld, k, rows, mr) for rows ≤ mr ≤ 16 with a

@@ -565,3 +565,83 @@ attnDSTile_inc:
 attnDSTile_done:
 	VZEROUPPER
 	RET
+
+// func attnAMXBegin(cfg *[64]byte)
+//
+// Loads the AMX tile configuration cfg (LDTILECFG) for the attnAMXTile calls that
+// follow on this thread, until attnAMXEnd.
+TEXT ·attnAMXBegin(SB), NOSPLIT, $0-8
+	MOVQ cfg+0(FP), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg (%rax)
+	RET
+
+// func attnAMXEnd()
+//
+// Releases the AMX tile state (TILERELEASE).
+TEXT ·attnAMXEnd(SB), NOSPLIT, $0-0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+	RET
+
+// func attnAMXTile(kt int, a *uint32, aRow, aStep int, b *uint32, c *float32, ldc int, add bool)
+//
+// gemmAMXKernel32x32 without its LDTILECFG and TILERELEASE: the tile configuration of
+// gemmAMXKernel32x32's cfg must be loaded (attnAMXBegin) on this thread. The same
+// instructions in the same order, so the same tile.
+TEXT ·attnAMXTile(SB), NOSPLIT, $0-57
+	MOVQ kt+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ aRow+16(FP), R9
+	MOVQ aStep+24(FP), R12
+	MOVQ R9, R13
+	SHLQ $4, R13
+	MOVQ b+32(FP), DI
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R8
+	MOVQ $128, R10 // bytes per B pair row
+	MOVBLZX add+56(FP), AX
+	TESTL AX, AX
+	JNZ attnAMXTile_load
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero %tmm3
+	JMP attnAMXTile_start
+
+attnAMXTile_load:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x04; BYTE $0x02 // tileloadd (%rdx,%r8,1), %tmm0
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x4c; BYTE $0x02; BYTE $0x40 // tileloadd 64(%rdx,%r8,1), %tmm1
+	MOVQ R8, BX
+	SHLQ $4, BX
+	ADDQ BX, DX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x02 // tileloadd (%rdx,%r8,1), %tmm2
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x5c; BYTE $0x02; BYTE $0x40 // tileloadd 64(%rdx,%r8,1), %tmm3
+	SUBQ BX, DX
+
+attnAMXTile_start:
+	TESTQ CX, CX
+	JZ attnAMXTile_done
+
+attnAMXTile_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
+	LEAQ (SI)(R13*1), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloadd (%rbx,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
+	ADDQ R12, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ attnAMXTile_loop
+
+attnAMXTile_done:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x02 // tilestored %tmm0, (%rdx,%r8,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x02; BYTE $0x40 // tilestored %tmm1, 64(%rdx,%r8,1)
+	MOVQ R8, BX
+	SHLQ $4, BX
+	ADDQ BX, DX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x14; BYTE $0x02 // tilestored %tmm2, (%rdx,%r8,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x5c; BYTE $0x02; BYTE $0x40 // tilestored %tmm3, 64(%rdx,%r8,1)
+	RET

@@ -51,6 +51,9 @@ type attnWork[L attnLow] struct {
 	pLow, dsLow        []L       // P and dS rounded to L (bf16 only)
 	m, l               []float32
 	mx, shift, sums    []float32 // per row of a tile: maximum, exp shift, sum
+	// amx: the AMX tiles are configured on this thread (attnAMXAcquire), the products
+	// run attnAMXHeld*.
+	amx bool
 	// With masked set, mul leaves out the micro-kernel tiles whose every element (r, c)
 	// has c - r > diag: the causally masked scores, which nothing reads.
 	masked bool
@@ -148,6 +151,13 @@ func (w *attnWork[L]) lowTile(t []float32, buf []L) []L {
 		return lt
 	}
 	return buf
+}
+
+// lowBF16 reports whether the products read bf16 (L is half.BFloat16).
+func (w *attnWork[L]) lowBF16() bool {
+	var zero L
+	_, ok := any(zero).(half.BFloat16)
+	return ok
 }
 
 // lowTileBF16 returns buf, a bf16 tile that P or dS is rounded into as it is computed;
@@ -373,18 +383,22 @@ func (w *attnWork[L]) mulBF16(transA bool, m, n, k int, a []half.BFloat16, lda i
 				continue
 			}
 			bp := b.u[(q0+q)*b.steps*nr+k0/2*nr:][:kc2*nr]
-			if rows == mr && cols == nr {
-				if direct {
-					attnAMXDirect(kc2, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, add)
-				} else {
-					kern.fn(kc2, ap, bp, c[i0*ldc+j0:], ldc, add)
-				}
-				continue
+			ct, ldt, addt := c[i0*ldc+j0:], ldc, add
+			if rows < mr || cols < nr {
+				ct, ldt, addt = w.edge, nr, false
 			}
-			if direct {
-				attnAMXDirect(kc2, a[i0*lda:], lda, bp, w.edge, nr, false)
-			} else {
-				kern.fn(kc2, ap, bp, w.edge, nr, false)
+			switch {
+			case direct && w.amx:
+				attnAMXHeldDirect(kc2, a[i0*lda:], lda, bp, ct, ldt, addt)
+			case direct:
+				attnAMXDirect(kc2, a[i0*lda:], lda, bp, ct, ldt, addt)
+			case w.amx:
+				attnAMXHeldFn(kc2, ap, bp, ct, ldt, addt)
+			default:
+				kern.fn(kc2, ap, bp, ct, ldt, addt)
+			}
+			if rows == mr && cols == nr {
+				continue
 			}
 			for r := range rows {
 				src := w.edge[r*nr:][:cols]
@@ -410,6 +424,9 @@ func attnForwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, pl []at
 	ParallelFor(a.BH, 1, func(lo, hi int) {
 		w := getAttnWork[L](t, d, false)
 		defer putAttnWork(w)
+		if w.amx = w.lowBF16() && attnAMXAcquire(w.kern); w.amx {
+			defer attnAMXRelease()
+		}
 		for h := lo; h < hi; h++ {
 			var x attnHead[L]
 			x.q, x.lq = w.view(q, pl[0], h, &w.qb)
@@ -633,6 +650,9 @@ func attnBackwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, pl []a
 	ParallelFor(a.BH, 1, func(lo, hi int) {
 		w := getAttnWork[L](t, d, true)
 		defer putAttnWork(w)
+		if w.amx = w.lowBF16() && attnAMXAcquire(w.kern); w.amx {
+			defer attnAMXRelease()
+		}
 		for h := lo; h < hi; h++ {
 			load(w.lse[:t], lseS, h*t, 1)
 			var x attnHead[L]

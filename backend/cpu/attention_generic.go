@@ -40,5 +40,18 @@ func attnAMXDirect(kc2 int, a []half.BFloat16, lda int, b []uint32, c []float32,
 	panic("cpu: attnAMXDirect without AMX")
 }
 
+// attnAMXAcquire reports false: no AMX kernel in this build.
+func attnAMXAcquire(kern *gemmBF16Kernel) bool { return false }
+
+func attnAMXRelease() {}
+
+func attnAMXHeldFn(kc2 int, a, b []uint32, c []float32, ldc int, add bool) {
+	panic("cpu: attnAMXHeldFn without AMX")
+}
+
+func attnAMXHeldDirect(kc2 int, a []half.BFloat16, lda int, b []uint32, c []float32, ldc int, add bool) {
+	panic("cpu: attnAMXHeldDirect without AMX")
+}
+
 // attnPackT is attnPackTGo.
 func attnPackT(dst, src []float32, ld, k, rows, mr int) { attnPackTGo(dst, src, ld, k, rows, mr) }
