@@ -235,7 +235,8 @@ func vecGelu(dst, x, gy []float32) {
 	}
 	m := 0
 	if vec != nil {
-		if m = n &^ 15; m > 0 {
+		// AVX-512 and long enough: the lanes sorted by piece (gelu_f32_amd64.go).
+		if m = n &^ 15; m > 0 && !vecGeluCompact(dst, x, gy, m) {
 			if gy != nil {
 				gp = &gy[0]
 			}

@@ -1,0 +1,365 @@
+// Command gelugen writes backend/cpu/gelu_f32_amd64.s: geluCompactAVX512, the
+// float32 exact-erf GELU (forward and backward) of vec_gelu.go by lane compaction.
+// vecgen's vecGeluAVX512 runs every piece of geluParts that some lane of a
+// 16-lane vector needs, and with activations that are roughly normal nearly every
+// vector needs all three; this loop first sorts the lanes of a block by piece:
+//
+//  1. classify: a = |x·(1/√2)| sets three lane masks (a < 0.84375, [0.84375, 1.25),
+//     ≥ 1.25); VCOMPRESSPS packs each piece's x values densely into its own buffer
+//     (a register compress and a full store, the next overwriting the tail) and the
+//     masks are kept; a lane in none of them (NaN) makes the call return false with
+//     dst untouched, for the caller to use vecGeluAVX512 on that block;
+//  2. one loop per piece over its own buffer, in place: each lane runs exactly the
+//     instructions, in the same operand order, that vecGeluAVX512 applies to a lane
+//     of that piece (uh, ul, the piece's Horner steps and VDIVPS, exp32, and the
+//     final steps), ending with y = x·Φ or, backward, fma(x, φ, Φ);
+//  3. merge: for each vector of the block, VEXPANDPS reads each piece's next results
+//     back under its mask; backward multiplies by gy (VMULPS with the factor first,
+//     as vecGeluAVX512); one store.
+//
+// Run it from backend/cpu:
+//
+//	go generate ./backend/cpu/   (or: go run ./internal/gelugen -o gelu_f32_amd64.s)
+//
+// TestGeluCompactGenerated checks that the committed file is its output;
+// gelu_f32_test.go pits the loop against vecGeluAVX512 and geluGo bit for bit.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"log"
+	"math"
+	"os"
+)
+
+// block is the most elements one call takes (geluBlock in gelu_f32_amd64.go).
+const block = 1024
+
+// Compare predicates (VCMPPS imm8).
+const (
+	cmpLTOQ = 0x11 // src1 < src2, false on NaN
+	cmpGEOQ = 0x1d // src1 ≥ src2, false on NaN
+)
+
+// consts are the float32 constants of the loop, each stored sixteen times: those of
+// internal/vecgen/gelu.go (the values of vec_gelu.go), copied.
+var consts = func() []struct {
+	name string
+	bits uint32
+} {
+	type c = struct {
+		name string
+		bits uint32
+	}
+	f := func(name string, v float64) c { return c{name, math.Float32bits(float32(v))} }
+	const erx = 8.45062911510467529297e-01
+	inv := float32(math.Sqrt2 / 2)
+	ln2 := float32(math.Ln2)
+	cs := []c{
+		f("invsqrt2", float64(inv)), f("invsqrt2lo", math.Sqrt2/2-float64(inv)), f("sqrt2", math.Sqrt2),
+		f("one", 1), f("half", 0.5), f("neghalf", -0.5), f("zero", 0), f("m05625", -0.5625),
+		f("chp", 0.5+0.5*erx), f("chm", 0.5-0.5*erx),
+		f("a", 0.84375), f("b", 1.25), f("c", 1/0.35), f("invsqrt2pi", 0.3989422804014327),
+		f("log2e", math.Log2E), f("ln2hi", float64(ln2)), f("ln2lo", math.Ln2-float64(ln2)), f("cut", -86),
+		{"abs", 0x7fffffff}, {"sign", 0x80000000}, {"bias", 127},
+	}
+	polys := []struct {
+		name string
+		c    []float64
+	}{
+		{"pp", []float64{-2.37630166566501626084e-05, -5.77027029648944159157e-03, -2.84817495755985104766e-02, -3.25042107247001499370e-01, 1.28379167095512558561e-01}},
+		{"qq", []float64{-3.96022827877536812320e-06, 1.32494738004321644526e-04, 5.08130628187576562776e-03, 6.50222499887672944485e-02, 3.97917223959155352819e-01, 1}},
+		{"pa", []float64{-2.16637559486879084300e-03, 3.54783043256182359371e-02, -1.10894694282396677476e-01, 3.18346619901161753674e-01, -3.72207876035701323847e-01, 4.14856118683748331666e-01, -2.36211856075265944077e-03}},
+		{"qa", []float64{1.19844998467991074170e-02, 1.36370839120290507362e-02, 1.26171219808761642112e-01, 7.18286544141962662868e-02, 5.40397917702171048937e-01, 1.06420880400844228286e-01, 1}},
+		{"ra", []float64{-9.81432934416914548592e+00, -8.12874355063065934246e+01, -1.84605092906711035994e+02, -1.62396669462573470355e+02, -6.23753324503260060396e+01, -1.05586262253232909814e+01, -6.93858572707181764372e-01, -9.86494403484714822705e-03}},
+		{"sa", []float64{-6.04244152148580987438e-02, 6.57024977031928170135e+00, 1.08635005541779435134e+02, 4.29008140027567833386e+02, 6.45387271733267880336e+02, 4.34565877475229228821e+02, 1.37657754143519042600e+02, 1.96512716674392571292e+01, 1}},
+		{"rb", []float64{-4.83519191608651397019e+02, -1.02509513161107724954e+03, -6.37566443368389627722e+02, -1.60636384855821916062e+02, -1.77579549177547519889e+01, -7.99283237680523006574e-01, -9.86494292470009928597e-03}},
+		{"sb", []float64{-2.24409524465858183362e+01, 4.74528541206955367215e+02, 2.55305040643316442583e+03, 3.19985821950859553908e+03, 1.53672958608443695994e+03, 3.25792512996573918826e+02, 3.03380607434824582924e+01, 1}},
+		{"dm", []float64{2 / math.SqrtPi / 24, -2 / math.SqrtPi / 6, 2 / math.SqrtPi / 2, -2 / math.SqrtPi, 2 / math.SqrtPi}},
+		{"ex", []float64{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1}},
+	}
+	for _, p := range polys {
+		for i, v := range p.c {
+			cs = append(cs, f(fmt.Sprintf("%s%d", p.name, i), v))
+		}
+	}
+	return cs
+}()
+
+// gc returns the memory operand of the named constant.
+func gc(name string) string {
+	for i, c := range consts {
+		if c.name == name {
+			return fmt.Sprintf("gelucx<>+%d(SB)", 64*i)
+		}
+	}
+	panic("gelugen: no constant " + name)
+}
+
+func has(name string) bool {
+	for _, c := range consts {
+		if c.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+type gen struct{ b bytes.Buffer }
+
+func (g *gen) p(format string, args ...any) { fmt.Fprintf(&g.b, format+"\n", args...) }
+
+func r(i int) string { return fmt.Sprintf("Z%d", i) }
+
+// horner emits dst = poly(v), one FMA per coefficient, as vec_gelu.go's horner32.
+func (g *gen) horner(poly string, v, dst int) {
+	g.p("\tVMOVUPS %s, %s", gc(poly+"0"), r(dst))
+	for i := 1; has(fmt.Sprintf("%s%d", poly, i)); i++ {
+		g.p("\tVFMADD213PS %s, %s, %s // p = p·v + %s%d", gc(fmt.Sprintf("%s%d", poly, i)), r(v), r(dst), poly, i)
+	}
+}
+
+// exp32 emits p = exp32(hi, lo) as vecGeluAVX512 does, k, rr and i scratch, K2 too.
+func (g *gen) exp32(hi, lo, p, k, rr, i int) {
+	g.p("\tVADDPS %s, %s, %s // hi + lo", r(hi), r(lo), r(k))
+	g.p("\tVMULPS %s, %s, %s", gc("log2e"), r(k), r(k))
+	g.p("\tVRNDSCALEPS $8, %s, %s // k, to nearest even", r(k), r(k))
+	g.p("\tVMOVAPS %s, %s", r(hi), r(rr))
+	g.p("\tVFNMADD231PS %s, %s, %s // r = hi - k·ln2hi", gc("ln2hi"), r(k), r(rr))
+	g.p("\tVFNMADD231PS %s, %s, %s // r -= k·ln2lo", gc("ln2lo"), r(k), r(rr))
+	g.p("\tVADDPS %s, %s, %s // r += lo", r(lo), r(rr), r(rr))
+	g.horner("ex", rr, p)
+	g.p("\tVCVTPS2DQ %s, %s", r(k), r(i))
+	g.p("\tVPADDD %s, %s, %s", gc("bias"), r(i), r(i))
+	g.p("\tVPSLLD $23, %s, %s // 2^k", r(i), r(i))
+	g.p("\tVMULPS %s, %s, %s", r(i), r(p), r(p))
+	g.p("\tVCMPPS $0x%02x, %s, %s, K2 // hi < cut", cmpLTOQ, gc("cut"), r(hi))
+	g.p("\tVPXORD %s, %s, K2, %s", r(p), r(p), r(p))
+}
+
+// uhul emits uh (1) and ul (2) of x (0).
+func (g *gen) uhul() {
+	g.p("\tVMULPS %s, Z0, Z1 // uh = x·(1/√2)", gc("invsqrt2"))
+	g.p("\tVMOVAPS Z1, Z2")
+	g.p("\tVFMSUB231PS %s, Z0, Z2 // ul = x·(1/√2) - uh", gc("invsqrt2"))
+	g.p("\tVFMADD231PS %s, Z0, Z2 // ul += x·lo", gc("invsqrt2lo"))
+}
+
+// sq emits s = x·x (9), sl = x·x - s (15) and hi = -s/2 (6), and for the backward
+// exp(-x²/2) into 4 (10, 11, 12 and 9 scratch).
+func (g *gen) sq(bwd bool) {
+	g.p("\tVMULPS Z0, Z0, Z9 // s = x·x")
+	g.p("\tVMOVAPS Z9, Z15")
+	g.p("\tVFMSUB231PS Z0, Z0, Z15 // sl = x·x - s")
+	g.p("\tVMULPS %s, Z9, Z6 // hi = -s/2", gc("neghalf"))
+	if bwd {
+		g.p("\tVMULPS %s, Z15, Z10 // -sl/2", gc("neghalf"))
+		g.exp32(6, 10, 4, 11, 12, 9)
+	}
+}
+
+// piece emits the loop over one piece's buffer, SI to its end in end, in place: the
+// lane's Φ into register phi by code, then y = x·Φ or fma(x, φ, Φ).
+func (g *gen) piece(label, end string, bwd bool, code func() int) {
+	g.p("%s:", label)
+	g.p("\tCMPQ SI, %s", end)
+	g.p("\tJAE %s_end", label)
+	g.p("\tVMOVUPS (SI), Z0")
+	phi := code()
+	if !bwd {
+		g.p("\tVMULPS %s, Z0, Z13 // y = x·Φ", r(phi))
+	} else {
+		g.p("\tVMULPS %s, Z4, Z13 // φ", gc("invsqrt2pi"))
+		g.p("\tVFMADD213PS %s, Z0, Z13 // Φ + x·φ", r(phi))
+	}
+	g.p("\tVMOVUPS Z13, (SI)")
+	g.p("\tADDQ $64, SI")
+	g.p("\tJMP %s", label)
+	g.p("%s_end:", label)
+}
+
+func (g *gen) kernel() {
+	const name = "geluCompactAVX512"
+	g.p("")
+	g.p("// func %s(dst, x, gy *float32, n int, buf *geluScratch) bool", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-41", name)
+	g.p("\tMOVQ dst+0(FP), DI")
+	g.p("\tMOVQ x+8(FP), SI")
+	g.p("\tMOVQ gy+16(FP), DX")
+	g.p("\tMOVQ n+24(FP), CX")
+	g.p("\tMOVQ buf+32(FP), BX")
+	// Buffers: BX pieces a, b, c at 0, S, 2S; the masks at 3S.
+	const S = 4 * (block + 16)
+	g.p("\tLEAQ 0(BX), R8")
+	g.p("\tLEAQ %d(BX), R9", S)
+	g.p("\tLEAQ %d(BX), R10", 2*S)
+	g.p("\tLEAQ %d(BX), R11", 3*S)
+	g.p("\tMOVQ CX, R12")
+	g.p("")
+	g.p("%s_class:", name)
+	g.p("\tVMOVUPS (SI), Z0")
+	g.p("\tVMULPS %s, Z0, Z1 // uh", gc("invsqrt2"))
+	g.p("\tVPANDD %s, Z1, Z3 // a = |uh|", gc("abs"))
+	g.p("\tVCMPPS $0x%02x, %s, Z3, K1 // a < 0.84375", cmpLTOQ, gc("a"))
+	g.p("\tVCMPPS $0x%02x, %s, Z3, K2 // a < 1.25", cmpLTOQ, gc("b"))
+	g.p("\tVCMPPS $0x%02x, %s, Z3, K3 // a >= 1.25", cmpGEOQ, gc("b"))
+	g.p("\tKANDNW K2, K1, K2 // 0.84375 <= a < 1.25")
+	g.p("\tKORW K1, K3, K4")
+	g.p("\tKORW K2, K4, K4")
+	g.p("\tKORTESTW K4, K4")
+	g.p("\tJCC %s_nan // a lane in no piece: NaN", name)
+	for i, ptr := range []string{"R8", "R9", "R10"} {
+		k := fmt.Sprintf("K%d", i+1)
+		g.p("\tVCOMPRESSPS Z0, %s, %s", k, r(4+i))
+		g.p("\tVMOVUPS %s, (%s)", r(4+i), ptr)
+		g.p("\tKMOVW %s, %d(R11)", k, 2*i)
+		g.p("\tKMOVW %s, AX", k)
+		g.p("\tPOPCNTL AX, AX")
+		g.p("\tLEAQ (%s)(AX*4), %s", ptr, ptr)
+	}
+	g.p("\tADDQ $64, SI")
+	g.p("\tADDQ $6, R11")
+	g.p("\tSUBQ $16, CX")
+	g.p("\tJNZ %s_class", name)
+	g.p("\tTESTQ DX, DX")
+	g.p("\tJNZ %s_bwd", name)
+	for _, bwd := range []bool{false, true} {
+		lab := name + "_fwd"
+		if bwd {
+			lab = name + "_bwd"
+		}
+		g.p("")
+		g.p("%s:", lab)
+		// [0, 0.84375): ½ + ½uh + ½(uh·P/Q + ul), P/Q in z = uh².
+		g.p("\tLEAQ 0(BX), SI")
+		g.piece(lab+"_a", "R8", bwd, func() int {
+			g.uhul()
+			g.p("\tVMULPS Z1, Z1, Z10 // z = uh·uh")
+			g.horner("pp", 10, 11)
+			g.horner("qq", 10, 12)
+			g.p("\tVDIVPS Z12, Z11, Z5 // P/Q")
+			if bwd {
+				g.sq(true)
+			}
+			g.p("\tVMULPS Z1, Z1, Z11 // z = uh·uh")
+			g.horner("dm", 11, 9)
+			g.p("\tVMULPS Z2, Z9, Z9 // ul·erf'(uh)")
+			g.p("\tVFMADD231PS Z5, Z1, Z9 // t = uh·q + ul·erf'")
+			g.p("\tVMOVUPS %s, Z10", gc("half"))
+			g.p("\tVFMADD231PS %s, Z1, Z10 // uh·½ + ½", gc("half"))
+			g.p("\tVFMADD231PS %s, Z9, Z10 // t·½ + …", gc("half"))
+			return 10
+		})
+		// [0.84375, 1.25): ½(1 + erx) + ½P/Q, or ½(1 - erx) - ½P/Q for x < 0.
+		g.p("\tLEAQ %d(BX), SI", S)
+		g.piece(lab+"_b", "R9", bwd, func() int {
+			g.uhul()
+			g.p("\tVPANDD %s, Z1, Z3 // a = |uh|", gc("abs"))
+			g.p("\tVPANDD %s, Z0, Z9", gc("sign"))
+			g.p("\tVPXORD Z2, Z9, Z9 // ul with u's sign")
+			g.p("\tVSUBPS %s, Z3, Z10 // a - 1", gc("one"))
+			g.p("\tVADDPS Z9, Z10, Z10 // s")
+			g.horner("pa", 10, 11)
+			g.horner("qa", 10, 12)
+			g.p("\tVDIVPS Z12, Z11, Z5 // P/Q")
+			if bwd {
+				g.sq(true)
+			}
+			g.p("\tVMOVUPS %s, Z9", gc("chp"))
+			g.p("\tVFMADD231PS %s, Z5, Z9", gc("half"))
+			g.p("\tVMOVUPS %s, Z10", gc("chm"))
+			g.p("\tVFNMADD231PS %s, Z5, Z10", gc("half"))
+			g.p("\tVCMPPS $0x%02x, %s, Z0, K2 // x < 0", cmpLTOQ, gc("zero"))
+			g.p("\tVMOVAPS Z10, K2, Z9")
+			return 9
+		})
+		// a ≥ 1.25: erfc = exp(hi + (R/S - 0.5625 - sl/2))·ia; Φ = ½erfc or 1 - ½erfc.
+		g.p("\tLEAQ %d(BX), SI", 2*S)
+		g.piece(lab+"_c", "R10", bwd, func() int {
+			g.p("\tVMULPS %s, Z0, Z1 // uh", gc("invsqrt2"))
+			g.p("\tVPANDD %s, Z1, Z3 // a = |uh|", gc("abs"))
+			g.p("\tVPANDD %s, Z0, Z9 // |x|", gc("abs"))
+			g.p("\tVMOVUPS %s, Z8", gc("sqrt2"))
+			g.p("\tVDIVPS Z9, Z8, Z8 // ia = √2/|x|")
+			g.p("\tVMULPS Z8, Z8, Z9 // q = ia·ia")
+			g.horner("ra", 9, 5)
+			g.horner("sa", 9, 6)
+			g.p("\tVCMPPS $0x%02x, %s, Z3, K2 // a >= 1/0.35", cmpGEOQ, gc("c"))
+			g.p("\tKORTESTW K2, K2")
+			g.p("\tJZ %s_c_div", lab)
+			g.horner("rb", 9, 10)
+			g.p("\tVMOVAPS Z10, K2, Z5")
+			g.horner("sb", 9, 10)
+			g.p("\tVMOVAPS Z10, K2, Z6")
+			g.p("%s_c_div:", lab)
+			g.p("\tVDIVPS Z6, Z5, Z5 // R/S")
+			g.sq(bwd)
+			g.p("\tVADDPS %s, Z5, Z10 // R/S - 0.5625", gc("m05625"))
+			g.p("\tVFMADD231PS %s, Z15, Z10 // - sl/2", gc("neghalf"))
+			g.exp32(6, 10, 9, 11, 12, 15)
+			g.p("\tVMULPS Z8, Z9, Z9 // erfc")
+			g.p("\tVMULPS %s, Z9, Z10 // ½erfc", gc("half"))
+			g.p("\tVMOVUPS %s, Z11", gc("one"))
+			g.p("\tVFNMADD231PS %s, Z9, Z11 // 1 - ½erfc", gc("half"))
+			g.p("\tVCMPPS $0x%02x, %s, Z0, K2 // x < 0", cmpLTOQ, gc("zero"))
+			g.p("\tVMOVAPS Z10, K2, Z11")
+			return 11
+		})
+		// Merge: each vector's lanes from the pieces' buffers, in order.
+		g.p("\tLEAQ 0(BX), R8")
+		g.p("\tLEAQ %d(BX), R9", S)
+		g.p("\tLEAQ %d(BX), R10", 2*S)
+		g.p("\tLEAQ %d(BX), R11", 3*S)
+		g.p("%s_merge:", lab)
+		for i, ptr := range []string{"R8", "R9", "R10"} {
+			k := fmt.Sprintf("K%d", i+1)
+			g.p("\tKMOVW %d(R11), %s", 2*i, k)
+			g.p("\tVEXPANDPS (%s), %s, Z0", ptr, k)
+			g.p("\tMOVWLZX %d(R11), AX", 2*i)
+			g.p("\tPOPCNTL AX, AX")
+			g.p("\tLEAQ (%s)(AX*4), %s", ptr, ptr)
+		}
+		if bwd {
+			g.p("\tVMULPS (DX), Z0, Z0 // gy·(Φ + x·φ)")
+			g.p("\tADDQ $64, DX")
+		}
+		g.p("\tVMOVUPS Z0, (DI)")
+		g.p("\tADDQ $64, DI")
+		g.p("\tADDQ $6, R11")
+		g.p("\tSUBQ $16, R12")
+		g.p("\tJNZ %s_merge", lab)
+		g.p("\tMOVB $1, ret+40(FP)")
+		g.p("\tVZEROUPPER")
+		g.p("\tRET")
+	}
+	g.p("")
+	g.p("%s_nan:", name)
+	g.p("\tMOVB $0, ret+40(FP)")
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
+func main() {
+	out := flag.String("o", "gelu_f32_amd64.s", "output file")
+	flag.Parse()
+	g := &gen{}
+	g.p("// Code generated by internal/gelugen; DO NOT EDIT.")
+	g.p("")
+	g.p("//go:build amd64 && !purego")
+	g.p("")
+	g.p("#include \"textflag.h\"")
+	g.p("")
+	g.p("// Constants of geluCompactAVX512, float32, each sixteen times.")
+	for i, c := range consts {
+		for j := range 8 {
+			g.p("DATA gelucx<>+%d(SB)/8, $0x%08x%08x // %s", 64*i+8*j, c.bits, c.bits, c.name)
+		}
+	}
+	g.p("GLOBL gelucx<>(SB), RODATA|NOPTR, $%d", 64*len(consts))
+	g.kernel()
+	if err := os.WriteFile(*out, g.b.Bytes(), 0o644); err != nil {
+		log.Fatal(err)
+	}
+}
