@@ -22,11 +22,11 @@ import (
 //go:noescape
 func gemmAMXKernel32x32(kt int, a *uint32, aRow, aStep int, b *uint32, c *float32, ldc int, cfg *[64]byte, add bool)
 
-// gemmAMXKernel32x32BF16 computes n tiles of C down a column, tile r from
-// A panel r (at a + r·aPanel bytes, rows and k tiles as for
-// gemmAMXKernel32x32) and the one B panel, from zero into a scratch t of
-// its frame, and stores each to the bf16 C at c + r·cPanel (row stride ldc
-// bytes) as bf16Out does, with the AVX-512 rounding of
+// gemmAMXKernel32x32BF16 computes n tiles of C, tile r from A panel r (at
+// a + r·aPanel bytes, rows and k tiles as for gemmAMXKernel32x32) and B
+// panel r (at b + r·bPanel bytes), from zero into a scratch t of its frame,
+// and stores each to the bf16 C at c + r·cPanel (row stride ldc bytes) as
+// bf16Out does: a column of tiles (bPanel 0) or a row (aPanel 0), with the AVX-512 rounding of
 // gemmBF16Kernel12x32StoreAVX512 or, when alpha is 1 and beta 0,
 // VCVTNE2PS2BF16 (the same bits on what a tile holds: no denormals, which
 // it would flush). One tile configuration serves the n
@@ -34,7 +34,7 @@ func gemmAMXKernel32x32(kt int, a *uint32, aRow, aStep int, b *uint32, c *float3
 // each r < n it equals
 //
 //	var t [32 * 32]float32
-//	gemmAMXKernel32x32(kt, a+r·aPanel, aRow, aStep, b, &t[0], 128, cfg, false)
+//	gemmAMXKernel32x32(kt, a+r·aPanel, aRow, aStep, b+r·bPanel, &t[0], 128, cfg, false)
 //	for i := 0; i < 32; i++ {
 //		for j := 0; j < 32; j++ {
 //			C_r[i*ldc+j] = bf16Out(alpha, beta, t[i*32+j], C_r[i*ldc+j])
@@ -42,7 +42,7 @@ func gemmAMXKernel32x32(kt int, a *uint32, aRow, aStep int, b *uint32, c *float3
 //	}
 //
 //go:noescape
-func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep, aPanel int, b *uint32, c *half.BFloat16, ldc, cPanel, n int, cfg *[64]byte, alpha, beta float32)
+func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep, aPanel int, b *uint32, bPanel int, c *half.BFloat16, ldc, cPanel, n int, cfg *[64]byte, alpha, beta float32)
 
 // amxXCR0 returns the XCR0 register (XGETBV with ECX = 0): which register
 // states the OS saves on a context switch.
@@ -89,7 +89,7 @@ func gemmAMXKernel32x32StoreN(n, kc2 int, a, b []uint32, c []half.BFloat16, ldc 
 	}
 	ap, bp := amxPanels(kc2, a[:n*amxMR*kc2], b)
 	_ = c[(n*amxMR-1)*ldc+amxNR-1]
-	gemmAMXKernel32x32BF16(kc2/amxTileK, ap, 4*amxTileK, 4*amxTileK*amxMR, 4*amxMR*kc2, bp, &c[0], 2*ldc, 2*amxMR*ldc, n, &amxTileConfig, alpha, beta)
+	gemmAMXKernel32x32BF16(kc2/amxTileK, ap, 4*amxTileK, 4*amxTileK*amxMR, 4*amxMR*kc2, bp, 0, &c[0], 2*ldc, 2*amxMR*ldc, n, &amxTileConfig, alpha, beta)
 }
 
 // gemmAMXKernel32x32Direct is gemmAMXKernel32x32Store reading the 32 rows
@@ -112,7 +112,23 @@ func gemmAMXKernel32x32DirectN(n, kc2 int, a []half.BFloat16, lda int, b []uint3
 	_ = a[(n*amxMR-1)*lda+2*kc2-1]
 	_ = b[amxNR*kc2-1]
 	_ = c[(n*amxMR-1)*ldc+amxNR-1]
-	gemmAMXKernel32x32BF16(kc2/amxTileK, (*uint32)(unsafe.Pointer(&a[0])), 2*lda, 4*amxTileK, 2*amxMR*lda, &b[0], &c[0], 2*ldc, 2*amxMR*ldc, n, &amxTileConfig, alpha, beta)
+	gemmAMXKernel32x32BF16(kc2/amxTileK, (*uint32)(unsafe.Pointer(&a[0])), 2*lda, 4*amxTileK, 2*amxMR*lda, &b[0], 0, &c[0], 2*ldc, 2*amxMR*ldc, n, &amxTileConfig, alpha, beta)
+}
+
+// gemmAMXKernel32x32DirectRow is gemmAMXKernel32x32Direct for n tiles
+// across a row of C (c[q*amxNR:]) from one row panel of A in place and n
+// consecutive B panels (b[q*amxNR*kc2:]): a gemmBF16Kernel directRow.
+func gemmAMXKernel32x32DirectRow(n, kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
+	if kc2 == 0 || kc2%amxTileK != 0 {
+		panic("cpu: gemmAMXKernel32x32DirectRow: kc2 is not a positive multiple of the k tile")
+	}
+	if n <= 0 {
+		return
+	}
+	_ = a[(amxMR-1)*lda+2*kc2-1]
+	_ = b[n*amxNR*kc2-1]
+	_ = c[(amxMR-1)*ldc+n*amxNR-1]
+	gemmAMXKernel32x32BF16(kc2/amxTileK, (*uint32)(unsafe.Pointer(&a[0])), 2*lda, 4*amxTileK, 0, &b[0], 4*amxNR*kc2, &c[0], 2*ldc, 2*amxNR, n, &amxTileConfig, alpha, beta)
 }
 
 // amxPanels checks kc2 and the panels' lengths and returns their first
@@ -130,7 +146,7 @@ func amxPanels(kc2 int, a, b []uint32) (ap, bp *uint32) {
 // gemmAMXKernel is the AMX-BF16 micro-kernel, twin gemmAMXKernelGo32x32.
 var gemmAMXKernel = &gemmBF16Kernel{name: "amx-32x32", mr: amxMR, nr: amxNR, tileK: amxTileK, rowsA: true,
 	fn: gemmAMXKernel32x32Fn, store: gemmAMXKernel32x32Store, direct: gemmAMXKernel32x32Direct,
-	storeN: gemmAMXKernel32x32StoreN, directN: gemmAMXKernel32x32DirectN}
+	storeN: gemmAMXKernel32x32StoreN, directN: gemmAMXKernel32x32DirectN, directRow: gemmAMXKernel32x32DirectRow}
 
 // gemmAMXPackTrans packs steps pair steps of a transposed op(A) into an AMX
 // A panel whose tiles it does not clear first: for p < steps and lanes j

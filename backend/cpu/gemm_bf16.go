@@ -24,6 +24,11 @@ import (
 // KC = 4096 beat 1024 by 10–15 % at K = 2048–4096 (and 2048 by 0–10 %)
 // although its B micro-panel (up to 256 KB) streams from L2. For K ≤ 1024
 // the value does not matter. MC and NC are the float32 ones.
+// gemmBF16RowOrderWords bounds the packed B panels (in words, 256 KB) of a
+// task that runs its tiles row by row instead of column by column (a
+// variable so that benchmarks can compare the two orders).
+var gemmBF16RowOrderWords = 1 << 16
+
 const (
 	gemmBF16KC = 4096
 	gemmBF16MC = 144
@@ -63,6 +68,10 @@ type gemmBF16Kernel struct {
 	// B panel: the same bits as n calls, at less cost per tile.
 	storeN  func(n, kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
 	directN func(n, kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
+	// directRow, where set, is direct for n tiles across a row of C
+	// (c[q*nr:]) from one row panel of A in place and n consecutive B
+	// panels (b[q*nr*kc2:]).
+	directRow func(n, kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
 }
 
 // goTwin returns the pure-Go kernel that k equals bit for bit (NaN payloads
@@ -571,6 +580,36 @@ func (g *gemmBF16Call) task(t int) {
 
 	kern := g.kern.fn
 	c, ldc := g.c, g.ldc
+	if direct && g.kern.directRow != nil && np1-np0 >= 8 && (np1-np0)*kc2*nr <= gemmBF16RowOrderWords {
+		// Row by row where the task's B panels are small enough to stay in
+		// L2 and many enough to fill a call: a row panel of A stays in L1
+		// while they go by, and the whole tiles of a row take one call.
+		fullQ := min(np1, (g.n-g.jc)/nr)
+		for r := mp0; r < mp1; r++ {
+			i := r * mr
+			q := np0
+			if i+mr <= g.m && fullQ > q {
+				j := g.jc + q*nr
+				g.kern.directRow(fullQ-q, kc2, g.a[i*g.lda+g.pc:], g.lda, g.bPack[q*kc2*nr:], c[i*ldc+j:], ldc, g.alpha, g.beta)
+				q = fullQ
+			}
+			for ; q < np1; q++ {
+				bp := g.bPack[q*kc2*nr:][:kc2*nr]
+				j := g.jc + q*nr
+				cols := min(nr, g.n-j)
+				if i+mr <= g.m {
+					g.storeDirect(s, bp, i, j, cols)
+					continue
+				}
+				rows := g.m - i
+				ap := s.aPack[(r-mp0)*kc2*mr:][:kc2*mr]
+				kern(kc2, ap, bp, s.tile, nr, false)
+				g.store(s, s.tile, nr, i, j, rows, cols)
+			}
+		}
+		gemmBF16Scratches.Put(s)
+		return
+	}
 	for q := np0; q < np1; q++ {
 		bp := g.bPack[q*kc2*nr:][:kc2*nr]
 		j := g.jc + q*nr

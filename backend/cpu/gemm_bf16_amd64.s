@@ -1056,26 +1056,29 @@ gemmAMXKernel32x32_done:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	RET
 
-// func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep, aPanel int, b *uint32, c *half.BFloat16, ldc, cPanel, n int, cfg *[64]byte, alpha, beta float32)
-// n tiles down a column of C, one tile configuration for all: the
+// func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep, aPanel int, b *uint32, bPanel int, c *half.BFloat16, ldc, cPanel, n int, cfg *[64]byte, alpha, beta float32)
+// n tiles of C, one tile configuration for all: the
 // float32 tile goes through 4 KB of the frame (not NOSPLIT: the prologue
-// grows the stack as needed), 4096(SP) holds the current C tile.
-TEXT ·gemmAMXKernel32x32BF16(SB), $4104-96
+// grows the stack as needed), 4096(SP) holds the current C tile, 4104(SP)
+// the current B panel.
+TEXT ·gemmAMXKernel32x32BF16(SB), $4112-104
 	NO_LOCAL_POINTERS
-	MOVQ cfg+80(FP), AX
+	MOVQ cfg+88(FP), AX
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg (%rax)
 	MOVQ a+8(FP), R14 // the current A panel
+	MOVQ b+40(FP), AX
+	MOVQ AX, 4104(SP)
 	MOVQ aRow+16(FP), R9
 	MOVQ aStep+24(FP), R12
 	MOVQ R9, R13
 	SHLQ $4, R13
-	MOVQ c+48(FP), DX
+	MOVQ c+56(FP), DX
 	MOVQ DX, 4096(SP)
-	MOVQ ldc+56(FP), R8
+	MOVQ ldc+64(FP), R8
 	MOVQ $128, R10 // bytes per B pair row
-	MOVQ n+72(FP), R11
-	VBROADCASTSS alpha+88(FP), Z24
-	VBROADCASTSS beta+92(FP), Z25
+	MOVQ n+80(FP), R11
+	VBROADCASTSS alpha+96(FP), Z24
+	VBROADCASTSS beta+100(FP), Z25
 	MOVL $0x7fff, AX
 	VPBROADCASTD AX, Z26
 	MOVL $1, AX
@@ -1083,7 +1086,7 @@ TEXT ·gemmAMXKernel32x32BF16(SB), $4104-96
 	MOVL $0x40, AX
 	VPBROADCASTD AX, Z28
 	VXORPS X29, X29, X29
-	VUCOMISS beta+92(FP), X29
+	VUCOMISS beta+100(FP), X29
 	JNE gemmAMXKernel32x32BF16_beta
 	JPS gemmAMXKernel32x32BF16_beta
 	// beta == 0; alpha == 1 takes the fast path: VCVTNE2PS2BF16 rounds
@@ -1091,7 +1094,7 @@ TEXT ·gemmAMXKernel32x32BF16(SB), $4104-96
 	// flushes them), NaNs included (top half, quiet bit set).
 	MOVL $0x3f800000, AX
 	VMOVD AX, X0
-	VUCOMISS alpha+88(FP), X0
+	VUCOMISS alpha+96(FP), X0
 	JNE gemmAMXKernel32x32BF16_plain
 	JPS gemmAMXKernel32x32BF16_plain
 	TESTQ R11, R11
@@ -1100,7 +1103,7 @@ TEXT ·gemmAMXKernel32x32BF16(SB), $4104-96
 gemmAMXKernel32x32BF16_panel:
 	MOVQ kt+0(FP), CX
 	MOVQ R14, SI
-	MOVQ b+40(FP), DI
+	MOVQ 4104(SP), DI
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
@@ -1142,8 +1145,11 @@ gemmAMXKernel32x32BF16_rows:
 	JNZ gemmAMXKernel32x32BF16_rows
 	ADDQ aPanel+32(FP), R14
 	MOVQ 4096(SP), DX
-	ADDQ cPanel+64(FP), DX
+	ADDQ cPanel+72(FP), DX
 	MOVQ DX, 4096(SP)
+	MOVQ 4104(SP), DX
+	ADDQ bPanel+48(FP), DX
+	MOVQ DX, 4104(SP)
 	DECQ R11
 	JNZ gemmAMXKernel32x32BF16_panel
 
@@ -1159,7 +1165,7 @@ gemmAMXKernel32x32BF16_plain:
 gemmAMXKernel32x32BF16_p_panel:
 	MOVQ kt+0(FP), CX
 	MOVQ R14, SI
-	MOVQ b+40(FP), DI
+	MOVQ 4104(SP), DI
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
@@ -1220,8 +1226,11 @@ gemmAMXKernel32x32BF16_p_rows:
 	JNZ gemmAMXKernel32x32BF16_p_rows
 	ADDQ aPanel+32(FP), R14
 	MOVQ 4096(SP), DX
-	ADDQ cPanel+64(FP), DX
+	ADDQ cPanel+72(FP), DX
 	MOVQ DX, 4096(SP)
+	MOVQ 4104(SP), DX
+	ADDQ bPanel+48(FP), DX
+	MOVQ DX, 4104(SP)
 	DECQ R11
 	JNZ gemmAMXKernel32x32BF16_p_panel
 
@@ -1237,7 +1246,7 @@ gemmAMXKernel32x32BF16_beta:
 gemmAMXKernel32x32BF16_b_panel:
 	MOVQ kt+0(FP), CX
 	MOVQ R14, SI
-	MOVQ b+40(FP), DI
+	MOVQ 4104(SP), DI
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
@@ -1306,8 +1315,11 @@ gemmAMXKernel32x32BF16_b_rows:
 	JNZ gemmAMXKernel32x32BF16_b_rows
 	ADDQ aPanel+32(FP), R14
 	MOVQ 4096(SP), DX
-	ADDQ cPanel+64(FP), DX
+	ADDQ cPanel+72(FP), DX
 	MOVQ DX, 4096(SP)
+	MOVQ 4104(SP), DX
+	ADDQ bPanel+48(FP), DX
+	MOVQ DX, 4104(SP)
 	DECQ R11
 	JNZ gemmAMXKernel32x32BF16_b_panel
 

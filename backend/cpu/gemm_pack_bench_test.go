@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/gamp-ml/gamp/half"
@@ -120,5 +121,65 @@ func BenchmarkGemmBF16Store(b *testing.B) {
 			}
 			b.ReportMetric(2*float64(kern.mr*kern.nr*2*kc2)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
+	}
+}
+
+// BenchmarkGemmLinear1 is BenchmarkGemmLinear's bf16 and float32 GEMMs on
+// one worker (bf16col: bf16 with every task's tiles column by column),
+// reporting the thread's CPU time per op (cpu-ns/op) besides
+// ns/op: on a machine shared with other work the CPU time is the steadier
+// figure for comparing two builds.
+func BenchmarkGemmLinear1(b *testing.B) {
+	for _, sh := range []struct{ rows, in, out int }{
+		{2048, 128, 384}, {2048, 128, 512}, {2048, 512, 128}, {256, 784, 1024}, {256, 1024, 1024},
+	} {
+		rng := rand.New(rand.NewPCG(uint64(sh.rows), uint64(sh.out)))
+		x, w, dy := make([]float32, sh.rows*sh.in), make([]float32, sh.out*sh.in), make([]float32, sh.rows*sh.out)
+		for _, s := range [][]float32{x, w, dy} {
+			for i := range s {
+				s[i] = rng.Float32() - 0.5
+			}
+		}
+		xb, wb, dyb := make([]half.BFloat16, len(x)), make([]half.BFloat16, len(w)), make([]half.BFloat16, len(dy))
+		half.Float32ToBFloat16(xb, x)
+		half.Float32ToBFloat16(wb, w)
+		half.Float32ToBFloat16(dyb, dy)
+		y, dx, dw := make([]float32, len(dy)), make([]float32, len(x)), make([]float32, len(w))
+		yb, dxb, dwb := make([]half.BFloat16, len(dy)), make([]half.BFloat16, len(x)), make([]half.BFloat16, len(w))
+		r, in, out := sh.rows, sh.in, sh.out
+		k32, k16 := gemmKernel32, gemmBF16KernelBest
+		cases := []struct {
+			name string
+			f32  func()
+			bf16 func()
+		}{
+			{"fwd", func() { gemmWith(k32, 1, false, true, r, out, in, 1, x, in, w, in, 0, y, out) },
+				func() { gemmBF16With(k16, 1, false, true, r, out, in, 1, xb, in, wb, in, 0, yb, out) }},
+			{"dx", func() { gemmWith(k32, 1, false, false, r, in, out, 1, dy, out, w, in, 0, dx, in) },
+				func() { gemmBF16With(k16, 1, false, false, r, in, out, 1, dyb, out, wb, in, 0, dxb, in) }},
+			{"dw", func() { gemmWith(k32, 1, true, false, out, in, r, 1, dy, out, x, in, 0, dw, in) },
+				func() { gemmBF16With(k16, 1, true, false, out, in, r, 1, dyb, out, xb, in, 0, dwb, in) }},
+		}
+		for _, c := range cases {
+			for _, p := range []struct {
+				name string
+				run  func()
+			}{{"f32", c.f32}, {"bf16", c.bf16}, {"bf16col", func() {
+				defer func(w int) { gemmBF16RowOrderWords = w }(gemmBF16RowOrderWords)
+				gemmBF16RowOrderWords = 0
+				c.bf16()
+			}}} {
+				b.Run(fmt.Sprintf("%dx%dx%d/%s/%s", r, in, out, c.name, p.name), func(b *testing.B) {
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					p.run()
+					t0 := gemmThreadCPU()
+					for b.Loop() {
+						p.run()
+					}
+					b.ReportMetric(float64(gemmThreadCPU()-t0)/float64(b.N), "cpu-ns/op")
+				})
+			}
+		}
 	}
 }

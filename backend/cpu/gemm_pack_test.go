@@ -211,19 +211,19 @@ func TestGemmMicroKernelZero(t *testing.T) {
 }
 
 // TestGemmBF16StripKernels runs whole bf16 products through each kernel
-// with strip variants (storeN, directN) and through the same kernel
-// without them, bit for bit, on shapes with partial row and column panels,
+// with strip variants (storeN, directN, directRow) and through the same
+// kernel without them, bit for bit, on shapes with partial row and column panels,
 // k that the direct path takes (a multiple of 32) and that it does not,
 // both op(A), and scalars that read C.
 func TestGemmBF16StripKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(47, 48))
 	for _, kern := range gemmBF16Kernels() {
-		if kern.storeN == nil && kern.directN == nil {
+		if kern.storeN == nil && kern.directN == nil && kern.directRow == nil {
 			continue
 		}
 		plain := *kern
-		plain.storeN, plain.directN = nil, nil
-		for _, sh := range []gemmShape{{32, 32, 32}, {33, 40, 64}, {100, 64, 37}, {256, 96, 128}, {130, 33, 200}, {64, 64, 5000}} {
+		plain.storeN, plain.directN, plain.directRow = nil, nil, nil
+		for _, sh := range []gemmShape{{32, 32, 32}, {33, 40, 64}, {100, 64, 37}, {256, 96, 128}, {130, 33, 200}, {64, 64, 5000}, {100, 300, 64}, {70, 256, 96}} {
 			for _, transA := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%dx%dx%d/tA=%v", kern.name, sh.m, sh.n, sh.k, transA), func(t *testing.T) {
 					m, n, k := sh.m, sh.n, sh.k
