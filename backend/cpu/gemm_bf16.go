@@ -684,6 +684,14 @@ func (g *gemmBF16Call) store(s *gemmBF16Scratch, t []float32, ldt, i, j, rows, c
 	alpha, beta := g.alpha, g.beta
 	c, ldc := g.c, g.ldc
 	x := s.tile
+	if alpha == 1 && beta == 0 && &t[0] != &x[0] {
+		// A partial sum buffer: round its rows straight into C (1·v
+		// rounds as v does, NaNs included).
+		for r := range rows {
+			half.Float32ToBFloat16(c[(i+r)*ldc+j:][:cols], t[r*ldt:][:cols])
+		}
+		return
+	}
 	if alpha != 1 || beta != 0 || &t[0] != &x[0] {
 		// Gather alpha·t + beta·C into the scratch tile (t may be it, with
 		// ldt == nr).
