@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 )
 
 // geluCompactCheck runs vecGelu (the compacting loop where it applies), and
@@ -219,5 +221,45 @@ func BenchmarkGeluCompact(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkGeluCompactPair times the old loop and vecGelu alternately, 16K elements
+// per timing, and reports the minimum and median ns per element of each: less
+// sensitive to a loaded machine than separate runs.
+func BenchmarkGeluCompactPair(b *testing.B) {
+	if !vecAVX512OK() {
+		b.Skip("no AVX-512")
+	}
+	const n = 1 << 14
+	rng := rand.New(rand.NewPCG(1, 2))
+	x, gy, y := make([]float32, n), make([]float32, n), make([]float32, n)
+	for i := range x {
+		x[i], gy[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+	}
+	for _, dir := range []string{"fwd", "bwd"} {
+		b.Run(dir, func(b *testing.B) {
+			var g []float32
+			var gp *float32
+			if dir == "bwd" {
+				g, gp = gy, &gy[0]
+			}
+			var old, nw []float64
+			for b.Loop() {
+				t0 := time.Now()
+				vecGeluAVX512(&y[0], &x[0], gp, n)
+				t1 := time.Now()
+				vecGelu(y, x, g)
+				t2 := time.Now()
+				old = append(old, float64(t1.Sub(t0).Nanoseconds())/n)
+				nw = append(nw, float64(t2.Sub(t1).Nanoseconds())/n)
+			}
+			slices.Sort(old)
+			slices.Sort(nw)
+			b.ReportMetric(old[0], "old-min")
+			b.ReportMetric(old[len(old)/2], "old-med")
+			b.ReportMetric(nw[0], "new-min")
+			b.ReportMetric(nw[len(nw)/2], "new-med")
+		})
 	}
 }

@@ -25,6 +25,18 @@ import "math"
 // where the exact |y| < 2^-125. NaN gives NaN; y(+Inf) = +Inf, and y(-Inf) and the
 // backward at ±Inf are NaN, as the float64 formulas give.
 //
+// With AVX-512 and at least geluCompactMin elements, vecGelu runs geluCompactAVX512
+// (gelu_f32_amd64.go, from internal/gelugen) by blocks of geluBlock elements instead of
+// vecGeluAVX512. That loop computes in each 16-lane vector every piece some lane needs,
+// and real activations put lanes of all three pieces in nearly every vector; the
+// compacting loop sorts the block's lanes by piece first (VCOMPRESSPS into one packed
+// buffer per piece, the lane masks kept), runs each piece over its own dense vectors
+// with the very instructions vecGeluAVX512 gives a lane of that piece, and merges the
+// results back in order (VEXPANDPS, then gy· for the backward). Every lane's arithmetic
+// is unchanged, so results are vecGeluAVX512's bit for bit (TestGeluCompact*); a block
+// with a NaN in x is left to vecGeluAVX512. One core, N(0, 1) activations: about 1.8×
+// faster forward, 1.4× backward.
+//
 // On BFloat16 and Float16 data (x, and y of the same dtype; x alone for the backward)
 // the backend runs these loops once per process, not per element: gelu_table.go
 // tabulates their forward, rounded to the dtype, and their factor Φ + x·φ for all

@@ -64,6 +64,7 @@ var consts = func() []struct {
 		f("a", 0.84375), f("b", 1.25), f("c", 1/0.35), f("invsqrt2pi", 0.3989422804014327),
 		f("log2e", math.Log2E), f("ln2hi", float64(ln2)), f("ln2lo", math.Ln2-float64(ln2)), f("cut", -86),
 		{"abs", 0x7fffffff}, {"sign", 0x80000000}, {"bias", 127},
+		{"ta", thresh(inv, 0.84375)}, {"tb", thresh(inv, 1.25)},
 	}
 	polys := []struct {
 		name string
@@ -87,6 +88,20 @@ var consts = func() []struct {
 	}
 	return cs
 }()
+
+// thresh returns the bits of the least float32 t ≥ 0 with t·inv, rounded to float32,
+// at least bound: as rounding is monotonic, |x·inv| < bound exactly when |x| < t, so
+// the pieces are told apart from |x| without forming uh.
+func thresh(inv float32, bound float32) uint32 {
+	t := bound / inv
+	for float32(t*inv) >= bound {
+		t = math.Nextafter32(t, 0)
+	}
+	for float32(t*inv) < bound {
+		t = math.Nextafter32(t, 1e30)
+	}
+	return math.Float32bits(t)
+}
 
 // gc returns the memory operand of the named constant.
 func gc(name string) string {
@@ -200,25 +215,27 @@ func (g *gen) kernel() {
 	g.p("")
 	g.p("%s_class:", name)
 	g.p("\tVMOVUPS (SI), Z0")
-	g.p("\tVMULPS %s, Z0, Z1 // uh", gc("invsqrt2"))
-	g.p("\tVPANDD %s, Z1, Z3 // a = |uh|", gc("abs"))
-	g.p("\tVCMPPS $0x%02x, %s, Z3, K1 // a < 0.84375", cmpLTOQ, gc("a"))
-	g.p("\tVCMPPS $0x%02x, %s, Z3, K2 // a < 1.25", cmpLTOQ, gc("b"))
-	g.p("\tVCMPPS $0x%02x, %s, Z3, K3 // a >= 1.25", cmpGEOQ, gc("b"))
+	g.p("\tVPANDD %s, Z0, Z3 // |x|", gc("abs"))
+	g.p("\tVCMPPS $0x%02x, %s, Z3, K1 // |x| < ta: a < 0.84375", cmpLTOQ, gc("ta"))
+	g.p("\tVCMPPS $0x%02x, %s, Z3, K2 // |x| < tb: a < 1.25", cmpLTOQ, gc("tb"))
+	g.p("\tVCMPPS $0x%02x, %s, Z3, K3 // a >= 1.25", cmpGEOQ, gc("tb"))
 	g.p("\tKANDNW K2, K1, K2 // 0.84375 <= a < 1.25")
-	g.p("\tKORW K1, K3, K4")
-	g.p("\tKORW K2, K4, K4")
-	g.p("\tKORTESTW K4, K4")
-	g.p("\tJCC %s_nan // a lane in no piece: NaN", name)
 	for i, ptr := range []string{"R8", "R9", "R10"} {
 		k := fmt.Sprintf("K%d", i+1)
 		g.p("\tVCOMPRESSPS Z0, %s, %s", k, r(4+i))
 		g.p("\tVMOVUPS %s, (%s)", r(4+i), ptr)
-		g.p("\tKMOVW %s, %d(R11)", k, 2*i)
 		g.p("\tKMOVW %s, AX", k)
+		g.p("\tMOVW AX, %d(R11)", 2*i)
 		g.p("\tPOPCNTL AX, AX")
 		g.p("\tLEAQ (%s)(AX*4), %s", ptr, ptr)
+		if i == 0 {
+			g.p("\tMOVL AX, R13")
+		} else {
+			g.p("\tADDL AX, R13")
+		}
 	}
+	g.p("\tCMPL R13, $16")
+	g.p("\tJNE %s_nan // a lane in no piece: NaN", name)
 	g.p("\tADDQ $64, SI")
 	g.p("\tADDQ $6, R11")
 	g.p("\tSUBQ $16, CX")
