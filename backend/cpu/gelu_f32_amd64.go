@@ -24,8 +24,9 @@ type geluScratch [3*(geluBlock+16) + geluBlock/16*3/2]float32
 //go:noescape
 func geluCompactAVX512(dst, x, gy *float32, n int, buf *geluScratch) bool
 
-// geluCompactMin is the least length that vecGelu gives geluCompactAVX512.
-const geluCompactMin = 64
+// geluCompactMin is the least length that vecGelu gives geluCompactAVX512: below it,
+// zeroing buf (12.7 KB) costs about what the compaction saves.
+const geluCompactMin = 256
 
 // vecGeluCompact runs vecGelu's vector part, m elements (a multiple of 16), by blocks
 // of geluCompactAVX512, a block with a NaN by vecGeluAVX512. It reports false, doing
