@@ -56,9 +56,9 @@ type attnWork[L attnLow] struct {
 	amx bool
 	// With masked set, mul leaves out the micro-kernel tiles whose every element (r, c)
 	// has c - r > diag: the causally masked scores, which nothing reads.
-	masked bool
-	diag   int
-	lse, delta         []float32 // per row of the head
+	masked     bool
+	diag       int
+	lse, delta []float32 // per row of the head
 	// Rows gathered from, or rounded for, operands whose rows are not contiguous.
 	bfRows []half.BFloat16
 	hfRows []half.Float16
