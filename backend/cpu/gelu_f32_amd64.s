@@ -189,658 +189,622 @@ DATA gelucx<>+1440(SB)/8, $0x3fe246303fe24630 // tb
 DATA gelucx<>+1448(SB)/8, $0x3fe246303fe24630 // tb
 DATA gelucx<>+1456(SB)/8, $0x3fe246303fe24630 // tb
 DATA gelucx<>+1464(SB)/8, $0x3fe246303fe24630 // tb
-DATA gelucx<>+1472(SB)/8, $0xb7c756b1b7c756b1 // pp0
-DATA gelucx<>+1480(SB)/8, $0xb7c756b1b7c756b1 // pp0
-DATA gelucx<>+1488(SB)/8, $0xb7c756b1b7c756b1 // pp0
-DATA gelucx<>+1496(SB)/8, $0xb7c756b1b7c756b1 // pp0
-DATA gelucx<>+1504(SB)/8, $0xb7c756b1b7c756b1 // pp0
-DATA gelucx<>+1512(SB)/8, $0xb7c756b1b7c756b1 // pp0
-DATA gelucx<>+1520(SB)/8, $0xb7c756b1b7c756b1 // pp0
-DATA gelucx<>+1528(SB)/8, $0xb7c756b1b7c756b1 // pp0
-DATA gelucx<>+1536(SB)/8, $0xbbbd1489bbbd1489 // pp1
-DATA gelucx<>+1544(SB)/8, $0xbbbd1489bbbd1489 // pp1
-DATA gelucx<>+1552(SB)/8, $0xbbbd1489bbbd1489 // pp1
-DATA gelucx<>+1560(SB)/8, $0xbbbd1489bbbd1489 // pp1
-DATA gelucx<>+1568(SB)/8, $0xbbbd1489bbbd1489 // pp1
-DATA gelucx<>+1576(SB)/8, $0xbbbd1489bbbd1489 // pp1
-DATA gelucx<>+1584(SB)/8, $0xbbbd1489bbbd1489 // pp1
-DATA gelucx<>+1592(SB)/8, $0xbbbd1489bbbd1489 // pp1
-DATA gelucx<>+1600(SB)/8, $0xbce9528fbce9528f // pp2
-DATA gelucx<>+1608(SB)/8, $0xbce9528fbce9528f // pp2
-DATA gelucx<>+1616(SB)/8, $0xbce9528fbce9528f // pp2
-DATA gelucx<>+1624(SB)/8, $0xbce9528fbce9528f // pp2
-DATA gelucx<>+1632(SB)/8, $0xbce9528fbce9528f // pp2
-DATA gelucx<>+1640(SB)/8, $0xbce9528fbce9528f // pp2
-DATA gelucx<>+1648(SB)/8, $0xbce9528fbce9528f // pp2
-DATA gelucx<>+1656(SB)/8, $0xbce9528fbce9528f // pp2
-DATA gelucx<>+1664(SB)/8, $0xbea66bebbea66beb // pp3
-DATA gelucx<>+1672(SB)/8, $0xbea66bebbea66beb // pp3
-DATA gelucx<>+1680(SB)/8, $0xbea66bebbea66beb // pp3
-DATA gelucx<>+1688(SB)/8, $0xbea66bebbea66beb // pp3
-DATA gelucx<>+1696(SB)/8, $0xbea66bebbea66beb // pp3
-DATA gelucx<>+1704(SB)/8, $0xbea66bebbea66beb // pp3
-DATA gelucx<>+1712(SB)/8, $0xbea66bebbea66beb // pp3
-DATA gelucx<>+1720(SB)/8, $0xbea66bebbea66beb // pp3
-DATA gelucx<>+1728(SB)/8, $0x3e0375d43e0375d4 // pp4
-DATA gelucx<>+1736(SB)/8, $0x3e0375d43e0375d4 // pp4
-DATA gelucx<>+1744(SB)/8, $0x3e0375d43e0375d4 // pp4
-DATA gelucx<>+1752(SB)/8, $0x3e0375d43e0375d4 // pp4
-DATA gelucx<>+1760(SB)/8, $0x3e0375d43e0375d4 // pp4
-DATA gelucx<>+1768(SB)/8, $0x3e0375d43e0375d4 // pp4
-DATA gelucx<>+1776(SB)/8, $0x3e0375d43e0375d4 // pp4
-DATA gelucx<>+1784(SB)/8, $0x3e0375d43e0375d4 // pp4
-DATA gelucx<>+1792(SB)/8, $0xb684e21ab684e21a // qq0
-DATA gelucx<>+1800(SB)/8, $0xb684e21ab684e21a // qq0
-DATA gelucx<>+1808(SB)/8, $0xb684e21ab684e21a // qq0
-DATA gelucx<>+1816(SB)/8, $0xb684e21ab684e21a // qq0
-DATA gelucx<>+1824(SB)/8, $0xb684e21ab684e21a // qq0
-DATA gelucx<>+1832(SB)/8, $0xb684e21ab684e21a // qq0
-DATA gelucx<>+1840(SB)/8, $0xb684e21ab684e21a // qq0
-DATA gelucx<>+1848(SB)/8, $0xb684e21ab684e21a // qq0
-DATA gelucx<>+1856(SB)/8, $0x390aee49390aee49 // qq1
-DATA gelucx<>+1864(SB)/8, $0x390aee49390aee49 // qq1
-DATA gelucx<>+1872(SB)/8, $0x390aee49390aee49 // qq1
-DATA gelucx<>+1880(SB)/8, $0x390aee49390aee49 // qq1
-DATA gelucx<>+1888(SB)/8, $0x390aee49390aee49 // qq1
-DATA gelucx<>+1896(SB)/8, $0x390aee49390aee49 // qq1
-DATA gelucx<>+1904(SB)/8, $0x390aee49390aee49 // qq1
-DATA gelucx<>+1912(SB)/8, $0x390aee49390aee49 // qq1
-DATA gelucx<>+1920(SB)/8, $0x3ba681163ba68116 // qq2
-DATA gelucx<>+1928(SB)/8, $0x3ba681163ba68116 // qq2
-DATA gelucx<>+1936(SB)/8, $0x3ba681163ba68116 // qq2
-DATA gelucx<>+1944(SB)/8, $0x3ba681163ba68116 // qq2
-DATA gelucx<>+1952(SB)/8, $0x3ba681163ba68116 // qq2
-DATA gelucx<>+1960(SB)/8, $0x3ba681163ba68116 // qq2
-DATA gelucx<>+1968(SB)/8, $0x3ba681163ba68116 // qq2
-DATA gelucx<>+1976(SB)/8, $0x3ba681163ba68116 // qq2
-DATA gelucx<>+1984(SB)/8, $0x3d852a633d852a63 // qq3
-DATA gelucx<>+1992(SB)/8, $0x3d852a633d852a63 // qq3
-DATA gelucx<>+2000(SB)/8, $0x3d852a633d852a63 // qq3
-DATA gelucx<>+2008(SB)/8, $0x3d852a633d852a63 // qq3
-DATA gelucx<>+2016(SB)/8, $0x3d852a633d852a63 // qq3
-DATA gelucx<>+2024(SB)/8, $0x3d852a633d852a63 // qq3
-DATA gelucx<>+2032(SB)/8, $0x3d852a633d852a63 // qq3
-DATA gelucx<>+2040(SB)/8, $0x3d852a633d852a63 // qq3
-DATA gelucx<>+2048(SB)/8, $0x3ecbbbce3ecbbbce // qq4
-DATA gelucx<>+2056(SB)/8, $0x3ecbbbce3ecbbbce // qq4
-DATA gelucx<>+2064(SB)/8, $0x3ecbbbce3ecbbbce // qq4
-DATA gelucx<>+2072(SB)/8, $0x3ecbbbce3ecbbbce // qq4
-DATA gelucx<>+2080(SB)/8, $0x3ecbbbce3ecbbbce // qq4
-DATA gelucx<>+2088(SB)/8, $0x3ecbbbce3ecbbbce // qq4
-DATA gelucx<>+2096(SB)/8, $0x3ecbbbce3ecbbbce // qq4
-DATA gelucx<>+2104(SB)/8, $0x3ecbbbce3ecbbbce // qq4
-DATA gelucx<>+2112(SB)/8, $0x3f8000003f800000 // qq5
-DATA gelucx<>+2120(SB)/8, $0x3f8000003f800000 // qq5
-DATA gelucx<>+2128(SB)/8, $0x3f8000003f800000 // qq5
-DATA gelucx<>+2136(SB)/8, $0x3f8000003f800000 // qq5
-DATA gelucx<>+2144(SB)/8, $0x3f8000003f800000 // qq5
-DATA gelucx<>+2152(SB)/8, $0x3f8000003f800000 // qq5
-DATA gelucx<>+2160(SB)/8, $0x3f8000003f800000 // qq5
-DATA gelucx<>+2168(SB)/8, $0x3f8000003f800000 // qq5
-DATA gelucx<>+2176(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
-DATA gelucx<>+2184(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
-DATA gelucx<>+2192(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
-DATA gelucx<>+2200(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
-DATA gelucx<>+2208(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
-DATA gelucx<>+2216(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
-DATA gelucx<>+2224(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
-DATA gelucx<>+2232(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
-DATA gelucx<>+2240(SB)/8, $0x3d1151b33d1151b3 // pa1
-DATA gelucx<>+2248(SB)/8, $0x3d1151b33d1151b3 // pa1
-DATA gelucx<>+2256(SB)/8, $0x3d1151b33d1151b3 // pa1
-DATA gelucx<>+2264(SB)/8, $0x3d1151b33d1151b3 // pa1
-DATA gelucx<>+2272(SB)/8, $0x3d1151b33d1151b3 // pa1
-DATA gelucx<>+2280(SB)/8, $0x3d1151b33d1151b3 // pa1
-DATA gelucx<>+2288(SB)/8, $0x3d1151b33d1151b3 // pa1
-DATA gelucx<>+2296(SB)/8, $0x3d1151b33d1151b3 // pa1
-DATA gelucx<>+2304(SB)/8, $0xbde31cc2bde31cc2 // pa2
-DATA gelucx<>+2312(SB)/8, $0xbde31cc2bde31cc2 // pa2
-DATA gelucx<>+2320(SB)/8, $0xbde31cc2bde31cc2 // pa2
-DATA gelucx<>+2328(SB)/8, $0xbde31cc2bde31cc2 // pa2
-DATA gelucx<>+2336(SB)/8, $0xbde31cc2bde31cc2 // pa2
-DATA gelucx<>+2344(SB)/8, $0xbde31cc2bde31cc2 // pa2
-DATA gelucx<>+2352(SB)/8, $0xbde31cc2bde31cc2 // pa2
-DATA gelucx<>+2360(SB)/8, $0xbde31cc2bde31cc2 // pa2
-DATA gelucx<>+2368(SB)/8, $0x3ea2fe543ea2fe54 // pa3
-DATA gelucx<>+2376(SB)/8, $0x3ea2fe543ea2fe54 // pa3
-DATA gelucx<>+2384(SB)/8, $0x3ea2fe543ea2fe54 // pa3
-DATA gelucx<>+2392(SB)/8, $0x3ea2fe543ea2fe54 // pa3
-DATA gelucx<>+2400(SB)/8, $0x3ea2fe543ea2fe54 // pa3
-DATA gelucx<>+2408(SB)/8, $0x3ea2fe543ea2fe54 // pa3
-DATA gelucx<>+2416(SB)/8, $0x3ea2fe543ea2fe54 // pa3
-DATA gelucx<>+2424(SB)/8, $0x3ea2fe543ea2fe54 // pa3
-DATA gelucx<>+2432(SB)/8, $0xbebe9208bebe9208 // pa4
-DATA gelucx<>+2440(SB)/8, $0xbebe9208bebe9208 // pa4
-DATA gelucx<>+2448(SB)/8, $0xbebe9208bebe9208 // pa4
-DATA gelucx<>+2456(SB)/8, $0xbebe9208bebe9208 // pa4
-DATA gelucx<>+2464(SB)/8, $0xbebe9208bebe9208 // pa4
-DATA gelucx<>+2472(SB)/8, $0xbebe9208bebe9208 // pa4
-DATA gelucx<>+2480(SB)/8, $0xbebe9208bebe9208 // pa4
-DATA gelucx<>+2488(SB)/8, $0xbebe9208bebe9208 // pa4
-DATA gelucx<>+2496(SB)/8, $0x3ed468053ed46805 // pa5
-DATA gelucx<>+2504(SB)/8, $0x3ed468053ed46805 // pa5
-DATA gelucx<>+2512(SB)/8, $0x3ed468053ed46805 // pa5
-DATA gelucx<>+2520(SB)/8, $0x3ed468053ed46805 // pa5
-DATA gelucx<>+2528(SB)/8, $0x3ed468053ed46805 // pa5
-DATA gelucx<>+2536(SB)/8, $0x3ed468053ed46805 // pa5
-DATA gelucx<>+2544(SB)/8, $0x3ed468053ed46805 // pa5
-DATA gelucx<>+2552(SB)/8, $0x3ed468053ed46805 // pa5
-DATA gelucx<>+2560(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
-DATA gelucx<>+2568(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
-DATA gelucx<>+2576(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
-DATA gelucx<>+2584(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
-DATA gelucx<>+2592(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
-DATA gelucx<>+2600(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
-DATA gelucx<>+2608(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
-DATA gelucx<>+2616(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
-DATA gelucx<>+2624(SB)/8, $0x3c445aa33c445aa3 // qa0
-DATA gelucx<>+2632(SB)/8, $0x3c445aa33c445aa3 // qa0
-DATA gelucx<>+2640(SB)/8, $0x3c445aa33c445aa3 // qa0
-DATA gelucx<>+2648(SB)/8, $0x3c445aa33c445aa3 // qa0
-DATA gelucx<>+2656(SB)/8, $0x3c445aa33c445aa3 // qa0
-DATA gelucx<>+2664(SB)/8, $0x3c445aa33c445aa3 // qa0
-DATA gelucx<>+2672(SB)/8, $0x3c445aa33c445aa3 // qa0
-DATA gelucx<>+2680(SB)/8, $0x3c445aa33c445aa3 // qa0
-DATA gelucx<>+2688(SB)/8, $0x3c5f6e133c5f6e13 // qa1
-DATA gelucx<>+2696(SB)/8, $0x3c5f6e133c5f6e13 // qa1
-DATA gelucx<>+2704(SB)/8, $0x3c5f6e133c5f6e13 // qa1
-DATA gelucx<>+2712(SB)/8, $0x3c5f6e133c5f6e13 // qa1
-DATA gelucx<>+2720(SB)/8, $0x3c5f6e133c5f6e13 // qa1
-DATA gelucx<>+2728(SB)/8, $0x3c5f6e133c5f6e13 // qa1
-DATA gelucx<>+2736(SB)/8, $0x3c5f6e133c5f6e13 // qa1
-DATA gelucx<>+2744(SB)/8, $0x3c5f6e133c5f6e13 // qa1
-DATA gelucx<>+2752(SB)/8, $0x3e0133073e013307 // qa2
-DATA gelucx<>+2760(SB)/8, $0x3e0133073e013307 // qa2
-DATA gelucx<>+2768(SB)/8, $0x3e0133073e013307 // qa2
-DATA gelucx<>+2776(SB)/8, $0x3e0133073e013307 // qa2
-DATA gelucx<>+2784(SB)/8, $0x3e0133073e013307 // qa2
-DATA gelucx<>+2792(SB)/8, $0x3e0133073e013307 // qa2
-DATA gelucx<>+2800(SB)/8, $0x3e0133073e013307 // qa2
-DATA gelucx<>+2808(SB)/8, $0x3e0133073e013307 // qa2
-DATA gelucx<>+2816(SB)/8, $0x3d931ae73d931ae7 // qa3
-DATA gelucx<>+2824(SB)/8, $0x3d931ae73d931ae7 // qa3
-DATA gelucx<>+2832(SB)/8, $0x3d931ae73d931ae7 // qa3
-DATA gelucx<>+2840(SB)/8, $0x3d931ae73d931ae7 // qa3
-DATA gelucx<>+2848(SB)/8, $0x3d931ae73d931ae7 // qa3
-DATA gelucx<>+2856(SB)/8, $0x3d931ae73d931ae7 // qa3
-DATA gelucx<>+2864(SB)/8, $0x3d931ae73d931ae7 // qa3
-DATA gelucx<>+2872(SB)/8, $0x3d931ae73d931ae7 // qa3
-DATA gelucx<>+2880(SB)/8, $0x3f0a57853f0a5785 // qa4
-DATA gelucx<>+2888(SB)/8, $0x3f0a57853f0a5785 // qa4
-DATA gelucx<>+2896(SB)/8, $0x3f0a57853f0a5785 // qa4
-DATA gelucx<>+2904(SB)/8, $0x3f0a57853f0a5785 // qa4
-DATA gelucx<>+2912(SB)/8, $0x3f0a57853f0a5785 // qa4
-DATA gelucx<>+2920(SB)/8, $0x3f0a57853f0a5785 // qa4
-DATA gelucx<>+2928(SB)/8, $0x3f0a57853f0a5785 // qa4
-DATA gelucx<>+2936(SB)/8, $0x3f0a57853f0a5785 // qa4
-DATA gelucx<>+2944(SB)/8, $0x3dd9f3313dd9f331 // qa5
-DATA gelucx<>+2952(SB)/8, $0x3dd9f3313dd9f331 // qa5
-DATA gelucx<>+2960(SB)/8, $0x3dd9f3313dd9f331 // qa5
-DATA gelucx<>+2968(SB)/8, $0x3dd9f3313dd9f331 // qa5
-DATA gelucx<>+2976(SB)/8, $0x3dd9f3313dd9f331 // qa5
-DATA gelucx<>+2984(SB)/8, $0x3dd9f3313dd9f331 // qa5
-DATA gelucx<>+2992(SB)/8, $0x3dd9f3313dd9f331 // qa5
-DATA gelucx<>+3000(SB)/8, $0x3dd9f3313dd9f331 // qa5
-DATA gelucx<>+3008(SB)/8, $0x3f8000003f800000 // qa6
-DATA gelucx<>+3016(SB)/8, $0x3f8000003f800000 // qa6
-DATA gelucx<>+3024(SB)/8, $0x3f8000003f800000 // qa6
-DATA gelucx<>+3032(SB)/8, $0x3f8000003f800000 // qa6
-DATA gelucx<>+3040(SB)/8, $0x3f8000003f800000 // qa6
-DATA gelucx<>+3048(SB)/8, $0x3f8000003f800000 // qa6
-DATA gelucx<>+3056(SB)/8, $0x3f8000003f800000 // qa6
-DATA gelucx<>+3064(SB)/8, $0x3f8000003f800000 // qa6
-DATA gelucx<>+3072(SB)/8, $0xc11d077ec11d077e // ra0
-DATA gelucx<>+3080(SB)/8, $0xc11d077ec11d077e // ra0
-DATA gelucx<>+3088(SB)/8, $0xc11d077ec11d077e // ra0
-DATA gelucx<>+3096(SB)/8, $0xc11d077ec11d077e // ra0
-DATA gelucx<>+3104(SB)/8, $0xc11d077ec11d077e // ra0
-DATA gelucx<>+3112(SB)/8, $0xc11d077ec11d077e // ra0
-DATA gelucx<>+3120(SB)/8, $0xc11d077ec11d077e // ra0
-DATA gelucx<>+3128(SB)/8, $0xc11d077ec11d077e // ra0
-DATA gelucx<>+3136(SB)/8, $0xc2a2932bc2a2932b // ra1
-DATA gelucx<>+3144(SB)/8, $0xc2a2932bc2a2932b // ra1
-DATA gelucx<>+3152(SB)/8, $0xc2a2932bc2a2932b // ra1
-DATA gelucx<>+3160(SB)/8, $0xc2a2932bc2a2932b // ra1
-DATA gelucx<>+3168(SB)/8, $0xc2a2932bc2a2932b // ra1
-DATA gelucx<>+3176(SB)/8, $0xc2a2932bc2a2932b // ra1
-DATA gelucx<>+3184(SB)/8, $0xc2a2932bc2a2932b // ra1
-DATA gelucx<>+3192(SB)/8, $0xc2a2932bc2a2932b // ra1
-DATA gelucx<>+3200(SB)/8, $0xc3389ae7c3389ae7 // ra2
-DATA gelucx<>+3208(SB)/8, $0xc3389ae7c3389ae7 // ra2
-DATA gelucx<>+3216(SB)/8, $0xc3389ae7c3389ae7 // ra2
-DATA gelucx<>+3224(SB)/8, $0xc3389ae7c3389ae7 // ra2
-DATA gelucx<>+3232(SB)/8, $0xc3389ae7c3389ae7 // ra2
-DATA gelucx<>+3240(SB)/8, $0xc3389ae7c3389ae7 // ra2
-DATA gelucx<>+3248(SB)/8, $0xc3389ae7c3389ae7 // ra2
-DATA gelucx<>+3256(SB)/8, $0xc3389ae7c3389ae7 // ra2
-DATA gelucx<>+3264(SB)/8, $0xc322658cc322658c // ra3
-DATA gelucx<>+3272(SB)/8, $0xc322658cc322658c // ra3
-DATA gelucx<>+3280(SB)/8, $0xc322658cc322658c // ra3
-DATA gelucx<>+3288(SB)/8, $0xc322658cc322658c // ra3
-DATA gelucx<>+3296(SB)/8, $0xc322658cc322658c // ra3
-DATA gelucx<>+3304(SB)/8, $0xc322658cc322658c // ra3
-DATA gelucx<>+3312(SB)/8, $0xc322658cc322658c // ra3
-DATA gelucx<>+3320(SB)/8, $0xc322658cc322658c // ra3
-DATA gelucx<>+3328(SB)/8, $0xc2798057c2798057 // ra4
-DATA gelucx<>+3336(SB)/8, $0xc2798057c2798057 // ra4
-DATA gelucx<>+3344(SB)/8, $0xc2798057c2798057 // ra4
-DATA gelucx<>+3352(SB)/8, $0xc2798057c2798057 // ra4
-DATA gelucx<>+3360(SB)/8, $0xc2798057c2798057 // ra4
-DATA gelucx<>+3368(SB)/8, $0xc2798057c2798057 // ra4
-DATA gelucx<>+3376(SB)/8, $0xc2798057c2798057 // ra4
-DATA gelucx<>+3384(SB)/8, $0xc2798057c2798057 // ra4
-DATA gelucx<>+3392(SB)/8, $0xc128f022c128f022 // ra5
-DATA gelucx<>+3400(SB)/8, $0xc128f022c128f022 // ra5
-DATA gelucx<>+3408(SB)/8, $0xc128f022c128f022 // ra5
-DATA gelucx<>+3416(SB)/8, $0xc128f022c128f022 // ra5
-DATA gelucx<>+3424(SB)/8, $0xc128f022c128f022 // ra5
-DATA gelucx<>+3432(SB)/8, $0xc128f022c128f022 // ra5
-DATA gelucx<>+3440(SB)/8, $0xc128f022c128f022 // ra5
-DATA gelucx<>+3448(SB)/8, $0xc128f022c128f022 // ra5
-DATA gelucx<>+3456(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
-DATA gelucx<>+3464(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
-DATA gelucx<>+3472(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
-DATA gelucx<>+3480(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
-DATA gelucx<>+3488(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
-DATA gelucx<>+3496(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
-DATA gelucx<>+3504(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
-DATA gelucx<>+3512(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
-DATA gelucx<>+3520(SB)/8, $0xbc21a093bc21a093 // ra7
-DATA gelucx<>+3528(SB)/8, $0xbc21a093bc21a093 // ra7
-DATA gelucx<>+3536(SB)/8, $0xbc21a093bc21a093 // ra7
-DATA gelucx<>+3544(SB)/8, $0xbc21a093bc21a093 // ra7
-DATA gelucx<>+3552(SB)/8, $0xbc21a093bc21a093 // ra7
-DATA gelucx<>+3560(SB)/8, $0xbc21a093bc21a093 // ra7
-DATA gelucx<>+3568(SB)/8, $0xbc21a093bc21a093 // ra7
-DATA gelucx<>+3576(SB)/8, $0xbc21a093bc21a093 // ra7
-DATA gelucx<>+3584(SB)/8, $0xbd777f97bd777f97 // sa0
-DATA gelucx<>+3592(SB)/8, $0xbd777f97bd777f97 // sa0
-DATA gelucx<>+3600(SB)/8, $0xbd777f97bd777f97 // sa0
-DATA gelucx<>+3608(SB)/8, $0xbd777f97bd777f97 // sa0
-DATA gelucx<>+3616(SB)/8, $0xbd777f97bd777f97 // sa0
-DATA gelucx<>+3624(SB)/8, $0xbd777f97bd777f97 // sa0
-DATA gelucx<>+3632(SB)/8, $0xbd777f97bd777f97 // sa0
-DATA gelucx<>+3640(SB)/8, $0xbd777f97bd777f97 // sa0
-DATA gelucx<>+3648(SB)/8, $0x40d23f7c40d23f7c // sa1
-DATA gelucx<>+3656(SB)/8, $0x40d23f7c40d23f7c // sa1
-DATA gelucx<>+3664(SB)/8, $0x40d23f7c40d23f7c // sa1
-DATA gelucx<>+3672(SB)/8, $0x40d23f7c40d23f7c // sa1
-DATA gelucx<>+3680(SB)/8, $0x40d23f7c40d23f7c // sa1
-DATA gelucx<>+3688(SB)/8, $0x40d23f7c40d23f7c // sa1
-DATA gelucx<>+3696(SB)/8, $0x40d23f7c40d23f7c // sa1
-DATA gelucx<>+3704(SB)/8, $0x40d23f7c40d23f7c // sa1
-DATA gelucx<>+3712(SB)/8, $0x42d9451f42d9451f // sa2
-DATA gelucx<>+3720(SB)/8, $0x42d9451f42d9451f // sa2
-DATA gelucx<>+3728(SB)/8, $0x42d9451f42d9451f // sa2
-DATA gelucx<>+3736(SB)/8, $0x42d9451f42d9451f // sa2
-DATA gelucx<>+3744(SB)/8, $0x42d9451f42d9451f // sa2
-DATA gelucx<>+3752(SB)/8, $0x42d9451f42d9451f // sa2
-DATA gelucx<>+3760(SB)/8, $0x42d9451f42d9451f // sa2
-DATA gelucx<>+3768(SB)/8, $0x42d9451f42d9451f // sa2
-DATA gelucx<>+3776(SB)/8, $0x43d6810b43d6810b // sa3
-DATA gelucx<>+3784(SB)/8, $0x43d6810b43d6810b // sa3
-DATA gelucx<>+3792(SB)/8, $0x43d6810b43d6810b // sa3
-DATA gelucx<>+3800(SB)/8, $0x43d6810b43d6810b // sa3
-DATA gelucx<>+3808(SB)/8, $0x43d6810b43d6810b // sa3
-DATA gelucx<>+3816(SB)/8, $0x43d6810b43d6810b // sa3
-DATA gelucx<>+3824(SB)/8, $0x43d6810b43d6810b // sa3
-DATA gelucx<>+3832(SB)/8, $0x43d6810b43d6810b // sa3
-DATA gelucx<>+3840(SB)/8, $0x442158c9442158c9 // sa4
-DATA gelucx<>+3848(SB)/8, $0x442158c9442158c9 // sa4
-DATA gelucx<>+3856(SB)/8, $0x442158c9442158c9 // sa4
-DATA gelucx<>+3864(SB)/8, $0x442158c9442158c9 // sa4
-DATA gelucx<>+3872(SB)/8, $0x442158c9442158c9 // sa4
-DATA gelucx<>+3880(SB)/8, $0x442158c9442158c9 // sa4
-DATA gelucx<>+3888(SB)/8, $0x442158c9442158c9 // sa4
-DATA gelucx<>+3896(SB)/8, $0x442158c9442158c9 // sa4
-DATA gelucx<>+3904(SB)/8, $0x43d9486f43d9486f // sa5
-DATA gelucx<>+3912(SB)/8, $0x43d9486f43d9486f // sa5
-DATA gelucx<>+3920(SB)/8, $0x43d9486f43d9486f // sa5
-DATA gelucx<>+3928(SB)/8, $0x43d9486f43d9486f // sa5
-DATA gelucx<>+3936(SB)/8, $0x43d9486f43d9486f // sa5
-DATA gelucx<>+3944(SB)/8, $0x43d9486f43d9486f // sa5
-DATA gelucx<>+3952(SB)/8, $0x43d9486f43d9486f // sa5
-DATA gelucx<>+3960(SB)/8, $0x43d9486f43d9486f // sa5
-DATA gelucx<>+3968(SB)/8, $0x4309a8634309a863 // sa6
-DATA gelucx<>+3976(SB)/8, $0x4309a8634309a863 // sa6
-DATA gelucx<>+3984(SB)/8, $0x4309a8634309a863 // sa6
-DATA gelucx<>+3992(SB)/8, $0x4309a8634309a863 // sa6
-DATA gelucx<>+4000(SB)/8, $0x4309a8634309a863 // sa6
-DATA gelucx<>+4008(SB)/8, $0x4309a8634309a863 // sa6
-DATA gelucx<>+4016(SB)/8, $0x4309a8634309a863 // sa6
-DATA gelucx<>+4024(SB)/8, $0x4309a8634309a863 // sa6
-DATA gelucx<>+4032(SB)/8, $0x419d35ce419d35ce // sa7
-DATA gelucx<>+4040(SB)/8, $0x419d35ce419d35ce // sa7
-DATA gelucx<>+4048(SB)/8, $0x419d35ce419d35ce // sa7
-DATA gelucx<>+4056(SB)/8, $0x419d35ce419d35ce // sa7
-DATA gelucx<>+4064(SB)/8, $0x419d35ce419d35ce // sa7
-DATA gelucx<>+4072(SB)/8, $0x419d35ce419d35ce // sa7
-DATA gelucx<>+4080(SB)/8, $0x419d35ce419d35ce // sa7
-DATA gelucx<>+4088(SB)/8, $0x419d35ce419d35ce // sa7
-DATA gelucx<>+4096(SB)/8, $0x3f8000003f800000 // sa8
-DATA gelucx<>+4104(SB)/8, $0x3f8000003f800000 // sa8
-DATA gelucx<>+4112(SB)/8, $0x3f8000003f800000 // sa8
-DATA gelucx<>+4120(SB)/8, $0x3f8000003f800000 // sa8
-DATA gelucx<>+4128(SB)/8, $0x3f8000003f800000 // sa8
-DATA gelucx<>+4136(SB)/8, $0x3f8000003f800000 // sa8
-DATA gelucx<>+4144(SB)/8, $0x3f8000003f800000 // sa8
-DATA gelucx<>+4152(SB)/8, $0x3f8000003f800000 // sa8
-DATA gelucx<>+4160(SB)/8, $0xc3f1c275c3f1c275 // rb0
-DATA gelucx<>+4168(SB)/8, $0xc3f1c275c3f1c275 // rb0
-DATA gelucx<>+4176(SB)/8, $0xc3f1c275c3f1c275 // rb0
-DATA gelucx<>+4184(SB)/8, $0xc3f1c275c3f1c275 // rb0
-DATA gelucx<>+4192(SB)/8, $0xc3f1c275c3f1c275 // rb0
-DATA gelucx<>+4200(SB)/8, $0xc3f1c275c3f1c275 // rb0
-DATA gelucx<>+4208(SB)/8, $0xc3f1c275c3f1c275 // rb0
-DATA gelucx<>+4216(SB)/8, $0xc3f1c275c3f1c275 // rb0
-DATA gelucx<>+4224(SB)/8, $0xc480230bc480230b // rb1
-DATA gelucx<>+4232(SB)/8, $0xc480230bc480230b // rb1
-DATA gelucx<>+4240(SB)/8, $0xc480230bc480230b // rb1
-DATA gelucx<>+4248(SB)/8, $0xc480230bc480230b // rb1
-DATA gelucx<>+4256(SB)/8, $0xc480230bc480230b // rb1
-DATA gelucx<>+4264(SB)/8, $0xc480230bc480230b // rb1
-DATA gelucx<>+4272(SB)/8, $0xc480230bc480230b // rb1
-DATA gelucx<>+4280(SB)/8, $0xc480230bc480230b // rb1
-DATA gelucx<>+4288(SB)/8, $0xc41f6441c41f6441 // rb2
-DATA gelucx<>+4296(SB)/8, $0xc41f6441c41f6441 // rb2
-DATA gelucx<>+4304(SB)/8, $0xc41f6441c41f6441 // rb2
-DATA gelucx<>+4312(SB)/8, $0xc41f6441c41f6441 // rb2
-DATA gelucx<>+4320(SB)/8, $0xc41f6441c41f6441 // rb2
-DATA gelucx<>+4328(SB)/8, $0xc41f6441c41f6441 // rb2
-DATA gelucx<>+4336(SB)/8, $0xc41f6441c41f6441 // rb2
-DATA gelucx<>+4344(SB)/8, $0xc41f6441c41f6441 // rb2
-DATA gelucx<>+4352(SB)/8, $0xc320a2eac320a2ea // rb3
-DATA gelucx<>+4360(SB)/8, $0xc320a2eac320a2ea // rb3
-DATA gelucx<>+4368(SB)/8, $0xc320a2eac320a2ea // rb3
-DATA gelucx<>+4376(SB)/8, $0xc320a2eac320a2ea // rb3
-DATA gelucx<>+4384(SB)/8, $0xc320a2eac320a2ea // rb3
-DATA gelucx<>+4392(SB)/8, $0xc320a2eac320a2ea // rb3
-DATA gelucx<>+4400(SB)/8, $0xc320a2eac320a2ea // rb3
-DATA gelucx<>+4408(SB)/8, $0xc320a2eac320a2ea // rb3
-DATA gelucx<>+4416(SB)/8, $0xc18e104bc18e104b // rb4
-DATA gelucx<>+4424(SB)/8, $0xc18e104bc18e104b // rb4
-DATA gelucx<>+4432(SB)/8, $0xc18e104bc18e104b // rb4
-DATA gelucx<>+4440(SB)/8, $0xc18e104bc18e104b // rb4
-DATA gelucx<>+4448(SB)/8, $0xc18e104bc18e104b // rb4
-DATA gelucx<>+4456(SB)/8, $0xc18e104bc18e104b // rb4
-DATA gelucx<>+4464(SB)/8, $0xc18e104bc18e104b // rb4
-DATA gelucx<>+4472(SB)/8, $0xc18e104bc18e104b // rb4
-DATA gelucx<>+4480(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
-DATA gelucx<>+4488(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
-DATA gelucx<>+4496(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
-DATA gelucx<>+4504(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
-DATA gelucx<>+4512(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
-DATA gelucx<>+4520(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
-DATA gelucx<>+4528(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
-DATA gelucx<>+4536(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
-DATA gelucx<>+4544(SB)/8, $0xbc21a092bc21a092 // rb6
-DATA gelucx<>+4552(SB)/8, $0xbc21a092bc21a092 // rb6
-DATA gelucx<>+4560(SB)/8, $0xbc21a092bc21a092 // rb6
-DATA gelucx<>+4568(SB)/8, $0xbc21a092bc21a092 // rb6
-DATA gelucx<>+4576(SB)/8, $0xbc21a092bc21a092 // rb6
-DATA gelucx<>+4584(SB)/8, $0xbc21a092bc21a092 // rb6
-DATA gelucx<>+4592(SB)/8, $0xbc21a092bc21a092 // rb6
-DATA gelucx<>+4600(SB)/8, $0xbc21a092bc21a092 // rb6
-DATA gelucx<>+4608(SB)/8, $0xc1b38712c1b38712 // sb0
-DATA gelucx<>+4616(SB)/8, $0xc1b38712c1b38712 // sb0
-DATA gelucx<>+4624(SB)/8, $0xc1b38712c1b38712 // sb0
-DATA gelucx<>+4632(SB)/8, $0xc1b38712c1b38712 // sb0
-DATA gelucx<>+4640(SB)/8, $0xc1b38712c1b38712 // sb0
-DATA gelucx<>+4648(SB)/8, $0xc1b38712c1b38712 // sb0
-DATA gelucx<>+4656(SB)/8, $0xc1b38712c1b38712 // sb0
-DATA gelucx<>+4664(SB)/8, $0xc1b38712c1b38712 // sb0
-DATA gelucx<>+4672(SB)/8, $0x43ed43a743ed43a7 // sb1
-DATA gelucx<>+4680(SB)/8, $0x43ed43a743ed43a7 // sb1
-DATA gelucx<>+4688(SB)/8, $0x43ed43a743ed43a7 // sb1
-DATA gelucx<>+4696(SB)/8, $0x43ed43a743ed43a7 // sb1
-DATA gelucx<>+4704(SB)/8, $0x43ed43a743ed43a7 // sb1
-DATA gelucx<>+4712(SB)/8, $0x43ed43a743ed43a7 // sb1
-DATA gelucx<>+4720(SB)/8, $0x43ed43a743ed43a7 // sb1
-DATA gelucx<>+4728(SB)/8, $0x43ed43a743ed43a7 // sb1
-DATA gelucx<>+4736(SB)/8, $0x451f90ce451f90ce // sb2
-DATA gelucx<>+4744(SB)/8, $0x451f90ce451f90ce // sb2
-DATA gelucx<>+4752(SB)/8, $0x451f90ce451f90ce // sb2
-DATA gelucx<>+4760(SB)/8, $0x451f90ce451f90ce // sb2
-DATA gelucx<>+4768(SB)/8, $0x451f90ce451f90ce // sb2
-DATA gelucx<>+4776(SB)/8, $0x451f90ce451f90ce // sb2
-DATA gelucx<>+4784(SB)/8, $0x451f90ce451f90ce // sb2
-DATA gelucx<>+4792(SB)/8, $0x451f90ce451f90ce // sb2
-DATA gelucx<>+4800(SB)/8, $0x4547fdbb4547fdbb // sb3
-DATA gelucx<>+4808(SB)/8, $0x4547fdbb4547fdbb // sb3
-DATA gelucx<>+4816(SB)/8, $0x4547fdbb4547fdbb // sb3
-DATA gelucx<>+4824(SB)/8, $0x4547fdbb4547fdbb // sb3
-DATA gelucx<>+4832(SB)/8, $0x4547fdbb4547fdbb // sb3
-DATA gelucx<>+4840(SB)/8, $0x4547fdbb4547fdbb // sb3
-DATA gelucx<>+4848(SB)/8, $0x4547fdbb4547fdbb // sb3
-DATA gelucx<>+4856(SB)/8, $0x4547fdbb4547fdbb // sb3
-DATA gelucx<>+4864(SB)/8, $0x44c0175944c01759 // sb4
-DATA gelucx<>+4872(SB)/8, $0x44c0175944c01759 // sb4
-DATA gelucx<>+4880(SB)/8, $0x44c0175944c01759 // sb4
-DATA gelucx<>+4888(SB)/8, $0x44c0175944c01759 // sb4
-DATA gelucx<>+4896(SB)/8, $0x44c0175944c01759 // sb4
-DATA gelucx<>+4904(SB)/8, $0x44c0175944c01759 // sb4
-DATA gelucx<>+4912(SB)/8, $0x44c0175944c01759 // sb4
-DATA gelucx<>+4920(SB)/8, $0x44c0175944c01759 // sb4
-DATA gelucx<>+4928(SB)/8, $0x43a2e57143a2e571 // sb5
-DATA gelucx<>+4936(SB)/8, $0x43a2e57143a2e571 // sb5
-DATA gelucx<>+4944(SB)/8, $0x43a2e57143a2e571 // sb5
-DATA gelucx<>+4952(SB)/8, $0x43a2e57143a2e571 // sb5
-DATA gelucx<>+4960(SB)/8, $0x43a2e57143a2e571 // sb5
-DATA gelucx<>+4968(SB)/8, $0x43a2e57143a2e571 // sb5
-DATA gelucx<>+4976(SB)/8, $0x43a2e57143a2e571 // sb5
-DATA gelucx<>+4984(SB)/8, $0x43a2e57143a2e571 // sb5
-DATA gelucx<>+4992(SB)/8, $0x41f2b45941f2b459 // sb6
-DATA gelucx<>+5000(SB)/8, $0x41f2b45941f2b459 // sb6
-DATA gelucx<>+5008(SB)/8, $0x41f2b45941f2b459 // sb6
-DATA gelucx<>+5016(SB)/8, $0x41f2b45941f2b459 // sb6
-DATA gelucx<>+5024(SB)/8, $0x41f2b45941f2b459 // sb6
-DATA gelucx<>+5032(SB)/8, $0x41f2b45941f2b459 // sb6
-DATA gelucx<>+5040(SB)/8, $0x41f2b45941f2b459 // sb6
-DATA gelucx<>+5048(SB)/8, $0x41f2b45941f2b459 // sb6
-DATA gelucx<>+5056(SB)/8, $0x3f8000003f800000 // sb7
-DATA gelucx<>+5064(SB)/8, $0x3f8000003f800000 // sb7
-DATA gelucx<>+5072(SB)/8, $0x3f8000003f800000 // sb7
-DATA gelucx<>+5080(SB)/8, $0x3f8000003f800000 // sb7
-DATA gelucx<>+5088(SB)/8, $0x3f8000003f800000 // sb7
-DATA gelucx<>+5096(SB)/8, $0x3f8000003f800000 // sb7
-DATA gelucx<>+5104(SB)/8, $0x3f8000003f800000 // sb7
-DATA gelucx<>+5112(SB)/8, $0x3f8000003f800000 // sb7
-DATA gelucx<>+5120(SB)/8, $0x3d4093a33d4093a3 // dm0
-DATA gelucx<>+5128(SB)/8, $0x3d4093a33d4093a3 // dm0
-DATA gelucx<>+5136(SB)/8, $0x3d4093a33d4093a3 // dm0
-DATA gelucx<>+5144(SB)/8, $0x3d4093a33d4093a3 // dm0
-DATA gelucx<>+5152(SB)/8, $0x3d4093a33d4093a3 // dm0
-DATA gelucx<>+5160(SB)/8, $0x3d4093a33d4093a3 // dm0
-DATA gelucx<>+5168(SB)/8, $0x3d4093a33d4093a3 // dm0
-DATA gelucx<>+5176(SB)/8, $0x3d4093a33d4093a3 // dm0
-DATA gelucx<>+5184(SB)/8, $0xbe4093a3be4093a3 // dm1
-DATA gelucx<>+5192(SB)/8, $0xbe4093a3be4093a3 // dm1
-DATA gelucx<>+5200(SB)/8, $0xbe4093a3be4093a3 // dm1
-DATA gelucx<>+5208(SB)/8, $0xbe4093a3be4093a3 // dm1
-DATA gelucx<>+5216(SB)/8, $0xbe4093a3be4093a3 // dm1
-DATA gelucx<>+5224(SB)/8, $0xbe4093a3be4093a3 // dm1
-DATA gelucx<>+5232(SB)/8, $0xbe4093a3be4093a3 // dm1
-DATA gelucx<>+5240(SB)/8, $0xbe4093a3be4093a3 // dm1
-DATA gelucx<>+5248(SB)/8, $0x3f106ebb3f106ebb // dm2
-DATA gelucx<>+5256(SB)/8, $0x3f106ebb3f106ebb // dm2
-DATA gelucx<>+5264(SB)/8, $0x3f106ebb3f106ebb // dm2
-DATA gelucx<>+5272(SB)/8, $0x3f106ebb3f106ebb // dm2
-DATA gelucx<>+5280(SB)/8, $0x3f106ebb3f106ebb // dm2
-DATA gelucx<>+5288(SB)/8, $0x3f106ebb3f106ebb // dm2
-DATA gelucx<>+5296(SB)/8, $0x3f106ebb3f106ebb // dm2
-DATA gelucx<>+5304(SB)/8, $0x3f106ebb3f106ebb // dm2
-DATA gelucx<>+5312(SB)/8, $0xbf906ebbbf906ebb // dm3
-DATA gelucx<>+5320(SB)/8, $0xbf906ebbbf906ebb // dm3
-DATA gelucx<>+5328(SB)/8, $0xbf906ebbbf906ebb // dm3
-DATA gelucx<>+5336(SB)/8, $0xbf906ebbbf906ebb // dm3
-DATA gelucx<>+5344(SB)/8, $0xbf906ebbbf906ebb // dm3
-DATA gelucx<>+5352(SB)/8, $0xbf906ebbbf906ebb // dm3
-DATA gelucx<>+5360(SB)/8, $0xbf906ebbbf906ebb // dm3
-DATA gelucx<>+5368(SB)/8, $0xbf906ebbbf906ebb // dm3
-DATA gelucx<>+5376(SB)/8, $0x3f906ebb3f906ebb // dm4
-DATA gelucx<>+5384(SB)/8, $0x3f906ebb3f906ebb // dm4
-DATA gelucx<>+5392(SB)/8, $0x3f906ebb3f906ebb // dm4
-DATA gelucx<>+5400(SB)/8, $0x3f906ebb3f906ebb // dm4
-DATA gelucx<>+5408(SB)/8, $0x3f906ebb3f906ebb // dm4
-DATA gelucx<>+5416(SB)/8, $0x3f906ebb3f906ebb // dm4
-DATA gelucx<>+5424(SB)/8, $0x3f906ebb3f906ebb // dm4
-DATA gelucx<>+5432(SB)/8, $0x3f906ebb3f906ebb // dm4
-DATA gelucx<>+5440(SB)/8, $0x39500d0139500d01 // ex0
-DATA gelucx<>+5448(SB)/8, $0x39500d0139500d01 // ex0
-DATA gelucx<>+5456(SB)/8, $0x39500d0139500d01 // ex0
-DATA gelucx<>+5464(SB)/8, $0x39500d0139500d01 // ex0
-DATA gelucx<>+5472(SB)/8, $0x39500d0139500d01 // ex0
-DATA gelucx<>+5480(SB)/8, $0x39500d0139500d01 // ex0
-DATA gelucx<>+5488(SB)/8, $0x39500d0139500d01 // ex0
-DATA gelucx<>+5496(SB)/8, $0x39500d0139500d01 // ex0
-DATA gelucx<>+5504(SB)/8, $0x3ab60b613ab60b61 // ex1
-DATA gelucx<>+5512(SB)/8, $0x3ab60b613ab60b61 // ex1
-DATA gelucx<>+5520(SB)/8, $0x3ab60b613ab60b61 // ex1
-DATA gelucx<>+5528(SB)/8, $0x3ab60b613ab60b61 // ex1
-DATA gelucx<>+5536(SB)/8, $0x3ab60b613ab60b61 // ex1
-DATA gelucx<>+5544(SB)/8, $0x3ab60b613ab60b61 // ex1
-DATA gelucx<>+5552(SB)/8, $0x3ab60b613ab60b61 // ex1
-DATA gelucx<>+5560(SB)/8, $0x3ab60b613ab60b61 // ex1
-DATA gelucx<>+5568(SB)/8, $0x3c0888893c088889 // ex2
-DATA gelucx<>+5576(SB)/8, $0x3c0888893c088889 // ex2
-DATA gelucx<>+5584(SB)/8, $0x3c0888893c088889 // ex2
-DATA gelucx<>+5592(SB)/8, $0x3c0888893c088889 // ex2
-DATA gelucx<>+5600(SB)/8, $0x3c0888893c088889 // ex2
-DATA gelucx<>+5608(SB)/8, $0x3c0888893c088889 // ex2
-DATA gelucx<>+5616(SB)/8, $0x3c0888893c088889 // ex2
-DATA gelucx<>+5624(SB)/8, $0x3c0888893c088889 // ex2
-DATA gelucx<>+5632(SB)/8, $0x3d2aaaab3d2aaaab // ex3
-DATA gelucx<>+5640(SB)/8, $0x3d2aaaab3d2aaaab // ex3
-DATA gelucx<>+5648(SB)/8, $0x3d2aaaab3d2aaaab // ex3
-DATA gelucx<>+5656(SB)/8, $0x3d2aaaab3d2aaaab // ex3
-DATA gelucx<>+5664(SB)/8, $0x3d2aaaab3d2aaaab // ex3
-DATA gelucx<>+5672(SB)/8, $0x3d2aaaab3d2aaaab // ex3
-DATA gelucx<>+5680(SB)/8, $0x3d2aaaab3d2aaaab // ex3
-DATA gelucx<>+5688(SB)/8, $0x3d2aaaab3d2aaaab // ex3
-DATA gelucx<>+5696(SB)/8, $0x3e2aaaab3e2aaaab // ex4
-DATA gelucx<>+5704(SB)/8, $0x3e2aaaab3e2aaaab // ex4
-DATA gelucx<>+5712(SB)/8, $0x3e2aaaab3e2aaaab // ex4
-DATA gelucx<>+5720(SB)/8, $0x3e2aaaab3e2aaaab // ex4
-DATA gelucx<>+5728(SB)/8, $0x3e2aaaab3e2aaaab // ex4
-DATA gelucx<>+5736(SB)/8, $0x3e2aaaab3e2aaaab // ex4
-DATA gelucx<>+5744(SB)/8, $0x3e2aaaab3e2aaaab // ex4
-DATA gelucx<>+5752(SB)/8, $0x3e2aaaab3e2aaaab // ex4
-DATA gelucx<>+5760(SB)/8, $0x3f0000003f000000 // ex5
-DATA gelucx<>+5768(SB)/8, $0x3f0000003f000000 // ex5
-DATA gelucx<>+5776(SB)/8, $0x3f0000003f000000 // ex5
-DATA gelucx<>+5784(SB)/8, $0x3f0000003f000000 // ex5
-DATA gelucx<>+5792(SB)/8, $0x3f0000003f000000 // ex5
-DATA gelucx<>+5800(SB)/8, $0x3f0000003f000000 // ex5
-DATA gelucx<>+5808(SB)/8, $0x3f0000003f000000 // ex5
-DATA gelucx<>+5816(SB)/8, $0x3f0000003f000000 // ex5
-DATA gelucx<>+5824(SB)/8, $0x3f8000003f800000 // ex6
-DATA gelucx<>+5832(SB)/8, $0x3f8000003f800000 // ex6
-DATA gelucx<>+5840(SB)/8, $0x3f8000003f800000 // ex6
-DATA gelucx<>+5848(SB)/8, $0x3f8000003f800000 // ex6
-DATA gelucx<>+5856(SB)/8, $0x3f8000003f800000 // ex6
-DATA gelucx<>+5864(SB)/8, $0x3f8000003f800000 // ex6
-DATA gelucx<>+5872(SB)/8, $0x3f8000003f800000 // ex6
-DATA gelucx<>+5880(SB)/8, $0x3f8000003f800000 // ex6
-DATA gelucx<>+5888(SB)/8, $0x3f8000003f800000 // ex7
-DATA gelucx<>+5896(SB)/8, $0x3f8000003f800000 // ex7
-DATA gelucx<>+5904(SB)/8, $0x3f8000003f800000 // ex7
-DATA gelucx<>+5912(SB)/8, $0x3f8000003f800000 // ex7
-DATA gelucx<>+5920(SB)/8, $0x3f8000003f800000 // ex7
-DATA gelucx<>+5928(SB)/8, $0x3f8000003f800000 // ex7
-DATA gelucx<>+5936(SB)/8, $0x3f8000003f800000 // ex7
-DATA gelucx<>+5944(SB)/8, $0x3f8000003f800000 // ex7
-GLOBL gelucx<>(SB), RODATA|NOPTR, $5952
+DATA gelucx<>+1472(SB)/8, $0x7f8000007f800000 // inf
+DATA gelucx<>+1480(SB)/8, $0x7f8000007f800000 // inf
+DATA gelucx<>+1488(SB)/8, $0x7f8000007f800000 // inf
+DATA gelucx<>+1496(SB)/8, $0x7f8000007f800000 // inf
+DATA gelucx<>+1504(SB)/8, $0x7f8000007f800000 // inf
+DATA gelucx<>+1512(SB)/8, $0x7f8000007f800000 // inf
+DATA gelucx<>+1520(SB)/8, $0x7f8000007f800000 // inf
+DATA gelucx<>+1528(SB)/8, $0x7f8000007f800000 // inf
+DATA gelucx<>+1536(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA gelucx<>+1544(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA gelucx<>+1552(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA gelucx<>+1560(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA gelucx<>+1568(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA gelucx<>+1576(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA gelucx<>+1584(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA gelucx<>+1592(SB)/8, $0xb7c756b1b7c756b1 // pp0
+DATA gelucx<>+1600(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA gelucx<>+1608(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA gelucx<>+1616(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA gelucx<>+1624(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA gelucx<>+1632(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA gelucx<>+1640(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA gelucx<>+1648(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA gelucx<>+1656(SB)/8, $0xbbbd1489bbbd1489 // pp1
+DATA gelucx<>+1664(SB)/8, $0xbce9528fbce9528f // pp2
+DATA gelucx<>+1672(SB)/8, $0xbce9528fbce9528f // pp2
+DATA gelucx<>+1680(SB)/8, $0xbce9528fbce9528f // pp2
+DATA gelucx<>+1688(SB)/8, $0xbce9528fbce9528f // pp2
+DATA gelucx<>+1696(SB)/8, $0xbce9528fbce9528f // pp2
+DATA gelucx<>+1704(SB)/8, $0xbce9528fbce9528f // pp2
+DATA gelucx<>+1712(SB)/8, $0xbce9528fbce9528f // pp2
+DATA gelucx<>+1720(SB)/8, $0xbce9528fbce9528f // pp2
+DATA gelucx<>+1728(SB)/8, $0xbea66bebbea66beb // pp3
+DATA gelucx<>+1736(SB)/8, $0xbea66bebbea66beb // pp3
+DATA gelucx<>+1744(SB)/8, $0xbea66bebbea66beb // pp3
+DATA gelucx<>+1752(SB)/8, $0xbea66bebbea66beb // pp3
+DATA gelucx<>+1760(SB)/8, $0xbea66bebbea66beb // pp3
+DATA gelucx<>+1768(SB)/8, $0xbea66bebbea66beb // pp3
+DATA gelucx<>+1776(SB)/8, $0xbea66bebbea66beb // pp3
+DATA gelucx<>+1784(SB)/8, $0xbea66bebbea66beb // pp3
+DATA gelucx<>+1792(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA gelucx<>+1800(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA gelucx<>+1808(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA gelucx<>+1816(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA gelucx<>+1824(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA gelucx<>+1832(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA gelucx<>+1840(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA gelucx<>+1848(SB)/8, $0x3e0375d43e0375d4 // pp4
+DATA gelucx<>+1856(SB)/8, $0xb684e21ab684e21a // qq0
+DATA gelucx<>+1864(SB)/8, $0xb684e21ab684e21a // qq0
+DATA gelucx<>+1872(SB)/8, $0xb684e21ab684e21a // qq0
+DATA gelucx<>+1880(SB)/8, $0xb684e21ab684e21a // qq0
+DATA gelucx<>+1888(SB)/8, $0xb684e21ab684e21a // qq0
+DATA gelucx<>+1896(SB)/8, $0xb684e21ab684e21a // qq0
+DATA gelucx<>+1904(SB)/8, $0xb684e21ab684e21a // qq0
+DATA gelucx<>+1912(SB)/8, $0xb684e21ab684e21a // qq0
+DATA gelucx<>+1920(SB)/8, $0x390aee49390aee49 // qq1
+DATA gelucx<>+1928(SB)/8, $0x390aee49390aee49 // qq1
+DATA gelucx<>+1936(SB)/8, $0x390aee49390aee49 // qq1
+DATA gelucx<>+1944(SB)/8, $0x390aee49390aee49 // qq1
+DATA gelucx<>+1952(SB)/8, $0x390aee49390aee49 // qq1
+DATA gelucx<>+1960(SB)/8, $0x390aee49390aee49 // qq1
+DATA gelucx<>+1968(SB)/8, $0x390aee49390aee49 // qq1
+DATA gelucx<>+1976(SB)/8, $0x390aee49390aee49 // qq1
+DATA gelucx<>+1984(SB)/8, $0x3ba681163ba68116 // qq2
+DATA gelucx<>+1992(SB)/8, $0x3ba681163ba68116 // qq2
+DATA gelucx<>+2000(SB)/8, $0x3ba681163ba68116 // qq2
+DATA gelucx<>+2008(SB)/8, $0x3ba681163ba68116 // qq2
+DATA gelucx<>+2016(SB)/8, $0x3ba681163ba68116 // qq2
+DATA gelucx<>+2024(SB)/8, $0x3ba681163ba68116 // qq2
+DATA gelucx<>+2032(SB)/8, $0x3ba681163ba68116 // qq2
+DATA gelucx<>+2040(SB)/8, $0x3ba681163ba68116 // qq2
+DATA gelucx<>+2048(SB)/8, $0x3d852a633d852a63 // qq3
+DATA gelucx<>+2056(SB)/8, $0x3d852a633d852a63 // qq3
+DATA gelucx<>+2064(SB)/8, $0x3d852a633d852a63 // qq3
+DATA gelucx<>+2072(SB)/8, $0x3d852a633d852a63 // qq3
+DATA gelucx<>+2080(SB)/8, $0x3d852a633d852a63 // qq3
+DATA gelucx<>+2088(SB)/8, $0x3d852a633d852a63 // qq3
+DATA gelucx<>+2096(SB)/8, $0x3d852a633d852a63 // qq3
+DATA gelucx<>+2104(SB)/8, $0x3d852a633d852a63 // qq3
+DATA gelucx<>+2112(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA gelucx<>+2120(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA gelucx<>+2128(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA gelucx<>+2136(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA gelucx<>+2144(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA gelucx<>+2152(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA gelucx<>+2160(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA gelucx<>+2168(SB)/8, $0x3ecbbbce3ecbbbce // qq4
+DATA gelucx<>+2176(SB)/8, $0x3f8000003f800000 // qq5
+DATA gelucx<>+2184(SB)/8, $0x3f8000003f800000 // qq5
+DATA gelucx<>+2192(SB)/8, $0x3f8000003f800000 // qq5
+DATA gelucx<>+2200(SB)/8, $0x3f8000003f800000 // qq5
+DATA gelucx<>+2208(SB)/8, $0x3f8000003f800000 // qq5
+DATA gelucx<>+2216(SB)/8, $0x3f8000003f800000 // qq5
+DATA gelucx<>+2224(SB)/8, $0x3f8000003f800000 // qq5
+DATA gelucx<>+2232(SB)/8, $0x3f8000003f800000 // qq5
+DATA gelucx<>+2240(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA gelucx<>+2248(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA gelucx<>+2256(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA gelucx<>+2264(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA gelucx<>+2272(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA gelucx<>+2280(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA gelucx<>+2288(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA gelucx<>+2296(SB)/8, $0xbb0df9c0bb0df9c0 // pa0
+DATA gelucx<>+2304(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA gelucx<>+2312(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA gelucx<>+2320(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA gelucx<>+2328(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA gelucx<>+2336(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA gelucx<>+2344(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA gelucx<>+2352(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA gelucx<>+2360(SB)/8, $0x3d1151b33d1151b3 // pa1
+DATA gelucx<>+2368(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA gelucx<>+2376(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA gelucx<>+2384(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA gelucx<>+2392(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA gelucx<>+2400(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA gelucx<>+2408(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA gelucx<>+2416(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA gelucx<>+2424(SB)/8, $0xbde31cc2bde31cc2 // pa2
+DATA gelucx<>+2432(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA gelucx<>+2440(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA gelucx<>+2448(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA gelucx<>+2456(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA gelucx<>+2464(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA gelucx<>+2472(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA gelucx<>+2480(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA gelucx<>+2488(SB)/8, $0x3ea2fe543ea2fe54 // pa3
+DATA gelucx<>+2496(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA gelucx<>+2504(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA gelucx<>+2512(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA gelucx<>+2520(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA gelucx<>+2528(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA gelucx<>+2536(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA gelucx<>+2544(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA gelucx<>+2552(SB)/8, $0xbebe9208bebe9208 // pa4
+DATA gelucx<>+2560(SB)/8, $0x3ed468053ed46805 // pa5
+DATA gelucx<>+2568(SB)/8, $0x3ed468053ed46805 // pa5
+DATA gelucx<>+2576(SB)/8, $0x3ed468053ed46805 // pa5
+DATA gelucx<>+2584(SB)/8, $0x3ed468053ed46805 // pa5
+DATA gelucx<>+2592(SB)/8, $0x3ed468053ed46805 // pa5
+DATA gelucx<>+2600(SB)/8, $0x3ed468053ed46805 // pa5
+DATA gelucx<>+2608(SB)/8, $0x3ed468053ed46805 // pa5
+DATA gelucx<>+2616(SB)/8, $0x3ed468053ed46805 // pa5
+DATA gelucx<>+2624(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA gelucx<>+2632(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA gelucx<>+2640(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA gelucx<>+2648(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA gelucx<>+2656(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA gelucx<>+2664(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA gelucx<>+2672(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA gelucx<>+2680(SB)/8, $0xbb1acdc6bb1acdc6 // pa6
+DATA gelucx<>+2688(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA gelucx<>+2696(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA gelucx<>+2704(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA gelucx<>+2712(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA gelucx<>+2720(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA gelucx<>+2728(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA gelucx<>+2736(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA gelucx<>+2744(SB)/8, $0x3c445aa33c445aa3 // qa0
+DATA gelucx<>+2752(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA gelucx<>+2760(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA gelucx<>+2768(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA gelucx<>+2776(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA gelucx<>+2784(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA gelucx<>+2792(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA gelucx<>+2800(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA gelucx<>+2808(SB)/8, $0x3c5f6e133c5f6e13 // qa1
+DATA gelucx<>+2816(SB)/8, $0x3e0133073e013307 // qa2
+DATA gelucx<>+2824(SB)/8, $0x3e0133073e013307 // qa2
+DATA gelucx<>+2832(SB)/8, $0x3e0133073e013307 // qa2
+DATA gelucx<>+2840(SB)/8, $0x3e0133073e013307 // qa2
+DATA gelucx<>+2848(SB)/8, $0x3e0133073e013307 // qa2
+DATA gelucx<>+2856(SB)/8, $0x3e0133073e013307 // qa2
+DATA gelucx<>+2864(SB)/8, $0x3e0133073e013307 // qa2
+DATA gelucx<>+2872(SB)/8, $0x3e0133073e013307 // qa2
+DATA gelucx<>+2880(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA gelucx<>+2888(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA gelucx<>+2896(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA gelucx<>+2904(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA gelucx<>+2912(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA gelucx<>+2920(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA gelucx<>+2928(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA gelucx<>+2936(SB)/8, $0x3d931ae73d931ae7 // qa3
+DATA gelucx<>+2944(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA gelucx<>+2952(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA gelucx<>+2960(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA gelucx<>+2968(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA gelucx<>+2976(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA gelucx<>+2984(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA gelucx<>+2992(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA gelucx<>+3000(SB)/8, $0x3f0a57853f0a5785 // qa4
+DATA gelucx<>+3008(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA gelucx<>+3016(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA gelucx<>+3024(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA gelucx<>+3032(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA gelucx<>+3040(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA gelucx<>+3048(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA gelucx<>+3056(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA gelucx<>+3064(SB)/8, $0x3dd9f3313dd9f331 // qa5
+DATA gelucx<>+3072(SB)/8, $0x3f8000003f800000 // qa6
+DATA gelucx<>+3080(SB)/8, $0x3f8000003f800000 // qa6
+DATA gelucx<>+3088(SB)/8, $0x3f8000003f800000 // qa6
+DATA gelucx<>+3096(SB)/8, $0x3f8000003f800000 // qa6
+DATA gelucx<>+3104(SB)/8, $0x3f8000003f800000 // qa6
+DATA gelucx<>+3112(SB)/8, $0x3f8000003f800000 // qa6
+DATA gelucx<>+3120(SB)/8, $0x3f8000003f800000 // qa6
+DATA gelucx<>+3128(SB)/8, $0x3f8000003f800000 // qa6
+DATA gelucx<>+3136(SB)/8, $0xc11d077ec11d077e // ra0
+DATA gelucx<>+3144(SB)/8, $0xc11d077ec11d077e // ra0
+DATA gelucx<>+3152(SB)/8, $0xc11d077ec11d077e // ra0
+DATA gelucx<>+3160(SB)/8, $0xc11d077ec11d077e // ra0
+DATA gelucx<>+3168(SB)/8, $0xc11d077ec11d077e // ra0
+DATA gelucx<>+3176(SB)/8, $0xc11d077ec11d077e // ra0
+DATA gelucx<>+3184(SB)/8, $0xc11d077ec11d077e // ra0
+DATA gelucx<>+3192(SB)/8, $0xc11d077ec11d077e // ra0
+DATA gelucx<>+3200(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA gelucx<>+3208(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA gelucx<>+3216(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA gelucx<>+3224(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA gelucx<>+3232(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA gelucx<>+3240(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA gelucx<>+3248(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA gelucx<>+3256(SB)/8, $0xc2a2932bc2a2932b // ra1
+DATA gelucx<>+3264(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA gelucx<>+3272(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA gelucx<>+3280(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA gelucx<>+3288(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA gelucx<>+3296(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA gelucx<>+3304(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA gelucx<>+3312(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA gelucx<>+3320(SB)/8, $0xc3389ae7c3389ae7 // ra2
+DATA gelucx<>+3328(SB)/8, $0xc322658cc322658c // ra3
+DATA gelucx<>+3336(SB)/8, $0xc322658cc322658c // ra3
+DATA gelucx<>+3344(SB)/8, $0xc322658cc322658c // ra3
+DATA gelucx<>+3352(SB)/8, $0xc322658cc322658c // ra3
+DATA gelucx<>+3360(SB)/8, $0xc322658cc322658c // ra3
+DATA gelucx<>+3368(SB)/8, $0xc322658cc322658c // ra3
+DATA gelucx<>+3376(SB)/8, $0xc322658cc322658c // ra3
+DATA gelucx<>+3384(SB)/8, $0xc322658cc322658c // ra3
+DATA gelucx<>+3392(SB)/8, $0xc2798057c2798057 // ra4
+DATA gelucx<>+3400(SB)/8, $0xc2798057c2798057 // ra4
+DATA gelucx<>+3408(SB)/8, $0xc2798057c2798057 // ra4
+DATA gelucx<>+3416(SB)/8, $0xc2798057c2798057 // ra4
+DATA gelucx<>+3424(SB)/8, $0xc2798057c2798057 // ra4
+DATA gelucx<>+3432(SB)/8, $0xc2798057c2798057 // ra4
+DATA gelucx<>+3440(SB)/8, $0xc2798057c2798057 // ra4
+DATA gelucx<>+3448(SB)/8, $0xc2798057c2798057 // ra4
+DATA gelucx<>+3456(SB)/8, $0xc128f022c128f022 // ra5
+DATA gelucx<>+3464(SB)/8, $0xc128f022c128f022 // ra5
+DATA gelucx<>+3472(SB)/8, $0xc128f022c128f022 // ra5
+DATA gelucx<>+3480(SB)/8, $0xc128f022c128f022 // ra5
+DATA gelucx<>+3488(SB)/8, $0xc128f022c128f022 // ra5
+DATA gelucx<>+3496(SB)/8, $0xc128f022c128f022 // ra5
+DATA gelucx<>+3504(SB)/8, $0xc128f022c128f022 // ra5
+DATA gelucx<>+3512(SB)/8, $0xc128f022c128f022 // ra5
+DATA gelucx<>+3520(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA gelucx<>+3528(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA gelucx<>+3536(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA gelucx<>+3544(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA gelucx<>+3552(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA gelucx<>+3560(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA gelucx<>+3568(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA gelucx<>+3576(SB)/8, $0xbf31a0b7bf31a0b7 // ra6
+DATA gelucx<>+3584(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA gelucx<>+3592(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA gelucx<>+3600(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA gelucx<>+3608(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA gelucx<>+3616(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA gelucx<>+3624(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA gelucx<>+3632(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA gelucx<>+3640(SB)/8, $0xbc21a093bc21a093 // ra7
+DATA gelucx<>+3648(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA gelucx<>+3656(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA gelucx<>+3664(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA gelucx<>+3672(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA gelucx<>+3680(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA gelucx<>+3688(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA gelucx<>+3696(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA gelucx<>+3704(SB)/8, $0xbd777f97bd777f97 // sa0
+DATA gelucx<>+3712(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA gelucx<>+3720(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA gelucx<>+3728(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA gelucx<>+3736(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA gelucx<>+3744(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA gelucx<>+3752(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA gelucx<>+3760(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA gelucx<>+3768(SB)/8, $0x40d23f7c40d23f7c // sa1
+DATA gelucx<>+3776(SB)/8, $0x42d9451f42d9451f // sa2
+DATA gelucx<>+3784(SB)/8, $0x42d9451f42d9451f // sa2
+DATA gelucx<>+3792(SB)/8, $0x42d9451f42d9451f // sa2
+DATA gelucx<>+3800(SB)/8, $0x42d9451f42d9451f // sa2
+DATA gelucx<>+3808(SB)/8, $0x42d9451f42d9451f // sa2
+DATA gelucx<>+3816(SB)/8, $0x42d9451f42d9451f // sa2
+DATA gelucx<>+3824(SB)/8, $0x42d9451f42d9451f // sa2
+DATA gelucx<>+3832(SB)/8, $0x42d9451f42d9451f // sa2
+DATA gelucx<>+3840(SB)/8, $0x43d6810b43d6810b // sa3
+DATA gelucx<>+3848(SB)/8, $0x43d6810b43d6810b // sa3
+DATA gelucx<>+3856(SB)/8, $0x43d6810b43d6810b // sa3
+DATA gelucx<>+3864(SB)/8, $0x43d6810b43d6810b // sa3
+DATA gelucx<>+3872(SB)/8, $0x43d6810b43d6810b // sa3
+DATA gelucx<>+3880(SB)/8, $0x43d6810b43d6810b // sa3
+DATA gelucx<>+3888(SB)/8, $0x43d6810b43d6810b // sa3
+DATA gelucx<>+3896(SB)/8, $0x43d6810b43d6810b // sa3
+DATA gelucx<>+3904(SB)/8, $0x442158c9442158c9 // sa4
+DATA gelucx<>+3912(SB)/8, $0x442158c9442158c9 // sa4
+DATA gelucx<>+3920(SB)/8, $0x442158c9442158c9 // sa4
+DATA gelucx<>+3928(SB)/8, $0x442158c9442158c9 // sa4
+DATA gelucx<>+3936(SB)/8, $0x442158c9442158c9 // sa4
+DATA gelucx<>+3944(SB)/8, $0x442158c9442158c9 // sa4
+DATA gelucx<>+3952(SB)/8, $0x442158c9442158c9 // sa4
+DATA gelucx<>+3960(SB)/8, $0x442158c9442158c9 // sa4
+DATA gelucx<>+3968(SB)/8, $0x43d9486f43d9486f // sa5
+DATA gelucx<>+3976(SB)/8, $0x43d9486f43d9486f // sa5
+DATA gelucx<>+3984(SB)/8, $0x43d9486f43d9486f // sa5
+DATA gelucx<>+3992(SB)/8, $0x43d9486f43d9486f // sa5
+DATA gelucx<>+4000(SB)/8, $0x43d9486f43d9486f // sa5
+DATA gelucx<>+4008(SB)/8, $0x43d9486f43d9486f // sa5
+DATA gelucx<>+4016(SB)/8, $0x43d9486f43d9486f // sa5
+DATA gelucx<>+4024(SB)/8, $0x43d9486f43d9486f // sa5
+DATA gelucx<>+4032(SB)/8, $0x4309a8634309a863 // sa6
+DATA gelucx<>+4040(SB)/8, $0x4309a8634309a863 // sa6
+DATA gelucx<>+4048(SB)/8, $0x4309a8634309a863 // sa6
+DATA gelucx<>+4056(SB)/8, $0x4309a8634309a863 // sa6
+DATA gelucx<>+4064(SB)/8, $0x4309a8634309a863 // sa6
+DATA gelucx<>+4072(SB)/8, $0x4309a8634309a863 // sa6
+DATA gelucx<>+4080(SB)/8, $0x4309a8634309a863 // sa6
+DATA gelucx<>+4088(SB)/8, $0x4309a8634309a863 // sa6
+DATA gelucx<>+4096(SB)/8, $0x419d35ce419d35ce // sa7
+DATA gelucx<>+4104(SB)/8, $0x419d35ce419d35ce // sa7
+DATA gelucx<>+4112(SB)/8, $0x419d35ce419d35ce // sa7
+DATA gelucx<>+4120(SB)/8, $0x419d35ce419d35ce // sa7
+DATA gelucx<>+4128(SB)/8, $0x419d35ce419d35ce // sa7
+DATA gelucx<>+4136(SB)/8, $0x419d35ce419d35ce // sa7
+DATA gelucx<>+4144(SB)/8, $0x419d35ce419d35ce // sa7
+DATA gelucx<>+4152(SB)/8, $0x419d35ce419d35ce // sa7
+DATA gelucx<>+4160(SB)/8, $0x3f8000003f800000 // sa8
+DATA gelucx<>+4168(SB)/8, $0x3f8000003f800000 // sa8
+DATA gelucx<>+4176(SB)/8, $0x3f8000003f800000 // sa8
+DATA gelucx<>+4184(SB)/8, $0x3f8000003f800000 // sa8
+DATA gelucx<>+4192(SB)/8, $0x3f8000003f800000 // sa8
+DATA gelucx<>+4200(SB)/8, $0x3f8000003f800000 // sa8
+DATA gelucx<>+4208(SB)/8, $0x3f8000003f800000 // sa8
+DATA gelucx<>+4216(SB)/8, $0x3f8000003f800000 // sa8
+DATA gelucx<>+4224(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA gelucx<>+4232(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA gelucx<>+4240(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA gelucx<>+4248(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA gelucx<>+4256(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA gelucx<>+4264(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA gelucx<>+4272(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA gelucx<>+4280(SB)/8, $0xc3f1c275c3f1c275 // rb0
+DATA gelucx<>+4288(SB)/8, $0xc480230bc480230b // rb1
+DATA gelucx<>+4296(SB)/8, $0xc480230bc480230b // rb1
+DATA gelucx<>+4304(SB)/8, $0xc480230bc480230b // rb1
+DATA gelucx<>+4312(SB)/8, $0xc480230bc480230b // rb1
+DATA gelucx<>+4320(SB)/8, $0xc480230bc480230b // rb1
+DATA gelucx<>+4328(SB)/8, $0xc480230bc480230b // rb1
+DATA gelucx<>+4336(SB)/8, $0xc480230bc480230b // rb1
+DATA gelucx<>+4344(SB)/8, $0xc480230bc480230b // rb1
+DATA gelucx<>+4352(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA gelucx<>+4360(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA gelucx<>+4368(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA gelucx<>+4376(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA gelucx<>+4384(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA gelucx<>+4392(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA gelucx<>+4400(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA gelucx<>+4408(SB)/8, $0xc41f6441c41f6441 // rb2
+DATA gelucx<>+4416(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA gelucx<>+4424(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA gelucx<>+4432(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA gelucx<>+4440(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA gelucx<>+4448(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA gelucx<>+4456(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA gelucx<>+4464(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA gelucx<>+4472(SB)/8, $0xc320a2eac320a2ea // rb3
+DATA gelucx<>+4480(SB)/8, $0xc18e104bc18e104b // rb4
+DATA gelucx<>+4488(SB)/8, $0xc18e104bc18e104b // rb4
+DATA gelucx<>+4496(SB)/8, $0xc18e104bc18e104b // rb4
+DATA gelucx<>+4504(SB)/8, $0xc18e104bc18e104b // rb4
+DATA gelucx<>+4512(SB)/8, $0xc18e104bc18e104b // rb4
+DATA gelucx<>+4520(SB)/8, $0xc18e104bc18e104b // rb4
+DATA gelucx<>+4528(SB)/8, $0xc18e104bc18e104b // rb4
+DATA gelucx<>+4536(SB)/8, $0xc18e104bc18e104b // rb4
+DATA gelucx<>+4544(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA gelucx<>+4552(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA gelucx<>+4560(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA gelucx<>+4568(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA gelucx<>+4576(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA gelucx<>+4584(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA gelucx<>+4592(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA gelucx<>+4600(SB)/8, $0xbf4c9dd4bf4c9dd4 // rb5
+DATA gelucx<>+4608(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA gelucx<>+4616(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA gelucx<>+4624(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA gelucx<>+4632(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA gelucx<>+4640(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA gelucx<>+4648(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA gelucx<>+4656(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA gelucx<>+4664(SB)/8, $0xbc21a092bc21a092 // rb6
+DATA gelucx<>+4672(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA gelucx<>+4680(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA gelucx<>+4688(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA gelucx<>+4696(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA gelucx<>+4704(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA gelucx<>+4712(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA gelucx<>+4720(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA gelucx<>+4728(SB)/8, $0xc1b38712c1b38712 // sb0
+DATA gelucx<>+4736(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA gelucx<>+4744(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA gelucx<>+4752(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA gelucx<>+4760(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA gelucx<>+4768(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA gelucx<>+4776(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA gelucx<>+4784(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA gelucx<>+4792(SB)/8, $0x43ed43a743ed43a7 // sb1
+DATA gelucx<>+4800(SB)/8, $0x451f90ce451f90ce // sb2
+DATA gelucx<>+4808(SB)/8, $0x451f90ce451f90ce // sb2
+DATA gelucx<>+4816(SB)/8, $0x451f90ce451f90ce // sb2
+DATA gelucx<>+4824(SB)/8, $0x451f90ce451f90ce // sb2
+DATA gelucx<>+4832(SB)/8, $0x451f90ce451f90ce // sb2
+DATA gelucx<>+4840(SB)/8, $0x451f90ce451f90ce // sb2
+DATA gelucx<>+4848(SB)/8, $0x451f90ce451f90ce // sb2
+DATA gelucx<>+4856(SB)/8, $0x451f90ce451f90ce // sb2
+DATA gelucx<>+4864(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA gelucx<>+4872(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA gelucx<>+4880(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA gelucx<>+4888(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA gelucx<>+4896(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA gelucx<>+4904(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA gelucx<>+4912(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA gelucx<>+4920(SB)/8, $0x4547fdbb4547fdbb // sb3
+DATA gelucx<>+4928(SB)/8, $0x44c0175944c01759 // sb4
+DATA gelucx<>+4936(SB)/8, $0x44c0175944c01759 // sb4
+DATA gelucx<>+4944(SB)/8, $0x44c0175944c01759 // sb4
+DATA gelucx<>+4952(SB)/8, $0x44c0175944c01759 // sb4
+DATA gelucx<>+4960(SB)/8, $0x44c0175944c01759 // sb4
+DATA gelucx<>+4968(SB)/8, $0x44c0175944c01759 // sb4
+DATA gelucx<>+4976(SB)/8, $0x44c0175944c01759 // sb4
+DATA gelucx<>+4984(SB)/8, $0x44c0175944c01759 // sb4
+DATA gelucx<>+4992(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA gelucx<>+5000(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA gelucx<>+5008(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA gelucx<>+5016(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA gelucx<>+5024(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA gelucx<>+5032(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA gelucx<>+5040(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA gelucx<>+5048(SB)/8, $0x43a2e57143a2e571 // sb5
+DATA gelucx<>+5056(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA gelucx<>+5064(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA gelucx<>+5072(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA gelucx<>+5080(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA gelucx<>+5088(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA gelucx<>+5096(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA gelucx<>+5104(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA gelucx<>+5112(SB)/8, $0x41f2b45941f2b459 // sb6
+DATA gelucx<>+5120(SB)/8, $0x3f8000003f800000 // sb7
+DATA gelucx<>+5128(SB)/8, $0x3f8000003f800000 // sb7
+DATA gelucx<>+5136(SB)/8, $0x3f8000003f800000 // sb7
+DATA gelucx<>+5144(SB)/8, $0x3f8000003f800000 // sb7
+DATA gelucx<>+5152(SB)/8, $0x3f8000003f800000 // sb7
+DATA gelucx<>+5160(SB)/8, $0x3f8000003f800000 // sb7
+DATA gelucx<>+5168(SB)/8, $0x3f8000003f800000 // sb7
+DATA gelucx<>+5176(SB)/8, $0x3f8000003f800000 // sb7
+DATA gelucx<>+5184(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA gelucx<>+5192(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA gelucx<>+5200(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA gelucx<>+5208(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA gelucx<>+5216(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA gelucx<>+5224(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA gelucx<>+5232(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA gelucx<>+5240(SB)/8, $0x3d4093a33d4093a3 // dm0
+DATA gelucx<>+5248(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA gelucx<>+5256(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA gelucx<>+5264(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA gelucx<>+5272(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA gelucx<>+5280(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA gelucx<>+5288(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA gelucx<>+5296(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA gelucx<>+5304(SB)/8, $0xbe4093a3be4093a3 // dm1
+DATA gelucx<>+5312(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA gelucx<>+5320(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA gelucx<>+5328(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA gelucx<>+5336(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA gelucx<>+5344(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA gelucx<>+5352(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA gelucx<>+5360(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA gelucx<>+5368(SB)/8, $0x3f106ebb3f106ebb // dm2
+DATA gelucx<>+5376(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA gelucx<>+5384(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA gelucx<>+5392(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA gelucx<>+5400(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA gelucx<>+5408(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA gelucx<>+5416(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA gelucx<>+5424(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA gelucx<>+5432(SB)/8, $0xbf906ebbbf906ebb // dm3
+DATA gelucx<>+5440(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA gelucx<>+5448(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA gelucx<>+5456(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA gelucx<>+5464(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA gelucx<>+5472(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA gelucx<>+5480(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA gelucx<>+5488(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA gelucx<>+5496(SB)/8, $0x3f906ebb3f906ebb // dm4
+DATA gelucx<>+5504(SB)/8, $0x39500d0139500d01 // ex0
+DATA gelucx<>+5512(SB)/8, $0x39500d0139500d01 // ex0
+DATA gelucx<>+5520(SB)/8, $0x39500d0139500d01 // ex0
+DATA gelucx<>+5528(SB)/8, $0x39500d0139500d01 // ex0
+DATA gelucx<>+5536(SB)/8, $0x39500d0139500d01 // ex0
+DATA gelucx<>+5544(SB)/8, $0x39500d0139500d01 // ex0
+DATA gelucx<>+5552(SB)/8, $0x39500d0139500d01 // ex0
+DATA gelucx<>+5560(SB)/8, $0x39500d0139500d01 // ex0
+DATA gelucx<>+5568(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA gelucx<>+5576(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA gelucx<>+5584(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA gelucx<>+5592(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA gelucx<>+5600(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA gelucx<>+5608(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA gelucx<>+5616(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA gelucx<>+5624(SB)/8, $0x3ab60b613ab60b61 // ex1
+DATA gelucx<>+5632(SB)/8, $0x3c0888893c088889 // ex2
+DATA gelucx<>+5640(SB)/8, $0x3c0888893c088889 // ex2
+DATA gelucx<>+5648(SB)/8, $0x3c0888893c088889 // ex2
+DATA gelucx<>+5656(SB)/8, $0x3c0888893c088889 // ex2
+DATA gelucx<>+5664(SB)/8, $0x3c0888893c088889 // ex2
+DATA gelucx<>+5672(SB)/8, $0x3c0888893c088889 // ex2
+DATA gelucx<>+5680(SB)/8, $0x3c0888893c088889 // ex2
+DATA gelucx<>+5688(SB)/8, $0x3c0888893c088889 // ex2
+DATA gelucx<>+5696(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA gelucx<>+5704(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA gelucx<>+5712(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA gelucx<>+5720(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA gelucx<>+5728(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA gelucx<>+5736(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA gelucx<>+5744(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA gelucx<>+5752(SB)/8, $0x3d2aaaab3d2aaaab // ex3
+DATA gelucx<>+5760(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA gelucx<>+5768(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA gelucx<>+5776(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA gelucx<>+5784(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA gelucx<>+5792(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA gelucx<>+5800(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA gelucx<>+5808(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA gelucx<>+5816(SB)/8, $0x3e2aaaab3e2aaaab // ex4
+DATA gelucx<>+5824(SB)/8, $0x3f0000003f000000 // ex5
+DATA gelucx<>+5832(SB)/8, $0x3f0000003f000000 // ex5
+DATA gelucx<>+5840(SB)/8, $0x3f0000003f000000 // ex5
+DATA gelucx<>+5848(SB)/8, $0x3f0000003f000000 // ex5
+DATA gelucx<>+5856(SB)/8, $0x3f0000003f000000 // ex5
+DATA gelucx<>+5864(SB)/8, $0x3f0000003f000000 // ex5
+DATA gelucx<>+5872(SB)/8, $0x3f0000003f000000 // ex5
+DATA gelucx<>+5880(SB)/8, $0x3f0000003f000000 // ex5
+DATA gelucx<>+5888(SB)/8, $0x3f8000003f800000 // ex6
+DATA gelucx<>+5896(SB)/8, $0x3f8000003f800000 // ex6
+DATA gelucx<>+5904(SB)/8, $0x3f8000003f800000 // ex6
+DATA gelucx<>+5912(SB)/8, $0x3f8000003f800000 // ex6
+DATA gelucx<>+5920(SB)/8, $0x3f8000003f800000 // ex6
+DATA gelucx<>+5928(SB)/8, $0x3f8000003f800000 // ex6
+DATA gelucx<>+5936(SB)/8, $0x3f8000003f800000 // ex6
+DATA gelucx<>+5944(SB)/8, $0x3f8000003f800000 // ex6
+DATA gelucx<>+5952(SB)/8, $0x3f8000003f800000 // ex7
+DATA gelucx<>+5960(SB)/8, $0x3f8000003f800000 // ex7
+DATA gelucx<>+5968(SB)/8, $0x3f8000003f800000 // ex7
+DATA gelucx<>+5976(SB)/8, $0x3f8000003f800000 // ex7
+DATA gelucx<>+5984(SB)/8, $0x3f8000003f800000 // ex7
+DATA gelucx<>+5992(SB)/8, $0x3f8000003f800000 // ex7
+DATA gelucx<>+6000(SB)/8, $0x3f8000003f800000 // ex7
+DATA gelucx<>+6008(SB)/8, $0x3f8000003f800000 // ex7
+GLOBL gelucx<>(SB), RODATA|NOPTR, $6016
 
-// func geluCompactAVX512(dst, x, gy *float32, n int, buf *geluScratch) bool
-TEXT ·geluCompactAVX512(SB), NOSPLIT, $0-41
+// func geluCompactAVX512(dst, x, gy *float32, n int) bool
+// The frame (not zeroed, no pointers) holds the packed lanes and the masks.
+TEXT ·geluCompactAVX512(SB), 0, $8576-33
 	MOVQ dst+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ gy+16(FP), DX
 	MOVQ n+24(FP), CX
-	MOVQ buf+32(FP), BX
-	LEAQ 0(BX), R8
-	LEAQ 4160(BX), R9
-	LEAQ 8320(BX), R10
-	LEAQ 12480(BX), R11
+	LEAQ 0(SP), BX // the frame's scratch
+	LEAQ 0(BX), R9
+	LEAQ 4160(BX), R10
+	LEAQ 8320(BX), R11
+	MOVQ SI, R13
 	MOVQ CX, R12
+	VPXORD Z20, Z20, Z20 // the largest |x| bits: > +Inf's for a NaN
 
 geluCompactAVX512_class:
 	VMOVUPS (SI), Z0
 	VPANDD gelucx<>+1152(SB), Z0, Z3 // |x|
-	VCMPPS $0x11, gelucx<>+1344(SB), Z3, K1 // |x| < ta: a < 0.84375
-	VCMPPS $0x11, gelucx<>+1408(SB), Z3, K2 // |x| < tb: a < 1.25
+	VPMAXUD Z3, Z20, Z20
+	VCMPPS $0x1d, gelucx<>+1344(SB), Z3, K1 // |x| >= ta: a >= 0.84375
+	VCMPPS $0x11, gelucx<>+1408(SB), Z3, K1, K2 // and |x| < tb: a < 1.25
 	VCMPPS $0x1d, gelucx<>+1408(SB), Z3, K3 // a >= 1.25
-	KANDNW K2, K1, K2 // 0.84375 <= a < 1.25
-	VCOMPRESSPS Z0, K1, Z4
-	VMOVUPS Z4, (R8)
-	KMOVW K1, AX
-	MOVW AX, 0(R11)
-	POPCNTL AX, AX
-	LEAQ (R8)(AX*4), R8
-	MOVL AX, R13
 	VCOMPRESSPS Z0, K2, Z5
 	VMOVUPS Z5, (R9)
 	KMOVW K2, AX
-	MOVW AX, 2(R11)
+	MOVW AX, 0(R11)
 	POPCNTL AX, AX
 	LEAQ (R9)(AX*4), R9
-	ADDL AX, R13
 	VCOMPRESSPS Z0, K3, Z6
 	VMOVUPS Z6, (R10)
 	KMOVW K3, AX
-	MOVW AX, 4(R11)
+	MOVW AX, 2(R11)
 	POPCNTL AX, AX
 	LEAQ (R10)(AX*4), R10
-	ADDL AX, R13
-	CMPL R13, $16
-	JNE geluCompactAVX512_nan // a lane in no piece: NaN
 	ADDQ $64, SI
-	ADDQ $6, R11
+	ADDQ $4, R11
 	SUBQ $16, CX
 	JNZ geluCompactAVX512_class
+	VPCMPUD $6, gelucx<>+1472(SB), Z20, K1 // |x| bits > +Inf's: NaN
+	KORTESTW K1, K1
+	JNZ geluCompactAVX512_nan
 	TESTQ DX, DX
 	JNZ geluCompactAVX512_bwd
 
 geluCompactAVX512_fwd:
 	LEAQ 0(BX), SI
-geluCompactAVX512_fwd_a:
-	CMPQ SI, R8
-	JAE geluCompactAVX512_fwd_a_end
-	VMOVUPS (SI), Z0
-	VMULPS gelucx<>+0(SB), Z0, Z1 // uh = x·(1/√2)
-	VMOVAPS Z1, Z2
-	VFMSUB231PS gelucx<>+0(SB), Z0, Z2 // ul = x·(1/√2) - uh
-	VFMADD231PS gelucx<>+64(SB), Z0, Z2 // ul += x·lo
-	VMULPS Z1, Z1, Z10 // z = uh·uh
-	VMOVUPS gelucx<>+1472(SB), Z11
-	VFMADD213PS gelucx<>+1536(SB), Z10, Z11 // p = p·v + pp1
-	VFMADD213PS gelucx<>+1600(SB), Z10, Z11 // p = p·v + pp2
-	VFMADD213PS gelucx<>+1664(SB), Z10, Z11 // p = p·v + pp3
-	VFMADD213PS gelucx<>+1728(SB), Z10, Z11 // p = p·v + pp4
-	VMOVUPS gelucx<>+1792(SB), Z12
-	VFMADD213PS gelucx<>+1856(SB), Z10, Z12 // p = p·v + qq1
-	VFMADD213PS gelucx<>+1920(SB), Z10, Z12 // p = p·v + qq2
-	VFMADD213PS gelucx<>+1984(SB), Z10, Z12 // p = p·v + qq3
-	VFMADD213PS gelucx<>+2048(SB), Z10, Z12 // p = p·v + qq4
-	VFMADD213PS gelucx<>+2112(SB), Z10, Z12 // p = p·v + qq5
-	VDIVPS Z12, Z11, Z5 // P/Q
-	VMULPS Z1, Z1, Z11 // z = uh·uh
-	VMOVUPS gelucx<>+5120(SB), Z9
-	VFMADD213PS gelucx<>+5184(SB), Z11, Z9 // p = p·v + dm1
-	VFMADD213PS gelucx<>+5248(SB), Z11, Z9 // p = p·v + dm2
-	VFMADD213PS gelucx<>+5312(SB), Z11, Z9 // p = p·v + dm3
-	VFMADD213PS gelucx<>+5376(SB), Z11, Z9 // p = p·v + dm4
-	VMULPS Z2, Z9, Z9 // ul·erf'(uh)
-	VFMADD231PS Z5, Z1, Z9 // t = uh·q + ul·erf'
-	VMOVUPS gelucx<>+256(SB), Z10
-	VFMADD231PS gelucx<>+256(SB), Z1, Z10 // uh·½ + ½
-	VFMADD231PS gelucx<>+256(SB), Z9, Z10 // t·½ + …
-	VMULPS Z10, Z0, Z13 // y = x·Φ
-	VMOVUPS Z13, (SI)
-	ADDQ $64, SI
-	JMP geluCompactAVX512_fwd_a
-geluCompactAVX512_fwd_a_end:
-	LEAQ 4160(BX), SI
 geluCompactAVX512_fwd_b:
 	CMPQ SI, R9
 	JAE geluCompactAVX512_fwd_b_end
@@ -854,20 +818,20 @@ geluCompactAVX512_fwd_b:
 	VPXORD Z2, Z9, Z9 // ul with u's sign
 	VSUBPS gelucx<>+192(SB), Z3, Z10 // a - 1
 	VADDPS Z9, Z10, Z10 // s
-	VMOVUPS gelucx<>+2176(SB), Z11
-	VFMADD213PS gelucx<>+2240(SB), Z10, Z11 // p = p·v + pa1
-	VFMADD213PS gelucx<>+2304(SB), Z10, Z11 // p = p·v + pa2
-	VFMADD213PS gelucx<>+2368(SB), Z10, Z11 // p = p·v + pa3
-	VFMADD213PS gelucx<>+2432(SB), Z10, Z11 // p = p·v + pa4
-	VFMADD213PS gelucx<>+2496(SB), Z10, Z11 // p = p·v + pa5
-	VFMADD213PS gelucx<>+2560(SB), Z10, Z11 // p = p·v + pa6
-	VMOVUPS gelucx<>+2624(SB), Z12
-	VFMADD213PS gelucx<>+2688(SB), Z10, Z12 // p = p·v + qa1
-	VFMADD213PS gelucx<>+2752(SB), Z10, Z12 // p = p·v + qa2
-	VFMADD213PS gelucx<>+2816(SB), Z10, Z12 // p = p·v + qa3
-	VFMADD213PS gelucx<>+2880(SB), Z10, Z12 // p = p·v + qa4
-	VFMADD213PS gelucx<>+2944(SB), Z10, Z12 // p = p·v + qa5
-	VFMADD213PS gelucx<>+3008(SB), Z10, Z12 // p = p·v + qa6
+	VMOVUPS gelucx<>+2240(SB), Z11
+	VFMADD213PS gelucx<>+2304(SB), Z10, Z11 // p = p·v + pa1
+	VFMADD213PS gelucx<>+2368(SB), Z10, Z11 // p = p·v + pa2
+	VFMADD213PS gelucx<>+2432(SB), Z10, Z11 // p = p·v + pa3
+	VFMADD213PS gelucx<>+2496(SB), Z10, Z11 // p = p·v + pa4
+	VFMADD213PS gelucx<>+2560(SB), Z10, Z11 // p = p·v + pa5
+	VFMADD213PS gelucx<>+2624(SB), Z10, Z11 // p = p·v + pa6
+	VMOVUPS gelucx<>+2688(SB), Z12
+	VFMADD213PS gelucx<>+2752(SB), Z10, Z12 // p = p·v + qa1
+	VFMADD213PS gelucx<>+2816(SB), Z10, Z12 // p = p·v + qa2
+	VFMADD213PS gelucx<>+2880(SB), Z10, Z12 // p = p·v + qa3
+	VFMADD213PS gelucx<>+2944(SB), Z10, Z12 // p = p·v + qa4
+	VFMADD213PS gelucx<>+3008(SB), Z10, Z12 // p = p·v + qa5
+	VFMADD213PS gelucx<>+3072(SB), Z10, Z12 // p = p·v + qa6
 	VDIVPS Z12, Z11, Z5 // P/Q
 	VMOVUPS gelucx<>+512(SB), Z9
 	VFMADD231PS gelucx<>+256(SB), Z5, Z9
@@ -880,7 +844,7 @@ geluCompactAVX512_fwd_b:
 	ADDQ $64, SI
 	JMP geluCompactAVX512_fwd_b
 geluCompactAVX512_fwd_b_end:
-	LEAQ 8320(BX), SI
+	LEAQ 4160(BX), SI
 geluCompactAVX512_fwd_c:
 	CMPQ SI, R10
 	JAE geluCompactAVX512_fwd_c_end
@@ -891,42 +855,42 @@ geluCompactAVX512_fwd_c:
 	VMOVUPS gelucx<>+128(SB), Z8
 	VDIVPS Z9, Z8, Z8 // ia = √2/|x|
 	VMULPS Z8, Z8, Z9 // q = ia·ia
-	VMOVUPS gelucx<>+3072(SB), Z5
-	VFMADD213PS gelucx<>+3136(SB), Z9, Z5 // p = p·v + ra1
-	VFMADD213PS gelucx<>+3200(SB), Z9, Z5 // p = p·v + ra2
-	VFMADD213PS gelucx<>+3264(SB), Z9, Z5 // p = p·v + ra3
-	VFMADD213PS gelucx<>+3328(SB), Z9, Z5 // p = p·v + ra4
-	VFMADD213PS gelucx<>+3392(SB), Z9, Z5 // p = p·v + ra5
-	VFMADD213PS gelucx<>+3456(SB), Z9, Z5 // p = p·v + ra6
-	VFMADD213PS gelucx<>+3520(SB), Z9, Z5 // p = p·v + ra7
-	VMOVUPS gelucx<>+3584(SB), Z6
-	VFMADD213PS gelucx<>+3648(SB), Z9, Z6 // p = p·v + sa1
-	VFMADD213PS gelucx<>+3712(SB), Z9, Z6 // p = p·v + sa2
-	VFMADD213PS gelucx<>+3776(SB), Z9, Z6 // p = p·v + sa3
-	VFMADD213PS gelucx<>+3840(SB), Z9, Z6 // p = p·v + sa4
-	VFMADD213PS gelucx<>+3904(SB), Z9, Z6 // p = p·v + sa5
-	VFMADD213PS gelucx<>+3968(SB), Z9, Z6 // p = p·v + sa6
-	VFMADD213PS gelucx<>+4032(SB), Z9, Z6 // p = p·v + sa7
-	VFMADD213PS gelucx<>+4096(SB), Z9, Z6 // p = p·v + sa8
+	VMOVUPS gelucx<>+3136(SB), Z5
+	VFMADD213PS gelucx<>+3200(SB), Z9, Z5 // p = p·v + ra1
+	VFMADD213PS gelucx<>+3264(SB), Z9, Z5 // p = p·v + ra2
+	VFMADD213PS gelucx<>+3328(SB), Z9, Z5 // p = p·v + ra3
+	VFMADD213PS gelucx<>+3392(SB), Z9, Z5 // p = p·v + ra4
+	VFMADD213PS gelucx<>+3456(SB), Z9, Z5 // p = p·v + ra5
+	VFMADD213PS gelucx<>+3520(SB), Z9, Z5 // p = p·v + ra6
+	VFMADD213PS gelucx<>+3584(SB), Z9, Z5 // p = p·v + ra7
+	VMOVUPS gelucx<>+3648(SB), Z6
+	VFMADD213PS gelucx<>+3712(SB), Z9, Z6 // p = p·v + sa1
+	VFMADD213PS gelucx<>+3776(SB), Z9, Z6 // p = p·v + sa2
+	VFMADD213PS gelucx<>+3840(SB), Z9, Z6 // p = p·v + sa3
+	VFMADD213PS gelucx<>+3904(SB), Z9, Z6 // p = p·v + sa4
+	VFMADD213PS gelucx<>+3968(SB), Z9, Z6 // p = p·v + sa5
+	VFMADD213PS gelucx<>+4032(SB), Z9, Z6 // p = p·v + sa6
+	VFMADD213PS gelucx<>+4096(SB), Z9, Z6 // p = p·v + sa7
+	VFMADD213PS gelucx<>+4160(SB), Z9, Z6 // p = p·v + sa8
 	VCMPPS $0x1d, gelucx<>+768(SB), Z3, K2 // a >= 1/0.35
 	KORTESTW K2, K2
 	JZ geluCompactAVX512_fwd_c_div
-	VMOVUPS gelucx<>+4160(SB), Z10
-	VFMADD213PS gelucx<>+4224(SB), Z9, Z10 // p = p·v + rb1
-	VFMADD213PS gelucx<>+4288(SB), Z9, Z10 // p = p·v + rb2
-	VFMADD213PS gelucx<>+4352(SB), Z9, Z10 // p = p·v + rb3
-	VFMADD213PS gelucx<>+4416(SB), Z9, Z10 // p = p·v + rb4
-	VFMADD213PS gelucx<>+4480(SB), Z9, Z10 // p = p·v + rb5
-	VFMADD213PS gelucx<>+4544(SB), Z9, Z10 // p = p·v + rb6
+	VMOVUPS gelucx<>+4224(SB), Z10
+	VFMADD213PS gelucx<>+4288(SB), Z9, Z10 // p = p·v + rb1
+	VFMADD213PS gelucx<>+4352(SB), Z9, Z10 // p = p·v + rb2
+	VFMADD213PS gelucx<>+4416(SB), Z9, Z10 // p = p·v + rb3
+	VFMADD213PS gelucx<>+4480(SB), Z9, Z10 // p = p·v + rb4
+	VFMADD213PS gelucx<>+4544(SB), Z9, Z10 // p = p·v + rb5
+	VFMADD213PS gelucx<>+4608(SB), Z9, Z10 // p = p·v + rb6
 	VMOVAPS Z10, K2, Z5
-	VMOVUPS gelucx<>+4608(SB), Z10
-	VFMADD213PS gelucx<>+4672(SB), Z9, Z10 // p = p·v + sb1
-	VFMADD213PS gelucx<>+4736(SB), Z9, Z10 // p = p·v + sb2
-	VFMADD213PS gelucx<>+4800(SB), Z9, Z10 // p = p·v + sb3
-	VFMADD213PS gelucx<>+4864(SB), Z9, Z10 // p = p·v + sb4
-	VFMADD213PS gelucx<>+4928(SB), Z9, Z10 // p = p·v + sb5
-	VFMADD213PS gelucx<>+4992(SB), Z9, Z10 // p = p·v + sb6
-	VFMADD213PS gelucx<>+5056(SB), Z9, Z10 // p = p·v + sb7
+	VMOVUPS gelucx<>+4672(SB), Z10
+	VFMADD213PS gelucx<>+4736(SB), Z9, Z10 // p = p·v + sb1
+	VFMADD213PS gelucx<>+4800(SB), Z9, Z10 // p = p·v + sb2
+	VFMADD213PS gelucx<>+4864(SB), Z9, Z10 // p = p·v + sb3
+	VFMADD213PS gelucx<>+4928(SB), Z9, Z10 // p = p·v + sb4
+	VFMADD213PS gelucx<>+4992(SB), Z9, Z10 // p = p·v + sb5
+	VFMADD213PS gelucx<>+5056(SB), Z9, Z10 // p = p·v + sb6
+	VFMADD213PS gelucx<>+5120(SB), Z9, Z10 // p = p·v + sb7
 	VMOVAPS Z10, K2, Z6
 geluCompactAVX512_fwd_c_div:
 	VDIVPS Z6, Z5, Z5 // R/S
@@ -943,14 +907,14 @@ geluCompactAVX512_fwd_c_div:
 	VFNMADD231PS gelucx<>+960(SB), Z11, Z12 // r = hi - k·ln2hi
 	VFNMADD231PS gelucx<>+1024(SB), Z11, Z12 // r -= k·ln2lo
 	VADDPS Z10, Z12, Z12 // r += lo
-	VMOVUPS gelucx<>+5440(SB), Z9
-	VFMADD213PS gelucx<>+5504(SB), Z12, Z9 // p = p·v + ex1
-	VFMADD213PS gelucx<>+5568(SB), Z12, Z9 // p = p·v + ex2
-	VFMADD213PS gelucx<>+5632(SB), Z12, Z9 // p = p·v + ex3
-	VFMADD213PS gelucx<>+5696(SB), Z12, Z9 // p = p·v + ex4
-	VFMADD213PS gelucx<>+5760(SB), Z12, Z9 // p = p·v + ex5
-	VFMADD213PS gelucx<>+5824(SB), Z12, Z9 // p = p·v + ex6
-	VFMADD213PS gelucx<>+5888(SB), Z12, Z9 // p = p·v + ex7
+	VMOVUPS gelucx<>+5504(SB), Z9
+	VFMADD213PS gelucx<>+5568(SB), Z12, Z9 // p = p·v + ex1
+	VFMADD213PS gelucx<>+5632(SB), Z12, Z9 // p = p·v + ex2
+	VFMADD213PS gelucx<>+5696(SB), Z12, Z9 // p = p·v + ex3
+	VFMADD213PS gelucx<>+5760(SB), Z12, Z9 // p = p·v + ex4
+	VFMADD213PS gelucx<>+5824(SB), Z12, Z9 // p = p·v + ex5
+	VFMADD213PS gelucx<>+5888(SB), Z12, Z9 // p = p·v + ex6
+	VFMADD213PS gelucx<>+5952(SB), Z12, Z9 // p = p·v + ex7
 	VCVTPS2DQ Z11, Z15
 	VPADDD gelucx<>+1280(SB), Z15, Z15
 	VPSLLD $23, Z15, Z15 // 2^k
@@ -968,102 +932,63 @@ geluCompactAVX512_fwd_c_div:
 	ADDQ $64, SI
 	JMP geluCompactAVX512_fwd_c
 geluCompactAVX512_fwd_c_end:
-	LEAQ 0(BX), R8
-	LEAQ 4160(BX), R9
-	LEAQ 8320(BX), R10
-	LEAQ 12480(BX), R11
-geluCompactAVX512_fwd_merge:
-	KMOVW 0(R11), K1
-	VEXPANDPS (R8), K1, Z0
-	MOVWLZX 0(R11), AX
-	POPCNTL AX, AX
-	LEAQ (R8)(AX*4), R8
-	KMOVW 2(R11), K2
-	VEXPANDPS (R9), K2, Z0
-	MOVWLZX 2(R11), AX
-	POPCNTL AX, AX
-	LEAQ (R9)(AX*4), R9
-	KMOVW 4(R11), K3
-	VEXPANDPS (R10), K3, Z0
-	MOVWLZX 4(R11), AX
-	POPCNTL AX, AX
-	LEAQ (R10)(AX*4), R10
-	VMOVUPS Z0, (DI)
-	ADDQ $64, DI
-	ADDQ $6, R11
-	SUBQ $16, R12
-	JNZ geluCompactAVX512_fwd_merge
-	MOVB $1, ret+40(FP)
-	VZEROUPPER
-	RET
-
-geluCompactAVX512_bwd:
-	LEAQ 0(BX), SI
-geluCompactAVX512_bwd_a:
-	CMPQ SI, R8
-	JAE geluCompactAVX512_bwd_a_end
+	MOVQ R13, SI
+	LEAQ 0(BX), R9
+	LEAQ 4160(BX), R10
+	LEAQ 8320(BX), R11
+geluCompactAVX512_fwd_a:
 	VMOVUPS (SI), Z0
 	VMULPS gelucx<>+0(SB), Z0, Z1 // uh = x·(1/√2)
 	VMOVAPS Z1, Z2
 	VFMSUB231PS gelucx<>+0(SB), Z0, Z2 // ul = x·(1/√2) - uh
 	VFMADD231PS gelucx<>+64(SB), Z0, Z2 // ul += x·lo
 	VMULPS Z1, Z1, Z10 // z = uh·uh
-	VMOVUPS gelucx<>+1472(SB), Z11
-	VFMADD213PS gelucx<>+1536(SB), Z10, Z11 // p = p·v + pp1
-	VFMADD213PS gelucx<>+1600(SB), Z10, Z11 // p = p·v + pp2
-	VFMADD213PS gelucx<>+1664(SB), Z10, Z11 // p = p·v + pp3
-	VFMADD213PS gelucx<>+1728(SB), Z10, Z11 // p = p·v + pp4
-	VMOVUPS gelucx<>+1792(SB), Z12
-	VFMADD213PS gelucx<>+1856(SB), Z10, Z12 // p = p·v + qq1
-	VFMADD213PS gelucx<>+1920(SB), Z10, Z12 // p = p·v + qq2
-	VFMADD213PS gelucx<>+1984(SB), Z10, Z12 // p = p·v + qq3
-	VFMADD213PS gelucx<>+2048(SB), Z10, Z12 // p = p·v + qq4
-	VFMADD213PS gelucx<>+2112(SB), Z10, Z12 // p = p·v + qq5
+	VMOVUPS gelucx<>+1536(SB), Z11
+	VFMADD213PS gelucx<>+1600(SB), Z10, Z11 // p = p·v + pp1
+	VFMADD213PS gelucx<>+1664(SB), Z10, Z11 // p = p·v + pp2
+	VFMADD213PS gelucx<>+1728(SB), Z10, Z11 // p = p·v + pp3
+	VFMADD213PS gelucx<>+1792(SB), Z10, Z11 // p = p·v + pp4
+	VMOVUPS gelucx<>+1856(SB), Z12
+	VFMADD213PS gelucx<>+1920(SB), Z10, Z12 // p = p·v + qq1
+	VFMADD213PS gelucx<>+1984(SB), Z10, Z12 // p = p·v + qq2
+	VFMADD213PS gelucx<>+2048(SB), Z10, Z12 // p = p·v + qq3
+	VFMADD213PS gelucx<>+2112(SB), Z10, Z12 // p = p·v + qq4
+	VFMADD213PS gelucx<>+2176(SB), Z10, Z12 // p = p·v + qq5
 	VDIVPS Z12, Z11, Z5 // P/Q
-	VMULPS Z0, Z0, Z9 // s = x·x
-	VMOVAPS Z9, Z15
-	VFMSUB231PS Z0, Z0, Z15 // sl = x·x - s
-	VMULPS gelucx<>+320(SB), Z9, Z6 // hi = -s/2
-	VMULPS gelucx<>+320(SB), Z15, Z10 // -sl/2
-	VADDPS Z6, Z10, Z11 // hi + lo
-	VMULPS gelucx<>+896(SB), Z11, Z11
-	VRNDSCALEPS $8, Z11, Z11 // k, to nearest even
-	VMOVAPS Z6, Z12
-	VFNMADD231PS gelucx<>+960(SB), Z11, Z12 // r = hi - k·ln2hi
-	VFNMADD231PS gelucx<>+1024(SB), Z11, Z12 // r -= k·ln2lo
-	VADDPS Z10, Z12, Z12 // r += lo
-	VMOVUPS gelucx<>+5440(SB), Z4
-	VFMADD213PS gelucx<>+5504(SB), Z12, Z4 // p = p·v + ex1
-	VFMADD213PS gelucx<>+5568(SB), Z12, Z4 // p = p·v + ex2
-	VFMADD213PS gelucx<>+5632(SB), Z12, Z4 // p = p·v + ex3
-	VFMADD213PS gelucx<>+5696(SB), Z12, Z4 // p = p·v + ex4
-	VFMADD213PS gelucx<>+5760(SB), Z12, Z4 // p = p·v + ex5
-	VFMADD213PS gelucx<>+5824(SB), Z12, Z4 // p = p·v + ex6
-	VFMADD213PS gelucx<>+5888(SB), Z12, Z4 // p = p·v + ex7
-	VCVTPS2DQ Z11, Z9
-	VPADDD gelucx<>+1280(SB), Z9, Z9
-	VPSLLD $23, Z9, Z9 // 2^k
-	VMULPS Z9, Z4, Z4
-	VCMPPS $0x11, gelucx<>+1088(SB), Z6, K2 // hi < cut
-	VPXORD Z4, Z4, K2, Z4
 	VMULPS Z1, Z1, Z11 // z = uh·uh
-	VMOVUPS gelucx<>+5120(SB), Z9
-	VFMADD213PS gelucx<>+5184(SB), Z11, Z9 // p = p·v + dm1
-	VFMADD213PS gelucx<>+5248(SB), Z11, Z9 // p = p·v + dm2
-	VFMADD213PS gelucx<>+5312(SB), Z11, Z9 // p = p·v + dm3
-	VFMADD213PS gelucx<>+5376(SB), Z11, Z9 // p = p·v + dm4
+	VMOVUPS gelucx<>+5184(SB), Z9
+	VFMADD213PS gelucx<>+5248(SB), Z11, Z9 // p = p·v + dm1
+	VFMADD213PS gelucx<>+5312(SB), Z11, Z9 // p = p·v + dm2
+	VFMADD213PS gelucx<>+5376(SB), Z11, Z9 // p = p·v + dm3
+	VFMADD213PS gelucx<>+5440(SB), Z11, Z9 // p = p·v + dm4
 	VMULPS Z2, Z9, Z9 // ul·erf'(uh)
 	VFMADD231PS Z5, Z1, Z9 // t = uh·q + ul·erf'
 	VMOVUPS gelucx<>+256(SB), Z10
 	VFMADD231PS gelucx<>+256(SB), Z1, Z10 // uh·½ + ½
 	VFMADD231PS gelucx<>+256(SB), Z9, Z10 // t·½ + …
-	VMULPS gelucx<>+832(SB), Z4, Z13 // φ
-	VFMADD213PS Z10, Z0, Z13 // Φ + x·φ
-	VMOVUPS Z13, (SI)
+	VMULPS Z10, Z0, Z13 // y = x·Φ
+	KMOVW 0(R11), K2
+	VEXPANDPS (R9), K2, Z13
+	MOVWLZX 0(R11), AX
+	POPCNTL AX, AX
+	LEAQ (R9)(AX*4), R9
+	KMOVW 2(R11), K3
+	VEXPANDPS (R10), K3, Z13
+	MOVWLZX 2(R11), AX
+	POPCNTL AX, AX
+	LEAQ (R10)(AX*4), R10
+	VMOVUPS Z13, (DI)
 	ADDQ $64, SI
-	JMP geluCompactAVX512_bwd_a
-geluCompactAVX512_bwd_a_end:
-	LEAQ 4160(BX), SI
+	ADDQ $64, DI
+	ADDQ $4, R11
+	SUBQ $16, R12
+	JNZ geluCompactAVX512_fwd_a
+	MOVB $1, ret+32(FP)
+	VZEROUPPER
+	RET
+
+geluCompactAVX512_bwd:
+	LEAQ 0(BX), SI
 geluCompactAVX512_bwd_b:
 	CMPQ SI, R9
 	JAE geluCompactAVX512_bwd_b_end
@@ -1077,20 +1002,20 @@ geluCompactAVX512_bwd_b:
 	VPXORD Z2, Z9, Z9 // ul with u's sign
 	VSUBPS gelucx<>+192(SB), Z3, Z10 // a - 1
 	VADDPS Z9, Z10, Z10 // s
-	VMOVUPS gelucx<>+2176(SB), Z11
-	VFMADD213PS gelucx<>+2240(SB), Z10, Z11 // p = p·v + pa1
-	VFMADD213PS gelucx<>+2304(SB), Z10, Z11 // p = p·v + pa2
-	VFMADD213PS gelucx<>+2368(SB), Z10, Z11 // p = p·v + pa3
-	VFMADD213PS gelucx<>+2432(SB), Z10, Z11 // p = p·v + pa4
-	VFMADD213PS gelucx<>+2496(SB), Z10, Z11 // p = p·v + pa5
-	VFMADD213PS gelucx<>+2560(SB), Z10, Z11 // p = p·v + pa6
-	VMOVUPS gelucx<>+2624(SB), Z12
-	VFMADD213PS gelucx<>+2688(SB), Z10, Z12 // p = p·v + qa1
-	VFMADD213PS gelucx<>+2752(SB), Z10, Z12 // p = p·v + qa2
-	VFMADD213PS gelucx<>+2816(SB), Z10, Z12 // p = p·v + qa3
-	VFMADD213PS gelucx<>+2880(SB), Z10, Z12 // p = p·v + qa4
-	VFMADD213PS gelucx<>+2944(SB), Z10, Z12 // p = p·v + qa5
-	VFMADD213PS gelucx<>+3008(SB), Z10, Z12 // p = p·v + qa6
+	VMOVUPS gelucx<>+2240(SB), Z11
+	VFMADD213PS gelucx<>+2304(SB), Z10, Z11 // p = p·v + pa1
+	VFMADD213PS gelucx<>+2368(SB), Z10, Z11 // p = p·v + pa2
+	VFMADD213PS gelucx<>+2432(SB), Z10, Z11 // p = p·v + pa3
+	VFMADD213PS gelucx<>+2496(SB), Z10, Z11 // p = p·v + pa4
+	VFMADD213PS gelucx<>+2560(SB), Z10, Z11 // p = p·v + pa5
+	VFMADD213PS gelucx<>+2624(SB), Z10, Z11 // p = p·v + pa6
+	VMOVUPS gelucx<>+2688(SB), Z12
+	VFMADD213PS gelucx<>+2752(SB), Z10, Z12 // p = p·v + qa1
+	VFMADD213PS gelucx<>+2816(SB), Z10, Z12 // p = p·v + qa2
+	VFMADD213PS gelucx<>+2880(SB), Z10, Z12 // p = p·v + qa3
+	VFMADD213PS gelucx<>+2944(SB), Z10, Z12 // p = p·v + qa4
+	VFMADD213PS gelucx<>+3008(SB), Z10, Z12 // p = p·v + qa5
+	VFMADD213PS gelucx<>+3072(SB), Z10, Z12 // p = p·v + qa6
 	VDIVPS Z12, Z11, Z5 // P/Q
 	VMULPS Z0, Z0, Z9 // s = x·x
 	VMOVAPS Z9, Z15
@@ -1104,14 +1029,14 @@ geluCompactAVX512_bwd_b:
 	VFNMADD231PS gelucx<>+960(SB), Z11, Z12 // r = hi - k·ln2hi
 	VFNMADD231PS gelucx<>+1024(SB), Z11, Z12 // r -= k·ln2lo
 	VADDPS Z10, Z12, Z12 // r += lo
-	VMOVUPS gelucx<>+5440(SB), Z4
-	VFMADD213PS gelucx<>+5504(SB), Z12, Z4 // p = p·v + ex1
-	VFMADD213PS gelucx<>+5568(SB), Z12, Z4 // p = p·v + ex2
-	VFMADD213PS gelucx<>+5632(SB), Z12, Z4 // p = p·v + ex3
-	VFMADD213PS gelucx<>+5696(SB), Z12, Z4 // p = p·v + ex4
-	VFMADD213PS gelucx<>+5760(SB), Z12, Z4 // p = p·v + ex5
-	VFMADD213PS gelucx<>+5824(SB), Z12, Z4 // p = p·v + ex6
-	VFMADD213PS gelucx<>+5888(SB), Z12, Z4 // p = p·v + ex7
+	VMOVUPS gelucx<>+5504(SB), Z4
+	VFMADD213PS gelucx<>+5568(SB), Z12, Z4 // p = p·v + ex1
+	VFMADD213PS gelucx<>+5632(SB), Z12, Z4 // p = p·v + ex2
+	VFMADD213PS gelucx<>+5696(SB), Z12, Z4 // p = p·v + ex3
+	VFMADD213PS gelucx<>+5760(SB), Z12, Z4 // p = p·v + ex4
+	VFMADD213PS gelucx<>+5824(SB), Z12, Z4 // p = p·v + ex5
+	VFMADD213PS gelucx<>+5888(SB), Z12, Z4 // p = p·v + ex6
+	VFMADD213PS gelucx<>+5952(SB), Z12, Z4 // p = p·v + ex7
 	VCVTPS2DQ Z11, Z9
 	VPADDD gelucx<>+1280(SB), Z9, Z9
 	VPSLLD $23, Z9, Z9 // 2^k
@@ -1130,7 +1055,7 @@ geluCompactAVX512_bwd_b:
 	ADDQ $64, SI
 	JMP geluCompactAVX512_bwd_b
 geluCompactAVX512_bwd_b_end:
-	LEAQ 8320(BX), SI
+	LEAQ 4160(BX), SI
 geluCompactAVX512_bwd_c:
 	CMPQ SI, R10
 	JAE geluCompactAVX512_bwd_c_end
@@ -1141,42 +1066,42 @@ geluCompactAVX512_bwd_c:
 	VMOVUPS gelucx<>+128(SB), Z8
 	VDIVPS Z9, Z8, Z8 // ia = √2/|x|
 	VMULPS Z8, Z8, Z9 // q = ia·ia
-	VMOVUPS gelucx<>+3072(SB), Z5
-	VFMADD213PS gelucx<>+3136(SB), Z9, Z5 // p = p·v + ra1
-	VFMADD213PS gelucx<>+3200(SB), Z9, Z5 // p = p·v + ra2
-	VFMADD213PS gelucx<>+3264(SB), Z9, Z5 // p = p·v + ra3
-	VFMADD213PS gelucx<>+3328(SB), Z9, Z5 // p = p·v + ra4
-	VFMADD213PS gelucx<>+3392(SB), Z9, Z5 // p = p·v + ra5
-	VFMADD213PS gelucx<>+3456(SB), Z9, Z5 // p = p·v + ra6
-	VFMADD213PS gelucx<>+3520(SB), Z9, Z5 // p = p·v + ra7
-	VMOVUPS gelucx<>+3584(SB), Z6
-	VFMADD213PS gelucx<>+3648(SB), Z9, Z6 // p = p·v + sa1
-	VFMADD213PS gelucx<>+3712(SB), Z9, Z6 // p = p·v + sa2
-	VFMADD213PS gelucx<>+3776(SB), Z9, Z6 // p = p·v + sa3
-	VFMADD213PS gelucx<>+3840(SB), Z9, Z6 // p = p·v + sa4
-	VFMADD213PS gelucx<>+3904(SB), Z9, Z6 // p = p·v + sa5
-	VFMADD213PS gelucx<>+3968(SB), Z9, Z6 // p = p·v + sa6
-	VFMADD213PS gelucx<>+4032(SB), Z9, Z6 // p = p·v + sa7
-	VFMADD213PS gelucx<>+4096(SB), Z9, Z6 // p = p·v + sa8
+	VMOVUPS gelucx<>+3136(SB), Z5
+	VFMADD213PS gelucx<>+3200(SB), Z9, Z5 // p = p·v + ra1
+	VFMADD213PS gelucx<>+3264(SB), Z9, Z5 // p = p·v + ra2
+	VFMADD213PS gelucx<>+3328(SB), Z9, Z5 // p = p·v + ra3
+	VFMADD213PS gelucx<>+3392(SB), Z9, Z5 // p = p·v + ra4
+	VFMADD213PS gelucx<>+3456(SB), Z9, Z5 // p = p·v + ra5
+	VFMADD213PS gelucx<>+3520(SB), Z9, Z5 // p = p·v + ra6
+	VFMADD213PS gelucx<>+3584(SB), Z9, Z5 // p = p·v + ra7
+	VMOVUPS gelucx<>+3648(SB), Z6
+	VFMADD213PS gelucx<>+3712(SB), Z9, Z6 // p = p·v + sa1
+	VFMADD213PS gelucx<>+3776(SB), Z9, Z6 // p = p·v + sa2
+	VFMADD213PS gelucx<>+3840(SB), Z9, Z6 // p = p·v + sa3
+	VFMADD213PS gelucx<>+3904(SB), Z9, Z6 // p = p·v + sa4
+	VFMADD213PS gelucx<>+3968(SB), Z9, Z6 // p = p·v + sa5
+	VFMADD213PS gelucx<>+4032(SB), Z9, Z6 // p = p·v + sa6
+	VFMADD213PS gelucx<>+4096(SB), Z9, Z6 // p = p·v + sa7
+	VFMADD213PS gelucx<>+4160(SB), Z9, Z6 // p = p·v + sa8
 	VCMPPS $0x1d, gelucx<>+768(SB), Z3, K2 // a >= 1/0.35
 	KORTESTW K2, K2
 	JZ geluCompactAVX512_bwd_c_div
-	VMOVUPS gelucx<>+4160(SB), Z10
-	VFMADD213PS gelucx<>+4224(SB), Z9, Z10 // p = p·v + rb1
-	VFMADD213PS gelucx<>+4288(SB), Z9, Z10 // p = p·v + rb2
-	VFMADD213PS gelucx<>+4352(SB), Z9, Z10 // p = p·v + rb3
-	VFMADD213PS gelucx<>+4416(SB), Z9, Z10 // p = p·v + rb4
-	VFMADD213PS gelucx<>+4480(SB), Z9, Z10 // p = p·v + rb5
-	VFMADD213PS gelucx<>+4544(SB), Z9, Z10 // p = p·v + rb6
+	VMOVUPS gelucx<>+4224(SB), Z10
+	VFMADD213PS gelucx<>+4288(SB), Z9, Z10 // p = p·v + rb1
+	VFMADD213PS gelucx<>+4352(SB), Z9, Z10 // p = p·v + rb2
+	VFMADD213PS gelucx<>+4416(SB), Z9, Z10 // p = p·v + rb3
+	VFMADD213PS gelucx<>+4480(SB), Z9, Z10 // p = p·v + rb4
+	VFMADD213PS gelucx<>+4544(SB), Z9, Z10 // p = p·v + rb5
+	VFMADD213PS gelucx<>+4608(SB), Z9, Z10 // p = p·v + rb6
 	VMOVAPS Z10, K2, Z5
-	VMOVUPS gelucx<>+4608(SB), Z10
-	VFMADD213PS gelucx<>+4672(SB), Z9, Z10 // p = p·v + sb1
-	VFMADD213PS gelucx<>+4736(SB), Z9, Z10 // p = p·v + sb2
-	VFMADD213PS gelucx<>+4800(SB), Z9, Z10 // p = p·v + sb3
-	VFMADD213PS gelucx<>+4864(SB), Z9, Z10 // p = p·v + sb4
-	VFMADD213PS gelucx<>+4928(SB), Z9, Z10 // p = p·v + sb5
-	VFMADD213PS gelucx<>+4992(SB), Z9, Z10 // p = p·v + sb6
-	VFMADD213PS gelucx<>+5056(SB), Z9, Z10 // p = p·v + sb7
+	VMOVUPS gelucx<>+4672(SB), Z10
+	VFMADD213PS gelucx<>+4736(SB), Z9, Z10 // p = p·v + sb1
+	VFMADD213PS gelucx<>+4800(SB), Z9, Z10 // p = p·v + sb2
+	VFMADD213PS gelucx<>+4864(SB), Z9, Z10 // p = p·v + sb3
+	VFMADD213PS gelucx<>+4928(SB), Z9, Z10 // p = p·v + sb4
+	VFMADD213PS gelucx<>+4992(SB), Z9, Z10 // p = p·v + sb5
+	VFMADD213PS gelucx<>+5056(SB), Z9, Z10 // p = p·v + sb6
+	VFMADD213PS gelucx<>+5120(SB), Z9, Z10 // p = p·v + sb7
 	VMOVAPS Z10, K2, Z6
 geluCompactAVX512_bwd_c_div:
 	VDIVPS Z6, Z5, Z5 // R/S
@@ -1192,14 +1117,14 @@ geluCompactAVX512_bwd_c_div:
 	VFNMADD231PS gelucx<>+960(SB), Z11, Z12 // r = hi - k·ln2hi
 	VFNMADD231PS gelucx<>+1024(SB), Z11, Z12 // r -= k·ln2lo
 	VADDPS Z10, Z12, Z12 // r += lo
-	VMOVUPS gelucx<>+5440(SB), Z4
-	VFMADD213PS gelucx<>+5504(SB), Z12, Z4 // p = p·v + ex1
-	VFMADD213PS gelucx<>+5568(SB), Z12, Z4 // p = p·v + ex2
-	VFMADD213PS gelucx<>+5632(SB), Z12, Z4 // p = p·v + ex3
-	VFMADD213PS gelucx<>+5696(SB), Z12, Z4 // p = p·v + ex4
-	VFMADD213PS gelucx<>+5760(SB), Z12, Z4 // p = p·v + ex5
-	VFMADD213PS gelucx<>+5824(SB), Z12, Z4 // p = p·v + ex6
-	VFMADD213PS gelucx<>+5888(SB), Z12, Z4 // p = p·v + ex7
+	VMOVUPS gelucx<>+5504(SB), Z4
+	VFMADD213PS gelucx<>+5568(SB), Z12, Z4 // p = p·v + ex1
+	VFMADD213PS gelucx<>+5632(SB), Z12, Z4 // p = p·v + ex2
+	VFMADD213PS gelucx<>+5696(SB), Z12, Z4 // p = p·v + ex3
+	VFMADD213PS gelucx<>+5760(SB), Z12, Z4 // p = p·v + ex4
+	VFMADD213PS gelucx<>+5824(SB), Z12, Z4 // p = p·v + ex5
+	VFMADD213PS gelucx<>+5888(SB), Z12, Z4 // p = p·v + ex6
+	VFMADD213PS gelucx<>+5952(SB), Z12, Z4 // p = p·v + ex7
 	VCVTPS2DQ Z11, Z9
 	VPADDD gelucx<>+1280(SB), Z9, Z9
 	VPSLLD $23, Z9, Z9 // 2^k
@@ -1215,14 +1140,14 @@ geluCompactAVX512_bwd_c_div:
 	VFNMADD231PS gelucx<>+960(SB), Z11, Z12 // r = hi - k·ln2hi
 	VFNMADD231PS gelucx<>+1024(SB), Z11, Z12 // r -= k·ln2lo
 	VADDPS Z10, Z12, Z12 // r += lo
-	VMOVUPS gelucx<>+5440(SB), Z9
-	VFMADD213PS gelucx<>+5504(SB), Z12, Z9 // p = p·v + ex1
-	VFMADD213PS gelucx<>+5568(SB), Z12, Z9 // p = p·v + ex2
-	VFMADD213PS gelucx<>+5632(SB), Z12, Z9 // p = p·v + ex3
-	VFMADD213PS gelucx<>+5696(SB), Z12, Z9 // p = p·v + ex4
-	VFMADD213PS gelucx<>+5760(SB), Z12, Z9 // p = p·v + ex5
-	VFMADD213PS gelucx<>+5824(SB), Z12, Z9 // p = p·v + ex6
-	VFMADD213PS gelucx<>+5888(SB), Z12, Z9 // p = p·v + ex7
+	VMOVUPS gelucx<>+5504(SB), Z9
+	VFMADD213PS gelucx<>+5568(SB), Z12, Z9 // p = p·v + ex1
+	VFMADD213PS gelucx<>+5632(SB), Z12, Z9 // p = p·v + ex2
+	VFMADD213PS gelucx<>+5696(SB), Z12, Z9 // p = p·v + ex3
+	VFMADD213PS gelucx<>+5760(SB), Z12, Z9 // p = p·v + ex4
+	VFMADD213PS gelucx<>+5824(SB), Z12, Z9 // p = p·v + ex5
+	VFMADD213PS gelucx<>+5888(SB), Z12, Z9 // p = p·v + ex6
+	VFMADD213PS gelucx<>+5952(SB), Z12, Z9 // p = p·v + ex7
 	VCVTPS2DQ Z11, Z15
 	VPADDD gelucx<>+1280(SB), Z15, Z15
 	VPSLLD $23, Z15, Z15 // 2^k
@@ -1241,38 +1166,91 @@ geluCompactAVX512_bwd_c_div:
 	ADDQ $64, SI
 	JMP geluCompactAVX512_bwd_c
 geluCompactAVX512_bwd_c_end:
-	LEAQ 0(BX), R8
-	LEAQ 4160(BX), R9
-	LEAQ 8320(BX), R10
-	LEAQ 12480(BX), R11
-geluCompactAVX512_bwd_merge:
-	KMOVW 0(R11), K1
-	VEXPANDPS (R8), K1, Z0
+	MOVQ R13, SI
+	LEAQ 0(BX), R9
+	LEAQ 4160(BX), R10
+	LEAQ 8320(BX), R11
+geluCompactAVX512_bwd_a:
+	VMOVUPS (SI), Z0
+	VMULPS gelucx<>+0(SB), Z0, Z1 // uh = x·(1/√2)
+	VMOVAPS Z1, Z2
+	VFMSUB231PS gelucx<>+0(SB), Z0, Z2 // ul = x·(1/√2) - uh
+	VFMADD231PS gelucx<>+64(SB), Z0, Z2 // ul += x·lo
+	VMULPS Z1, Z1, Z10 // z = uh·uh
+	VMOVUPS gelucx<>+1536(SB), Z11
+	VFMADD213PS gelucx<>+1600(SB), Z10, Z11 // p = p·v + pp1
+	VFMADD213PS gelucx<>+1664(SB), Z10, Z11 // p = p·v + pp2
+	VFMADD213PS gelucx<>+1728(SB), Z10, Z11 // p = p·v + pp3
+	VFMADD213PS gelucx<>+1792(SB), Z10, Z11 // p = p·v + pp4
+	VMOVUPS gelucx<>+1856(SB), Z12
+	VFMADD213PS gelucx<>+1920(SB), Z10, Z12 // p = p·v + qq1
+	VFMADD213PS gelucx<>+1984(SB), Z10, Z12 // p = p·v + qq2
+	VFMADD213PS gelucx<>+2048(SB), Z10, Z12 // p = p·v + qq3
+	VFMADD213PS gelucx<>+2112(SB), Z10, Z12 // p = p·v + qq4
+	VFMADD213PS gelucx<>+2176(SB), Z10, Z12 // p = p·v + qq5
+	VDIVPS Z12, Z11, Z5 // P/Q
+	VMULPS Z0, Z0, Z9 // s = x·x
+	VMOVAPS Z9, Z15
+	VFMSUB231PS Z0, Z0, Z15 // sl = x·x - s
+	VMULPS gelucx<>+320(SB), Z9, Z6 // hi = -s/2
+	VMULPS gelucx<>+320(SB), Z15, Z10 // -sl/2
+	VADDPS Z6, Z10, Z11 // hi + lo
+	VMULPS gelucx<>+896(SB), Z11, Z11
+	VRNDSCALEPS $8, Z11, Z11 // k, to nearest even
+	VMOVAPS Z6, Z12
+	VFNMADD231PS gelucx<>+960(SB), Z11, Z12 // r = hi - k·ln2hi
+	VFNMADD231PS gelucx<>+1024(SB), Z11, Z12 // r -= k·ln2lo
+	VADDPS Z10, Z12, Z12 // r += lo
+	VMOVUPS gelucx<>+5504(SB), Z4
+	VFMADD213PS gelucx<>+5568(SB), Z12, Z4 // p = p·v + ex1
+	VFMADD213PS gelucx<>+5632(SB), Z12, Z4 // p = p·v + ex2
+	VFMADD213PS gelucx<>+5696(SB), Z12, Z4 // p = p·v + ex3
+	VFMADD213PS gelucx<>+5760(SB), Z12, Z4 // p = p·v + ex4
+	VFMADD213PS gelucx<>+5824(SB), Z12, Z4 // p = p·v + ex5
+	VFMADD213PS gelucx<>+5888(SB), Z12, Z4 // p = p·v + ex6
+	VFMADD213PS gelucx<>+5952(SB), Z12, Z4 // p = p·v + ex7
+	VCVTPS2DQ Z11, Z9
+	VPADDD gelucx<>+1280(SB), Z9, Z9
+	VPSLLD $23, Z9, Z9 // 2^k
+	VMULPS Z9, Z4, Z4
+	VCMPPS $0x11, gelucx<>+1088(SB), Z6, K2 // hi < cut
+	VPXORD Z4, Z4, K2, Z4
+	VMULPS Z1, Z1, Z11 // z = uh·uh
+	VMOVUPS gelucx<>+5184(SB), Z9
+	VFMADD213PS gelucx<>+5248(SB), Z11, Z9 // p = p·v + dm1
+	VFMADD213PS gelucx<>+5312(SB), Z11, Z9 // p = p·v + dm2
+	VFMADD213PS gelucx<>+5376(SB), Z11, Z9 // p = p·v + dm3
+	VFMADD213PS gelucx<>+5440(SB), Z11, Z9 // p = p·v + dm4
+	VMULPS Z2, Z9, Z9 // ul·erf'(uh)
+	VFMADD231PS Z5, Z1, Z9 // t = uh·q + ul·erf'
+	VMOVUPS gelucx<>+256(SB), Z10
+	VFMADD231PS gelucx<>+256(SB), Z1, Z10 // uh·½ + ½
+	VFMADD231PS gelucx<>+256(SB), Z9, Z10 // t·½ + …
+	VMULPS gelucx<>+832(SB), Z4, Z13 // φ
+	VFMADD213PS Z10, Z0, Z13 // Φ + x·φ
+	KMOVW 0(R11), K2
+	VEXPANDPS (R9), K2, Z13
 	MOVWLZX 0(R11), AX
 	POPCNTL AX, AX
-	LEAQ (R8)(AX*4), R8
-	KMOVW 2(R11), K2
-	VEXPANDPS (R9), K2, Z0
+	LEAQ (R9)(AX*4), R9
+	KMOVW 2(R11), K3
+	VEXPANDPS (R10), K3, Z13
 	MOVWLZX 2(R11), AX
 	POPCNTL AX, AX
-	LEAQ (R9)(AX*4), R9
-	KMOVW 4(R11), K3
-	VEXPANDPS (R10), K3, Z0
-	MOVWLZX 4(R11), AX
-	POPCNTL AX, AX
 	LEAQ (R10)(AX*4), R10
-	VMULPS (DX), Z0, Z0 // gy·(Φ + x·φ)
+	VMULPS (DX), Z13, Z13 // gy·(Φ + x·φ)
 	ADDQ $64, DX
-	VMOVUPS Z0, (DI)
+	VMOVUPS Z13, (DI)
+	ADDQ $64, SI
 	ADDQ $64, DI
-	ADDQ $6, R11
+	ADDQ $4, R11
 	SUBQ $16, R12
-	JNZ geluCompactAVX512_bwd_merge
-	MOVB $1, ret+40(FP)
+	JNZ geluCompactAVX512_bwd_a
+	MOVB $1, ret+32(FP)
 	VZEROUPPER
 	RET
 
 geluCompactAVX512_nan:
-	MOVB $0, ret+40(FP)
+	MOVB $0, ret+32(FP)
 	VZEROUPPER
 	RET

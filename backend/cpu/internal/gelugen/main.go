@@ -64,7 +64,7 @@ var consts = func() []struct {
 		f("a", 0.84375), f("b", 1.25), f("c", 1/0.35), f("invsqrt2pi", 0.3989422804014327),
 		f("log2e", math.Log2E), f("ln2hi", float64(ln2)), f("ln2lo", math.Ln2-float64(ln2)), f("cut", -86),
 		{"abs", 0x7fffffff}, {"sign", 0x80000000}, {"bias", 127},
-		{"ta", thresh(inv, 0.84375)}, {"tb", thresh(inv, 1.25)},
+		{"ta", thresh(inv, 0.84375)}, {"tb", thresh(inv, 1.25)}, {"inf", 0x7f800000},
 	}
 	polys := []struct {
 		name string
@@ -182,64 +182,96 @@ func (g *gen) piece(label, end string, bwd bool, code func() int) {
 	g.p("\tCMPQ SI, %s", end)
 	g.p("\tJAE %s_end", label)
 	g.p("\tVMOVUPS (SI), Z0")
-	phi := code()
-	if !bwd {
-		g.p("\tVMULPS %s, Z0, Z13 // y = x·Φ", r(phi))
-	} else {
-		g.p("\tVMULPS %s, Z4, Z13 // φ", gc("invsqrt2pi"))
-		g.p("\tVFMADD213PS %s, Z0, Z13 // Φ + x·φ", r(phi))
-	}
+	g.result(code(), bwd)
 	g.p("\tVMOVUPS Z13, (SI)")
 	g.p("\tADDQ $64, SI")
 	g.p("\tJMP %s", label)
 	g.p("%s_end:", label)
 }
 
+// aPiece emits the first piece, a < 0.84375: ½ + ½uh + ½(uh·P/Q + ul), P/Q in z =
+// uh², on x in register 0; Φ is left in register 10.
+func (g *gen) aPiece(bwd bool) int {
+	g.uhul()
+	g.p("\tVMULPS Z1, Z1, Z10 // z = uh·uh")
+	g.horner("pp", 10, 11)
+	g.horner("qq", 10, 12)
+	g.p("\tVDIVPS Z12, Z11, Z5 // P/Q")
+	if bwd {
+		g.sq(true)
+	}
+	g.p("\tVMULPS Z1, Z1, Z11 // z = uh·uh")
+	g.horner("dm", 11, 9)
+	g.p("\tVMULPS Z2, Z9, Z9 // ul·erf'(uh)")
+	g.p("\tVFMADD231PS Z5, Z1, Z9 // t = uh·q + ul·erf'")
+	g.p("\tVMOVUPS %s, Z10", gc("half"))
+	g.p("\tVFMADD231PS %s, Z1, Z10 // uh·½ + ½", gc("half"))
+	g.p("\tVFMADD231PS %s, Z9, Z10 // t·½ + …", gc("half"))
+	return 10
+}
+
+// result emits y = x·Φ (forward) or fma(x, φ, Φ) (backward) into register 13, Φ in
+// register phi, exp(-x²/2) in 4.
+func (g *gen) result(phi int, bwd bool) {
+	if !bwd {
+		g.p("\tVMULPS %s, Z0, Z13 // y = x·Φ", r(phi))
+	} else {
+		g.p("\tVMULPS %s, Z4, Z13 // φ", gc("invsqrt2pi"))
+		g.p("\tVFMADD213PS %s, Z0, Z13 // Φ + x·φ", r(phi))
+	}
+}
+
+// Scratch in the frame: the packed lanes of the second and third pieces at 0 and S
+// (16 lanes of slack each), then two 16-bit lane masks per vector.
+const (
+	scratchS = 4 * (block + 16)
+	frame    = 2*scratchS + 4*block/16
+)
+
 func (g *gen) kernel() {
 	const name = "geluCompactAVX512"
+	const S = scratchS
 	g.p("")
-	g.p("// func %s(dst, x, gy *float32, n int, buf *geluScratch) bool", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-41", name)
+	g.p("// func %s(dst, x, gy *float32, n int) bool", name)
+	g.p("// The frame (not zeroed, no pointers) holds the packed lanes and the masks.")
+	g.p("TEXT ·%s(SB), 0, $%d-33", name, frame)
 	g.p("\tMOVQ dst+0(FP), DI")
 	g.p("\tMOVQ x+8(FP), SI")
 	g.p("\tMOVQ gy+16(FP), DX")
 	g.p("\tMOVQ n+24(FP), CX")
-	g.p("\tMOVQ buf+32(FP), BX")
-	// Buffers: BX pieces a, b, c at 0, S, 2S; the masks at 3S.
-	const S = 4 * (block + 16)
-	g.p("\tLEAQ 0(BX), R8")
-	g.p("\tLEAQ %d(BX), R9", S)
-	g.p("\tLEAQ %d(BX), R10", 2*S)
-	g.p("\tLEAQ %d(BX), R11", 3*S)
+	g.p("\tLEAQ 0(SP), BX // the frame's scratch")
+	g.p("\tLEAQ 0(BX), R9")
+	g.p("\tLEAQ %d(BX), R10", S)
+	g.p("\tLEAQ %d(BX), R11", 2*S)
+	g.p("\tMOVQ SI, R13")
 	g.p("\tMOVQ CX, R12")
+	g.p("\tVPXORD Z20, Z20, Z20 // the largest |x| bits: > +Inf's for a NaN")
 	g.p("")
+	// Classify: only the lanes of the second and third pieces are packed; the first
+	// piece runs over every lane in the last pass and the others' results replace it.
 	g.p("%s_class:", name)
 	g.p("\tVMOVUPS (SI), Z0")
 	g.p("\tVPANDD %s, Z0, Z3 // |x|", gc("abs"))
-	g.p("\tVCMPPS $0x%02x, %s, Z3, K1 // |x| < ta: a < 0.84375", cmpLTOQ, gc("ta"))
-	g.p("\tVCMPPS $0x%02x, %s, Z3, K2 // |x| < tb: a < 1.25", cmpLTOQ, gc("tb"))
+	g.p("\tVPMAXUD Z3, Z20, Z20")
+	g.p("\tVCMPPS $0x%02x, %s, Z3, K1 // |x| >= ta: a >= 0.84375", cmpGEOQ, gc("ta"))
+	g.p("\tVCMPPS $0x%02x, %s, Z3, K1, K2 // and |x| < tb: a < 1.25", cmpLTOQ, gc("tb"))
 	g.p("\tVCMPPS $0x%02x, %s, Z3, K3 // a >= 1.25", cmpGEOQ, gc("tb"))
-	g.p("\tKANDNW K2, K1, K2 // 0.84375 <= a < 1.25")
-	for i, ptr := range []string{"R8", "R9", "R10"} {
-		k := fmt.Sprintf("K%d", i+1)
-		g.p("\tVCOMPRESSPS Z0, %s, %s", k, r(4+i))
-		g.p("\tVMOVUPS %s, (%s)", r(4+i), ptr)
+	for i, ptr := range []string{"R9", "R10"} {
+		k := fmt.Sprintf("K%d", i+2)
+		g.p("\tVCOMPRESSPS Z0, %s, %s", k, r(5+i))
+		g.p("\tVMOVUPS %s, (%s)", r(5+i), ptr)
 		g.p("\tKMOVW %s, AX", k)
 		g.p("\tMOVW AX, %d(R11)", 2*i)
 		g.p("\tPOPCNTL AX, AX")
 		g.p("\tLEAQ (%s)(AX*4), %s", ptr, ptr)
-		if i == 0 {
-			g.p("\tMOVL AX, R13")
-		} else {
-			g.p("\tADDL AX, R13")
-		}
 	}
-	g.p("\tCMPL R13, $16")
-	g.p("\tJNE %s_nan // a lane in no piece: NaN", name)
 	g.p("\tADDQ $64, SI")
-	g.p("\tADDQ $6, R11")
+	g.p("\tADDQ $4, R11")
 	g.p("\tSUBQ $16, CX")
 	g.p("\tJNZ %s_class", name)
+	g.p("\tVPCMPUD $6, %s, Z20, K1 // |x| bits > +Inf's: NaN", gc("inf"))
+	g.p("\tKORTESTW K1, K1")
+	g.p("\tJNZ %s_nan", name)
 	g.p("\tTESTQ DX, DX")
 	g.p("\tJNZ %s_bwd", name)
 	for _, bwd := range []bool{false, true} {
@@ -249,28 +281,8 @@ func (g *gen) kernel() {
 		}
 		g.p("")
 		g.p("%s:", lab)
-		// [0, 0.84375): ½ + ½uh + ½(uh·P/Q + ul), P/Q in z = uh².
-		g.p("\tLEAQ 0(BX), SI")
-		g.piece(lab+"_a", "R8", bwd, func() int {
-			g.uhul()
-			g.p("\tVMULPS Z1, Z1, Z10 // z = uh·uh")
-			g.horner("pp", 10, 11)
-			g.horner("qq", 10, 12)
-			g.p("\tVDIVPS Z12, Z11, Z5 // P/Q")
-			if bwd {
-				g.sq(true)
-			}
-			g.p("\tVMULPS Z1, Z1, Z11 // z = uh·uh")
-			g.horner("dm", 11, 9)
-			g.p("\tVMULPS Z2, Z9, Z9 // ul·erf'(uh)")
-			g.p("\tVFMADD231PS Z5, Z1, Z9 // t = uh·q + ul·erf'")
-			g.p("\tVMOVUPS %s, Z10", gc("half"))
-			g.p("\tVFMADD231PS %s, Z1, Z10 // uh·½ + ½", gc("half"))
-			g.p("\tVFMADD231PS %s, Z9, Z10 // t·½ + …", gc("half"))
-			return 10
-		})
 		// [0.84375, 1.25): ½(1 + erx) + ½P/Q, or ½(1 - erx) - ½P/Q for x < 0.
-		g.p("\tLEAQ %d(BX), SI", S)
+		g.p("\tLEAQ 0(BX), SI")
 		g.piece(lab+"_b", "R9", bwd, func() int {
 			g.uhul()
 			g.p("\tVPANDD %s, Z1, Z3 // a = |uh|", gc("abs"))
@@ -293,7 +305,7 @@ func (g *gen) kernel() {
 			return 9
 		})
 		// a ≥ 1.25: erfc = exp(hi + (R/S - 0.5625 - sl/2))·ia; Φ = ½erfc or 1 - ½erfc.
-		g.p("\tLEAQ %d(BX), SI", 2*S)
+		g.p("\tLEAQ %d(BX), SI", S)
 		g.piece(lab+"_c", "R10", bwd, func() int {
 			g.p("\tVMULPS %s, Z0, Z1 // uh", gc("invsqrt2"))
 			g.p("\tVPANDD %s, Z1, Z3 // a = |uh|", gc("abs"))
@@ -324,36 +336,40 @@ func (g *gen) kernel() {
 			g.p("\tVMOVAPS Z10, K2, Z11")
 			return 11
 		})
-		// Merge: each vector's lanes from the pieces' buffers, in order.
-		g.p("\tLEAQ 0(BX), R8")
-		g.p("\tLEAQ %d(BX), R9", S)
-		g.p("\tLEAQ %d(BX), R10", 2*S)
-		g.p("\tLEAQ %d(BX), R11", 3*S)
-		g.p("%s_merge:", lab)
-		for i, ptr := range []string{"R8", "R9", "R10"} {
-			k := fmt.Sprintf("K%d", i+1)
+		// The first piece over every lane, in order, the other pieces' results
+		// expanded over it under their masks.
+		g.p("\tMOVQ R13, SI")
+		g.p("\tLEAQ 0(BX), R9")
+		g.p("\tLEAQ %d(BX), R10", S)
+		g.p("\tLEAQ %d(BX), R11", 2*S)
+		g.p("%s_a:", lab)
+		g.p("\tVMOVUPS (SI), Z0")
+		g.result(g.aPiece(bwd), bwd)
+		for i, ptr := range []string{"R9", "R10"} {
+			k := fmt.Sprintf("K%d", i+2)
 			g.p("\tKMOVW %d(R11), %s", 2*i, k)
-			g.p("\tVEXPANDPS (%s), %s, Z0", ptr, k)
+			g.p("\tVEXPANDPS (%s), %s, Z13", ptr, k)
 			g.p("\tMOVWLZX %d(R11), AX", 2*i)
 			g.p("\tPOPCNTL AX, AX")
 			g.p("\tLEAQ (%s)(AX*4), %s", ptr, ptr)
 		}
 		if bwd {
-			g.p("\tVMULPS (DX), Z0, Z0 // gy·(Φ + x·φ)")
+			g.p("\tVMULPS (DX), Z13, Z13 // gy·(Φ + x·φ)")
 			g.p("\tADDQ $64, DX")
 		}
-		g.p("\tVMOVUPS Z0, (DI)")
+		g.p("\tVMOVUPS Z13, (DI)")
+		g.p("\tADDQ $64, SI")
 		g.p("\tADDQ $64, DI")
-		g.p("\tADDQ $6, R11")
+		g.p("\tADDQ $4, R11")
 		g.p("\tSUBQ $16, R12")
-		g.p("\tJNZ %s_merge", lab)
-		g.p("\tMOVB $1, ret+40(FP)")
+		g.p("\tJNZ %s_a", lab)
+		g.p("\tMOVB $1, ret+32(FP)")
 		g.p("\tVZEROUPPER")
 		g.p("\tRET")
 	}
 	g.p("")
 	g.p("%s_nan:", name)
-	g.p("\tMOVB $0, ret+40(FP)")
+	g.p("\tMOVB $0, ret+32(FP)")
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
 }
