@@ -1,21 +1,26 @@
 // Command gelugen writes backend/cpu/gelu_f32_amd64.s: geluCompactAVX512, the
 // float32 exact-erf GELU (forward and backward) of vec_gelu.go by lane compaction.
-// vecgen's vecGeluAVX512 runs every piece of geluParts that some lane of a
-// 16-lane vector needs, and with activations that are roughly normal nearly every
-// vector needs all three; this loop first sorts the lanes of a block by piece:
+// vecgen's vecGeluAVX512 runs every piece of geluParts that some lane of a 16-lane
+// vector needs, and activations put lanes of several pieces in most vectors; this loop
+// takes a block of up to 1024 elements in three passes:
 //
-//  1. classify: a = |x·(1/√2)| sets three lane masks (a < 0.84375, [0.84375, 1.25),
-//     ≥ 1.25); VCOMPRESSPS packs each piece's x values densely into its own buffer
-//     (a register compress and a full store, the next overwriting the tail) and the
-//     masks are kept; a lane in none of them (NaN) makes the call return false with
-//     dst untouched, for the caller to use vecGeluAVX512 on that block;
-//  2. one loop per piece over its own buffer, in place: each lane runs exactly the
-//     instructions, in the same operand order, that vecGeluAVX512 applies to a lane
-//     of that piece (uh, ul, the piece's Horner steps and VDIVPS, exp32, and the
-//     final steps), ending with y = x·Φ or, backward, fma(x, φ, Φ);
-//  3. merge: for each vector of the block, VEXPANDPS reads each piece's next results
-//     back under its mask; backward multiplies by gy (VMULPS with the factor first,
-//     as vecGeluAVX512); one store.
+//  1. classify: from |x| against the exact thresholds of a = |x·(1/√2)| (0.84375 and
+//     1.25), VCOMPRESSPS packs the x values of the second and third pieces densely into
+//     a buffer each (a register compress and a full store, the next overwriting the
+//     tail; scratch in the frame) and their lane masks are kept; a NaN anywhere (the
+//     largest |x| bits above +Inf's) makes the call return false with dst untouched,
+//     for the caller to use vecGeluAVX512 on that block;
+//  2. the second and third pieces each run over their own packed lanes, in place;
+//  3. the first piece runs over every lane of the block in order, and VEXPANDPS puts
+//     the other pieces' results over it under their masks; the backward multiplies by
+//     gy (VMULPS with the factor first, as vecGeluAVX512); one store.
+//
+// Every lane of a piece gets exactly the instructions, in the same operand order, that
+// vecGeluAVX512 applies to a lane of that piece (uh, ul, the Horner steps and VDIVPS,
+// exp32, the final steps, y = x·Φ or fma(x, φ, Φ)), so results are bit for bit equal.
+// Tried and dropped: packing the first piece's lanes too (its compress and expand cost
+// about what its padding lanes save) and interleaving two vectors of the last pass (no
+// change: the loop is bound by the vector ports, not by its chains' latency).
 //
 // Run it from backend/cpu:
 //
