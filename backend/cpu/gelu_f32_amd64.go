@@ -27,8 +27,7 @@ const geluCompactMin = 512
 
 // vecGeluCompact runs vecGelu's vector part, m elements (a multiple of 16), by blocks
 // of geluCompactAVX512, a block with a NaN or a short last one by vecGeluAVX512. It
-// reports false, doing
-// nothing, where the CPU lacks AVX-512 or m is short.
+// reports false, doing nothing, where the CPU lacks AVX-512 or m is short.
 func vecGeluCompact(dst, x, gy []float32, m int) bool {
 	if !vecAVX512OK() || m < geluCompactMin {
 		return false
