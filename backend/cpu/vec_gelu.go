@@ -36,9 +36,9 @@ import "math"
 // arithmetic is the instructions vecGeluAVX512 gives a lane of its piece, so results
 // are bit for bit the same (TestGeluCompact*); a block with a NaN in x is left to
 // vecGeluAVX512. One core (BenchmarkGeluCompactPair): N(0, 1) activations 2.0× faster
-// forward, 1.57× backward; N(0, 0.58²), about the transformer's, where 96% of lanes
+// forward, 1.58× backward; N(0, 0.58²), about the transformer's, where 96% of lanes
 // are in the first piece and vecGeluAVX512 already skips the others in most vectors,
-// 1.3× and 1.14×.
+// 1.29× and 1.15×.
 //
 // On BFloat16 and Float16 data (x, and y of the same dtype; x alone for the backward)
 // the backend runs these loops once per process, not per element: gelu_table.go
