@@ -149,6 +149,19 @@ type MatMulArgs struct {
 	LDA, LDB, LDC             int
 	StrideA, StrideB, StrideC int
 	Alpha, Beta               float32
+	// Bias, where not nil, is a row of N values in C's dtype, from element OffBias,
+	// added to every row of every C[b]: the result has the bits of copying Bias into
+	// each row of C and running with Beta 1 (a linear layer's bias, with no pass of its
+	// own). Beta must then be 0. Only backends implementing GemmBias (and saying yes)
+	// accept it.
+	Bias    Storage
+	OffBias int
+}
+
+// GemmBias is implemented by backends whose MatMul accepts MatMulArgs.Bias where
+// GemmBias reports true.
+type GemmBias interface {
+	GemmBias() bool
 }
 
 // LeadingDims returns LDA, LDB and LDC with 0 (packed) replaced by the packed row

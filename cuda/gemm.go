@@ -56,6 +56,9 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 	if err := a.CheckBounds(A.n, B.n, C.n); err != nil {
 		panic(fmt.Sprintf("cuda:%d: %v", b.d.index, err))
 	}
+	if a.Bias != nil {
+		panic(fmt.Sprintf("cuda:%d: MatMul with a Bias is not supported (the backend does not implement backend.GemmBias)", b.d.index))
+	}
 	// cuBLAS wants every leading dimension ≥ 1, also that of a packed operand without
 	// columns (A when K = 0).
 	lda, ldb, ldc := a.LeadingDims()

@@ -175,6 +175,22 @@ func (c *Context) gemmInto(out, a, b *Tensor, batch Shape, beta float32) {
 	})
 }
 
+// gemmBiasInto is gemmInto (no batch) with C starting from the bias row bias
+// (backend.MatMulArgs.Bias) in every row.
+func (c *Context) gemmBiasInto(out, a, b, bias *Tensor) {
+	la, lb := c.layoutFor(a, Shape{}), c.layoutFor(b, Shape{})
+	m, k, n := out.shape[0], a.shape[1], out.shape[1]
+	out.ref.b.MatMul(backend.MatMulArgs{
+		A: la.t.ref.s, B: lb.t.ref.s, C: out.ref.s,
+		OffA: la.t.offset, OffB: lb.t.offset, OffC: out.offset,
+		Batch: 1, M: m, N: n, K: k,
+		TransA: la.trans, TransB: lb.trans,
+		LDA: la.ld, LDB: lb.ld, LDC: n,
+		StrideA: la.bstride, StrideB: lb.bstride, StrideC: m * n,
+		Alpha: 1, Bias: bias.ref.s, OffBias: bias.offset,
+	})
+}
+
 // Linear computes x·wᵀ + b for x [..., in], w [out, in] and b [out] (b may be nil), as
 // torch.nn.functional.linear. Under autocast it runs in the low dtype.
 func Linear(x, w, b *Tensor) *Tensor { return resolve(opLinear, x, w, b).linear(x, w, b) }
@@ -200,12 +216,17 @@ func (c *Context) linear(x, w, b *Tensor) *Tensor {
 	x2 := c.reshapeRaw(x.dense(c), Shape{rows, inF})
 	outShape := append(x.shape[:x.Dim()-1].Clone(), outF)
 	out := allocOut(c, x.dtype, x.device, Shape{rows, outF})
-	beta := float32(0)
-	if b != nil {
+	switch gb, ok := out.ref.b.(backend.GemmBias); {
+	case b == nil:
+		c.gemmInto(out, x2, w.mT(c), Shape{}, 0)
+	case ok && gb.GemmBias() && (b.strides[0] == 1 || outF == 1) && b.ref.s != out.ref.s:
+		// The GEMM starts each tile of out from the bias row: the bits of
+		// the copy below with beta 1, without a pass of its own.
+		c.gemmBiasInto(out, x2, w.mT(c), b)
+	default:
 		out.ref.b.Copy(out.bview(), b.expandView(Shape{rows, outF}))
-		beta = 1
+		c.gemmInto(out, x2, w.mT(c), Shape{}, 1)
 	}
-	c.gemmInto(out, x2, w.mT(c), Shape{}, beta)
 	out = c.reshapeRaw(out, outShape)
 	return c.record(opLinear, out, in, func(bc *Context, g *Tensor) []*Tensor {
 		g2 := bc.reshapeRaw(g.dense(bc), Shape{rows, outF})

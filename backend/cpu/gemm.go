@@ -154,6 +154,15 @@ func gemmKernelFor[T float32 | float64]() *gemmKernel[T] {
 // gemmWith is Gemm with an explicit micro-kernel and worker count; workers
 // only shapes the task split, which never changes the result.
 func gemmWith[T float32 | float64](kern *gemmKernel[T], workers int, transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	gemmWithBias(kern, workers, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc)
+}
+
+// gemmWithBias is gemmWith where bias, if not nil, holds n values that every row
+// of C starts from instead of its old contents (beta is then ignored): the bits
+// of copying bias into each row of C and running with beta 1. Each tile of C
+// takes the bias row right before the kernel first reads it, so that no pass of
+// its own writes C.
+func gemmWithBias[T float32 | float64](kern *gemmKernel[T], workers int, transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, bias, c []T, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(gemmArgError(fmt.Sprintf("cpu: Gemm: negative dimension m=%d n=%d k=%d", m, n, k)))
 	}
@@ -173,12 +182,24 @@ func gemmWith[T float32 | float64](kern *gemmKernel[T], workers int, transA, tra
 		}
 		gemmCheck("B", br, bc, b, ldb)
 	}
+	if bias != nil {
+		if len(bias) < n {
+			panic(gemmArgError(fmt.Sprintf("cpu: Gemm: len(bias)=%d is less than n=%d", len(bias), n)))
+		}
+		bias, beta = bias[:n], 1
+	}
 	if k == 0 || alpha == 0 {
+		if bias != nil {
+			for i := range m {
+				copy(c[i*ldc:][:n], bias)
+			}
+		}
 		gemmScale(m, n, beta, c, ldc)
 		return
 	}
 
 	g := gemmCallPool[T]().Get().(*gemmCall[T])
+	g.bias = bias
 	g.transA, g.transB = transA, transB
 	g.alpha, g.beta = alpha, beta
 	g.a, g.lda, g.b, g.ldb, g.c, g.ldc = a, lda, b, ldb, c, ldc
@@ -187,7 +208,7 @@ func gemmWith[T float32 | float64](kern *gemmKernel[T], workers int, transA, tra
 		workers = 1
 	}
 	g.run(m, n, k, workers)
-	g.a, g.b, g.c, g.kern = nil, nil, nil, nil
+	g.a, g.b, g.c, g.bias, g.kern = nil, nil, nil, nil, nil
 	gemmCallPool[T]().Put(g)
 }
 
@@ -229,8 +250,20 @@ type gemmCall[T float32 | float64] struct {
 	a, b, c        []T
 	lda, ldb, ldc  int
 	kern           *gemmKernel[T]
+	// bias, where not nil, is the row every row of C starts from (beta is
+	// then 1): the first k slice copies it into each tile right before the
+	// kernel adds to the tile.
+	bias []T
 
 	bPack []T
+}
+
+// fillBias copies the bias row into the rows×cols block of C at (i, j).
+func (g *gemmCall[T]) fillBias(i, j, rows, cols int) {
+	src := g.bias[j:][:cols]
+	for r := range rows {
+		copy(g.c[(i+r)*g.ldc+j:][:cols], src)
+	}
 }
 
 // gemmScratch is per-task scratch: the packed A block and an edge tile.
@@ -433,6 +466,8 @@ func (g *gemmCall[T]) task(t int) {
 	if zero {
 		kern, direct1 = g.kern.fnZero, g.kern.directZero
 	}
+	// fill: the first k slice starts each tile of C from the bias row.
+	fill := g.pc == 0 && g.bias != nil
 	negZero := T(math.Copysign(0, -1))
 	for q := np0; q < np1; q++ {
 		bp := g.bPack[q*kc*nr:][:kc*nr]
@@ -445,6 +480,9 @@ func (g *gemmCall[T]) task(t int) {
 			if direct && rows == mr {
 				ar := g.a[i*g.lda+g.pc:]
 				if cols == nr {
+					if fill {
+						g.fillBias(i, j, mr, nr)
+					}
 					direct1(kc, ar, g.lda, bp, c[i*ldc+j:], ldc)
 					continue
 				}
@@ -457,6 +495,8 @@ func (g *gemmCall[T]) task(t int) {
 					dst := c[(i+ii)*ldc+j:][:cols]
 					if zero {
 						clear(dst)
+					} else if fill {
+						copy(dst, g.bias[j:][:cols])
 					}
 					for jj, v := range e[ii*nr:][:cols] {
 						dst[jj] += v
@@ -465,6 +505,9 @@ func (g *gemmCall[T]) task(t int) {
 				continue
 			}
 			if rows == mr && cols == nr {
+				if fill {
+					g.fillBias(i, j, mr, nr)
+				}
 				kern(kc, ap, bp, c[i*ldc+j:], ldc)
 				continue
 			}
@@ -481,6 +524,8 @@ func (g *gemmCall[T]) task(t int) {
 				dst := c[(i+ii)*ldc+j:][:cols]
 				if zero {
 					clear(dst)
+				} else if fill {
+					copy(dst, g.bias[j:][:cols])
 				}
 				for jj, v := range e[ii*nr:][:cols] {
 					dst[jj] += v

@@ -237,6 +237,15 @@ func GemmBF16(transA, transB bool, m, n, k int, alpha float32, a []half.BFloat16
 // gemmBF16With is GemmBF16 with an explicit micro-kernel and worker count;
 // workers only shapes the task split, which never changes the result.
 func gemmBF16With(kern *gemmBF16Kernel, workers int, transA, transB bool, m, n, k int, alpha float32, a []half.BFloat16, lda int, b []half.BFloat16, ldb int, beta float32, c []half.BFloat16, ldc int) {
+	gemmBF16WithBias(kern, workers, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc)
+}
+
+// gemmBF16WithBias is gemmBF16With where bias, if not nil, holds n values
+// that every row of C starts from instead of its old contents (beta is then
+// ignored): the bits of copying bias into each row of C and running with
+// beta 1. C is read only when a tile is stored, so each tile takes the bias
+// row right before its store: no pass of its own writes C.
+func gemmBF16WithBias(kern *gemmBF16Kernel, workers int, transA, transB bool, m, n, k int, alpha float32, a []half.BFloat16, lda int, b []half.BFloat16, ldb int, beta float32, bias, c []half.BFloat16, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(gemmArgError(fmt.Sprintf("cpu: GemmBF16: negative dimension m=%d n=%d k=%d", m, n, k)))
 	}
@@ -256,12 +265,24 @@ func gemmBF16With(kern *gemmBF16Kernel, workers int, transA, transB bool, m, n, 
 		}
 		gemmBF16Check("B", br, bc, len(b), ldb)
 	}
+	if bias != nil {
+		if len(bias) < n {
+			panic(gemmArgError(fmt.Sprintf("cpu: GemmBF16: len(bias)=%d is less than n=%d", len(bias), n)))
+		}
+		bias, beta = bias[:n], 1
+	}
 	if k == 0 || alpha == 0 {
+		if bias != nil {
+			for i := range m {
+				copy(c[i*ldc:][:n], bias)
+			}
+		}
 		gemmBF16Scale(m, n, beta, c, ldc)
 		return
 	}
 
 	g := gemmBF16Calls.Get().(*gemmBF16Call)
+	g.bias = bias
 	g.transA, g.transB = transA, transB
 	g.alpha, g.beta = alpha, beta
 	g.a, g.lda, g.b, g.ldb, g.c, g.ldc = a, lda, b, ldb, c, ldc
@@ -270,7 +291,7 @@ func gemmBF16With(kern *gemmBF16Kernel, workers int, transA, transB bool, m, n, 
 		workers = 1
 	}
 	g.run(m, n, k, workers)
-	g.a, g.b, g.c, g.kern = nil, nil, nil, nil
+	g.a, g.b, g.c, g.bias, g.kern = nil, nil, nil, nil, nil
 	gemmBF16Calls.Put(g)
 }
 
@@ -313,6 +334,9 @@ type gemmBF16Call struct {
 	kern           *gemmBF16Kernel
 	// kc2: pair steps of the current k slice, as packed.
 	kc2 int
+	// bias, where not nil, is the row every row of C starts from (beta is
+	// then 1): copied into each tile of C right before the tile is stored.
+	bias []half.BFloat16
 
 	bPack []uint32
 	// acc holds the float32 partial sums of the current column block when
@@ -590,6 +614,7 @@ func (g *gemmBF16Call) task(t int) {
 			q := np0
 			if i+mr <= g.m && fullQ > q {
 				j := g.jc + q*nr
+				g.fillBias(i, j, mr, (fullQ-q)*nr)
 				g.kern.directRow(fullQ-q, kc2, g.a[i*g.lda+g.pc:], g.lda, g.bPack[q*kc2*nr:], c[i*ldc+j:], ldc, g.alpha, g.beta)
 				q = fullQ
 			}
@@ -618,9 +643,11 @@ func (g *gemmBF16Call) task(t int) {
 		// Whole tiles down the column at once where the kernel can.
 		if full := min(mp1, g.m/mr); cols == nr && full > r {
 			if direct && g.kern.directN != nil {
+				g.fillBias(r*mr, j, (full-r)*mr, nr)
 				g.kern.directN(full-r, kc2, g.a[r*mr*g.lda+g.pc:], g.lda, bp, c[r*mr*ldc+j:], ldc, g.alpha, g.beta)
 				r = full
 			} else if !direct && !g.sliced && g.kern.storeN != nil {
+				g.fillBias(r*mr, j, (full-r)*mr, nr)
 				g.kern.storeN(full-r, kc2, s.aPack[(r-mp0)*kc2*mr:], bp, c[r*mr*ldc+j:], ldc, g.alpha, g.beta)
 				r = full
 			}
@@ -637,6 +664,7 @@ func (g *gemmBF16Call) task(t int) {
 				if rows == mr && cols == nr {
 					ct := c[i*ldc+j:]
 					_ = ct[(mr-1)*ldc+nr-1]
+					g.fillBias(i, j, mr, nr)
 					g.kern.store(kc2, ap, bp, ct, ldc, g.alpha, g.beta)
 					continue
 				}
@@ -654,6 +682,18 @@ func (g *gemmBF16Call) task(t int) {
 	gemmBF16Scratches.Put(s)
 }
 
+// fillBias copies the bias row, if any, into the rows×cols block of C at
+// (i, j).
+func (g *gemmBF16Call) fillBias(i, j, rows, cols int) {
+	if g.bias == nil {
+		return
+	}
+	src := g.bias[j:][:cols]
+	for r := range rows {
+		copy(g.c[(i+r)*g.ldc+j:][:cols], src)
+	}
+}
+
 // storeDirect computes the tile of C at (i, j), cols ≤ nr of its columns
 // valid, with the kernel's direct store from mr whole rows of A in place,
 // through the scratch tile where cols < nr.
@@ -661,6 +701,7 @@ func (g *gemmBF16Call) storeDirect(s *gemmBF16Scratch, bp []uint32, i, j, cols i
 	mr, nr := g.kern.mr, g.kern.nr
 	a := g.a[i*g.lda+g.pc:]
 	c, ldc := g.c, g.ldc
+	g.fillBias(i, j, mr, cols)
 	if cols == nr {
 		g.kern.direct(g.kc2, a, g.lda, bp, c[i*ldc+j:], ldc, g.alpha, g.beta)
 		return
@@ -683,6 +724,7 @@ func (g *gemmBF16Call) store(s *gemmBF16Scratch, t []float32, ldt, i, j, rows, c
 	nr := g.kern.nr
 	alpha, beta := g.alpha, g.beta
 	c, ldc := g.c, g.ldc
+	g.fillBias(i, j, rows, cols)
 	x := s.tile
 	if alpha == 1 && beta == 0 && &t[0] != &x[0] {
 		// A partial sum buffer: round its rows straight into C (1·v

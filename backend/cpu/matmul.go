@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
 )
 
 // MatMul implements backend.Backend. Float32 and float64 run the blocked GEMM in place;
@@ -19,6 +20,15 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 		return
 	}
 	lda, ldb, ldc := a.LeadingDims()
+	// With a Bias, every route starts C from the bias row where it would read C
+	// (beta 1): Gemm and GemmBF16 per tile, the widening path per batch item.
+	var bias *storage
+	if a.Bias != nil {
+		bias = st(a.Bias)
+		if bias.dt != C.dt || a.Beta != 0 || a.OffBias < 0 || a.OffBias+a.N > bias.n {
+			panic(fmt.Sprintf("cpu: MatMul: bias %s (offset %d, %d elements) wants %d values of %s and Beta 0 (Beta %v)", bias.dt, a.OffBias, bias.n, a.N, C.dt, a.Beta))
+		}
+	}
 	// Many small products (attention heads, conv groups): spread the batch over the
 	// workers; nested GEMM calls then run inline.
 	perItem := a.M * a.N * max(a.K, 1)
@@ -41,24 +51,36 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 		// Without it the widening path below, on the float32 kernels, is
 		// faster than the pure-Go bf16 twin.
 		af, bf, cf := A.bf16(), B.bf16(), C.bf16()
+		var bs []half.BFloat16
+		if bias != nil {
+			bs = bias.bf16()[a.OffBias:][:a.N]
+		}
 		run(func(i int) {
-			GemmBF16(a.TransA, a.TransB, a.M, a.N, a.K, a.Alpha, af[a.OffA+i*a.StrideA:], lda,
-				bf[a.OffB+i*a.StrideB:], ldb, a.Beta, cf[a.OffC+i*a.StrideC:], ldc)
+			gemmBF16WithBias(gemmBF16KernelBest, Workers(), a.TransA, a.TransB, a.M, a.N, a.K, a.Alpha, af[a.OffA+i*a.StrideA:], lda,
+				bf[a.OffB+i*a.StrideB:], ldb, a.Beta, bs, cf[a.OffC+i*a.StrideC:], ldc)
 		})
 		return
 	}
 	switch A.dt {
 	case backend.Float32:
 		af, bf, cf := A.f32(), B.f32(), C.f32()
+		var bs []float32
+		if bias != nil {
+			bs = bias.f32()[a.OffBias:][:a.N]
+		}
 		run(func(i int) {
-			Gemm(a.TransA, a.TransB, a.M, a.N, a.K, a.Alpha, af[a.OffA+i*a.StrideA:], lda,
-				bf[a.OffB+i*a.StrideB:], ldb, a.Beta, cf[a.OffC+i*a.StrideC:], ldc)
+			gemmWithBias(gemmKernel32, Workers(), a.TransA, a.TransB, a.M, a.N, a.K, a.Alpha, af[a.OffA+i*a.StrideA:], lda,
+				bf[a.OffB+i*a.StrideB:], ldb, a.Beta, bs, cf[a.OffC+i*a.StrideC:], ldc)
 		})
 	case backend.Float64:
 		af, bf, cf := A.f64(), B.f64(), C.f64()
+		var bs []float64
+		if bias != nil {
+			bs = bias.f64()[a.OffBias:][:a.N]
+		}
 		run(func(i int) {
-			Gemm(a.TransA, a.TransB, a.M, a.N, a.K, float64(a.Alpha), af[a.OffA+i*a.StrideA:], lda,
-				bf[a.OffB+i*a.StrideB:], ldb, float64(a.Beta), cf[a.OffC+i*a.StrideC:], ldc)
+			gemmWithBias(gemmKernelGo64, Workers(), a.TransA, a.TransB, a.M, a.N, a.K, float64(a.Alpha), af[a.OffA+i*a.StrideA:], lda,
+				bf[a.OffB+i*a.StrideB:], ldb, float64(a.Beta), bs, cf[a.OffC+i*a.StrideC:], ldc)
 		})
 	default:
 		ra, ca := a.M, a.K
@@ -74,18 +96,30 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 			bw := widen(B, a.OffB+i*a.StrideB, rb, cb, ldb)
 			cw := make([]float32, a.M*a.N)
 			offC := a.OffC + i*a.StrideC
-			if a.Beta != 0 {
+			beta := a.Beta
+			switch {
+			case bias != nil:
+				// As if C held the bias row in every row: widened the same way.
+				bias.loadF32(cw[:a.N], a.OffBias)
+				for r := 1; r < a.M; r++ {
+					copy(cw[r*a.N:(r+1)*a.N], cw[:a.N])
+				}
+				beta = 1
+			case beta != 0:
 				for r := 0; r < a.M; r++ {
 					C.loadF32(cw[r*a.N:(r+1)*a.N], offC+r*ldc)
 				}
 			}
-			Gemm(a.TransA, a.TransB, a.M, a.N, a.K, a.Alpha, aw, ca, bw, cb, a.Beta, cw, a.N)
+			Gemm(a.TransA, a.TransB, a.M, a.N, a.K, a.Alpha, aw, ca, bw, cb, beta, cw, a.N)
 			for r := 0; r < a.M; r++ {
 				C.storeF32(offC+r*ldc, cw[r*a.N:(r+1)*a.N])
 			}
 		})
 	}
 }
+
+// GemmBias implements backend.GemmBias: MatMul accepts every MatMulArgs.Bias.
+func (b *Backend) GemmBias() bool { return true }
 
 // widen converts a rows×cols matrix with leading dimension ld to dense float32.
 func widen(s *storage, off, rows, cols, ld int) []float32 {
