@@ -613,55 +613,87 @@ func toCompute[C numeric](p []float32) []C {
 	return out
 }
 
+// lnChunkElems bounds the rows LayerNorm converts at once from or to half storage: one
+// bulk conversion per chunk of whole rows rather than per row, into buffers that stay
+// in L1. Float32 (and Float64) storage is read and written in place.
+const lnChunkElems = 2048
+
+// lnRun returns elements [off, off+n) of r: a window on the storage, or buf (which is
+// nil when r is in place) filled.
+func lnRun[C numeric](r elemRun[C], buf []C, off, n int) []C {
+	if r.ok {
+		return r.native[off : off+n]
+	}
+	return r.read(buf[:n], off)
+}
+
+// lnChunkRows is the number of rows of width cols in one conversion chunk.
+func lnChunkRows(cols int) int { return max(1, lnChunkElems/max(cols, 1)) }
+
 func layerNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 	rows, cols := a.N, a.C
 	w, bias := toCompute[C](p.w), toCompute[C](p.bias)
+	xrun, yrun := elemRunOf[C](x), elemRunOf[C](y)
+	cr := lnChunkRows(cols)
 	ParallelFor(rows, max(1, grainElems/max(cols, 1)), func(lo, hi int) {
-		row := make([]C, cols)
-		for r := lo; r < hi; r++ {
-			load(row, x, r*cols, 1)
-			mean, invstd := rowStats(row, a.Eps)
-			if p.sm != nil {
-				p.sm[r] = float32(mean)
+		var buf []C
+		if !xrun.ok || !yrun.ok {
+			buf = make([]C, min(cr, hi-lo)*cols)
+		}
+		for r0 := lo; r0 < hi; r0 += cr {
+			nr := min(cr, hi-r0)
+			off := r0 * cols
+			// Half data is converted into buf and normalised there (Y may be X).
+			xs := lnRun(xrun, buf, off, nr*cols)
+			ys := yrun.out(xs, off)
+			for i := range nr {
+				layerNormRow(a, p, r0+i, ys[i*cols:(i+1)*cols], xs[i*cols:(i+1)*cols], w, bias)
 			}
-			if p.si != nil {
-				p.si[r] = float32(invstd)
-			}
-			m, is := C(mean), C(invstd)
-			if rf, ok := any(row).([]float32); ok {
-				// The loops below on the vector layer, each step rounded as there.
-				if w != nil && bias != nil {
-					vecLnFwd(rf, rf, any(w).([]float32), any(bias).([]float32), float32(m), float32(is))
-					store(y, r*cols, 1, row)
-					continue
-				}
-				vecScalar(vecSubS, rf, rf, float32(m))
-				vecScalar(vecMulS, rf, rf, float32(is))
-				if w != nil {
-					vecBinary(vecMul, rf, rf, any(w).([]float32))
-				}
-				if bias != nil {
-					vecBinary(vecAdd, rf, rf, any(bias).([]float32))
-				}
-				store(y, r*cols, 1, row)
-				continue
-			}
-			for j, v := range row {
-				row[j] = (v - m) * is
-			}
-			if w != nil {
-				for j := range row {
-					row[j] *= w[j]
-				}
-			}
-			if bias != nil {
-				for j := range row {
-					row[j] += bias[j]
-				}
-			}
-			store(y, r*cols, 1, row)
+			yrun.flush(off, ys)
 		}
 	})
+}
+
+// layerNormRow normalises row r: yr from xr (yr may be xr, not otherwise overlapping).
+func layerNormRow[C numeric](a *backend.NormArgs, p *bnParams, r int, yr, xr, w, bias []C) {
+	mean, invstd := rowStats(xr, a.Eps)
+	if p.sm != nil {
+		p.sm[r] = float32(mean)
+	}
+	if p.si != nil {
+		p.si[r] = float32(invstd)
+	}
+	m, is := C(mean), C(invstd)
+	if yf, ok := any(yr).([]float32); ok {
+		// The loops below on the vector layer, each step rounded as there.
+		xf := any(xr).([]float32)
+		if w != nil && bias != nil {
+			vecLnFwd(yf, xf, any(w).([]float32), any(bias).([]float32), float32(m), float32(is))
+			return
+		}
+		vecScalar(vecSubS, yf, xf, float32(m))
+		vecScalar(vecMulS, yf, yf, float32(is))
+		if w != nil {
+			vecBinary(vecMul, yf, yf, any(w).([]float32))
+		}
+		if bias != nil {
+			vecBinary(vecAdd, yf, yf, any(bias).([]float32))
+		}
+		return
+	}
+	for j, v := range xr {
+		yr[j] = (v - m) * is
+	}
+	if w != nil {
+		for j := range yr {
+			yr[j] *= w[j]
+		}
+	}
+	if bias != nil {
+		for j := range yr {
+			yr[j] += bias[j]
+		}
+	}
 }
 
 // rowStats returns the mean and 1/√(var+eps) of row (biased variance, two passes in
@@ -738,8 +770,20 @@ func layerNormBackward[C numeric](a *backend.NormArgs, x, gyS, gxS *storage, p *
 	if p.gb != nil {
 		pgb = make([]float64, nb*cols)
 	}
+	xrun, gyrun, gxrun := elemRunOf[C](x), elemRunOf[C](gyS), elemRunOf[C](gxS)
+	// GX is written in place unless it is X or GY, which the row pass reads after it
+	// starts writing g: then g goes through a row buffer.
+	gxAlias := gxS == x || gxS == gyS
+	cr := lnChunkRows(cols)
 	ParallelFor(nb, 1, func(blo, bhi int) {
-		xr, gy, g := make([]C, cols), make([]C, cols), make([]C, cols)
+		// Half data: a chunk of rows of x and gy converted at once, gx stored at once.
+		var xb, gyb, gxb, rowb []C
+		if !xrun.ok {
+			n := min(cr, per) * cols
+			xb, gyb, gxb = make([]C, n), make([]C, n), make([]C, n)
+		} else if gxAlias {
+			rowb = make([]C, cols)
+		}
 		var scratch []float64 // stands in for a nil bgw or bgb in the float32 row pass
 		if pgw == nil || pgb == nil {
 			scratch = make([]float64, cols)
@@ -752,42 +796,29 @@ func layerNormBackward[C numeric](a *backend.NormArgs, x, gyS, gxS *storage, p *
 			if pgb != nil {
 				bgb = pgb[blk*cols : (blk+1)*cols]
 			}
-			for r := blk * per; r < min(rows, (blk+1)*per); r++ {
-				load(xr, x, r*cols, 1)
-				load(gy, gyS, r*cols, 1)
-				mean, invstd := float64(p.sm[r]), float64(p.si[r])
-				if gf, ok := any(g).([]float32); ok {
-					layerNormBackwardRowF32(gf, any(gy).([]float32), any(xr).([]float32), any(w).([]float32), bgw, bgb, scratch, mean, invstd)
-					store(gxS, r*cols, 1, g)
-					continue
+			end := min(rows, (blk+1)*per)
+			for r0 := blk * per; r0 < end; r0 += cr {
+				nr := min(cr, end-r0)
+				off, n := r0*cols, nr*cols
+				xs, gys := lnRun(xrun, xb, off, n), lnRun(gyrun, gyb, off, n)
+				var gxs []C
+				if gxrun.ok {
+					gxs = gxrun.native[off : off+n]
+				} else {
+					gxs = gxb[:n]
 				}
-				copy(g, gy)
-				if w != nil {
-					for j := range g {
-						g[j] *= w[j]
+				for i := range nr {
+					r := r0 + i
+					xr, gy, g := xs[i*cols:(i+1)*cols], gys[i*cols:(i+1)*cols], gxs[i*cols:(i+1)*cols]
+					if rowb != nil {
+						g = rowb
+					}
+					layerNormBackwardRow(g, gy, xr, w, bgw, bgb, scratch, float64(p.sm[r]), float64(p.si[r]))
+					if rowb != nil {
+						copy(gxs[i*cols:(i+1)*cols], rowb)
 					}
 				}
-				// s1 = Σ g, s2 = Σ g·x̂.
-				s1, s2 := 0.0, 0.0
-				for j, v := range g {
-					xh := (float64(xr[j]) - mean) * invstd
-					s1 += float64(v)
-					s2 += float64(v) * xh
-					if bgw != nil {
-						bgw[j] += float64(gy[j]) * xh
-					}
-					if bgb != nil {
-						bgb[j] += float64(gy[j])
-					}
-				}
-				n := float64(cols)
-				ca, cm := C(invstd), C(mean)
-				cb := C(-invstd * invstd * s2 / n)
-				cc := C(-invstd * s1 / n)
-				for j := range g {
-					g[j] = ca*g[j] + cb*(xr[j]-cm) + cc
-				}
-				store(gxS, r*cols, 1, g)
+				gxrun.flush(off, gxs)
 			}
 		}
 	})
@@ -813,6 +844,41 @@ func layerNormBackward[C numeric](a *backend.NormArgs, x, gyS, gxS *storage, p *
 			}
 		}
 	})
+}
+
+// layerNormBackwardRow sets g, LayerNorm's input gradient of one row, from gy and xr
+// (neither may overlap g), adding the row's terms to bgw and bgb when they are not nil.
+func layerNormBackwardRow[C numeric](g, gy, xr, w []C, bgw, bgb, scratch []float64, mean, invstd float64) {
+	if gf, ok := any(g).([]float32); ok {
+		layerNormBackwardRowF32(gf, any(gy).([]float32), any(xr).([]float32), any(w).([]float32), bgw, bgb, scratch, mean, invstd)
+		return
+	}
+	copy(g, gy)
+	if w != nil {
+		for j := range g {
+			g[j] *= w[j]
+		}
+	}
+	// s1 = Σ g, s2 = Σ g·x̂.
+	s1, s2 := 0.0, 0.0
+	for j, v := range g {
+		xh := (float64(xr[j]) - mean) * invstd
+		s1 += float64(v)
+		s2 += float64(v) * xh
+		if bgw != nil {
+			bgw[j] += float64(gy[j]) * xh
+		}
+		if bgb != nil {
+			bgb[j] += float64(gy[j])
+		}
+	}
+	n := float64(len(g))
+	ca, cm := C(invstd), C(mean)
+	cb := C(-invstd * invstd * s2 / n)
+	cc := C(-invstd * s1 / n)
+	for j := range g {
+		g[j] = ca*g[j] + cb*(xr[j]-cm) + cc
+	}
 }
 
 // layerNormBackwardRowF32 is layerNormBackward's float32 row on the vector layer: g =

@@ -1,20 +1,22 @@
 package cpu_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/backend/cpu"
 )
 
-// BenchmarkLayerNorm times LayerNorm forward and backward on a transformer block's
-// shape (4096 tokens of width 128, affine), float32 and bfloat16 activations.
+// BenchmarkLayerNorm times LayerNorm forward and backward on transformer blocks' shapes
+// (2048 tokens of width 128, the ampbench transformer's, and 4096, chargpt's; affine),
+// float32 and bfloat16 activations.
 func BenchmarkLayerNorm(b *testing.B) {
 	be, err := cpu.New(0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	const rows, cols = 4096, 128
+	const cols = 128
 	alloc := func(dt backend.DType, n int) backend.Storage {
 		s, err := be.Alloc(dt, n)
 		if err != nil {
@@ -25,6 +27,12 @@ func BenchmarkLayerNorm(b *testing.B) {
 	}
 	w, bias := alloc(backend.Float32, cols), alloc(backend.Float32, cols)
 	gw, gb := alloc(backend.Float32, cols), alloc(backend.Float32, cols)
+	for _, rows := range []int{2048, 4096} {
+		b.Run(fmt.Sprint(rows), func(b *testing.B) { benchLayerNorm(b, be, alloc, rows, cols, w, bias, gw, gb) })
+	}
+}
+
+func benchLayerNorm(b *testing.B, be *cpu.Backend, alloc func(backend.DType, int) backend.Storage, rows, cols int, w, bias, gw, gb backend.Storage) {
 	mean, inv := alloc(backend.Float32, rows), alloc(backend.Float32, rows)
 	for _, dt := range []backend.DType{backend.Float32, backend.BFloat16} {
 		x, y, gy := alloc(dt, rows*cols), alloc(dt, rows*cols), alloc(dt, rows*cols)
