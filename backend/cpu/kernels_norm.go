@@ -704,8 +704,11 @@ func rowStats[C numeric](row []C, eps float64) (mean, invstd float64) {
 		return 0, 1 / math.Sqrt(eps)
 	}
 	if rf, ok := any(row).([]float32); ok {
-		mean = vecSumF64(rf) / float64(len(rf))
-		return mean, 1 / math.Sqrt(vecDevSqF64(rf, mean)/float64(len(rf))+eps)
+		if mean, sq, ok := lnStats(rf); ok {
+			return mean, 1 / math.Sqrt(sq/float64(len(rf))+eps)
+		}
+		mean, sq := lnStatsGo(rf)
+		return mean, 1 / math.Sqrt(sq/float64(len(rf))+eps)
 	}
 	s := 0.0
 	for _, v := range row {
@@ -718,6 +721,13 @@ func rowStats[C numeric](row []C, eps float64) (mean, invstd float64) {
 		sq += d * d
 	}
 	return mean, 1 / math.Sqrt(sq/float64(len(row))+eps)
+}
+
+// lnStatsGo returns the mean of x (vecSumF64 over len(x)) and the sum of squared
+// deviations from it (vecDevSqF64): rowStats's two passes, lnStats's twin.
+func lnStatsGo(x []float32) (mean, sq float64) {
+	mean = vecSumF64(x) / float64(len(x))
+	return mean, vecDevSqF64(x, mean)
 }
 
 // lnMaxBlocks bounds the number of row blocks whose GWeight/GBias partial sums

@@ -13,6 +13,28 @@ import (
 // converted half rows a chunk at a time (every row loaded into a buffer and stored
 // back): the reference the kernels must equal bit for bit.
 
+// rowStatsRef is rowStats as it was, before lnStats.
+func rowStatsRef[C numeric](row []C, eps float64) (mean, invstd float64) {
+	if len(row) == 0 {
+		return 0, 1 / math.Sqrt(eps)
+	}
+	if rf, ok := any(row).([]float32); ok {
+		mean = vecSumF64(rf) / float64(len(rf))
+		return mean, 1 / math.Sqrt(vecDevSqF64(rf, mean)/float64(len(rf))+eps)
+	}
+	s := 0.0
+	for _, v := range row {
+		s += float64(v)
+	}
+	mean = s / float64(len(row))
+	sq := 0.0
+	for _, v := range row {
+		d := float64(v) - mean
+		sq += d * d
+	}
+	return mean, 1 / math.Sqrt(sq/float64(len(row))+eps)
+}
+
 func layerNormRef[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 	rows, cols := a.N, a.C
 	w, bias := toCompute[C](p.w), toCompute[C](p.bias)
@@ -20,7 +42,7 @@ func layerNormRef[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 		row := make([]C, cols)
 		for r := lo; r < hi; r++ {
 			load(row, x, r*cols, 1)
-			mean, invstd := rowStats(row, a.Eps)
+			mean, invstd := rowStatsRef(row, a.Eps)
 			if p.sm != nil {
 				p.sm[r] = float32(mean)
 			}

@@ -112,6 +112,7 @@ func main() {
 	g.poolGradConsts()
 	g.maxPool2x2Rows(isas[0], false)
 	g.maxPool2x2Rows(isas[0], true)
+	g.lnStats()
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
