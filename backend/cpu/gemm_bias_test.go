@@ -172,3 +172,49 @@ func TestGemmBiasDirect(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkLinearBias compares, per linear layer shape (rows×in→out, x·wᵀ),
+// the bias broadcast by a strided Copy followed by MatMul with Beta 1 (copy)
+// against MatMul with the Bias (fused).
+func BenchmarkLinearBias(b *testing.B) {
+	be, err := New(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, dt := range []backend.DType{backend.Float32, backend.BFloat16} {
+		for _, sh := range [][3]int{{2048, 128, 384}, {2048, 128, 512}, {2048, 512, 128}, {256, 784, 1024}} {
+			rows, in, out := sh[0], sh[1], sh[2]
+			alloc := func(n int) backend.Storage {
+				s, err := be.Alloc(dt, n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				v := make([]float32, n)
+				for i := range v {
+					v[i] = float32(i%13) / 13
+				}
+				st(s).storeF32(0, v)
+				return s
+			}
+			x, w, bias, y := alloc(rows*in), alloc(out*in), alloc(out), alloc(rows*out)
+			args := backend.MatMulArgs{A: x, B: w, C: y, Batch: 1, M: rows, N: out, K: in, TransB: true, Alpha: 1}
+			for _, mode := range []string{"copy", "fused"} {
+				b.Run(fmt.Sprintf("%s/%dx%d->%d/%s", dt, rows, in, out, mode), func(b *testing.B) {
+					for b.Loop() {
+						if mode == "copy" {
+							be.Copy(backend.View{S: y, Shape: []int{rows, out}, Strides: []int{out, 1}},
+								backend.View{S: bias, Shape: []int{rows, out}, Strides: []int{0, 1}})
+							a := args
+							a.Beta = 1
+							be.MatMul(a)
+							continue
+						}
+						a := args
+						a.Bias = bias
+						be.MatMul(a)
+					}
+				})
+			}
+		}
+	}
+}
