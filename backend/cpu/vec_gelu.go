@@ -1,6 +1,10 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"github.com/gamp-ml/gamp/backend/cpu/internal/gelucoef"
+)
 
 // The exact (erf) GELU of the float32 kernels, forward and backward, in float32
 // arithmetic: vector loops (vec_amd64.s, AVX-512 and AVX2, from internal/vecgen) and
@@ -56,21 +60,21 @@ const (
 )
 
 // The coefficients of the erf pieces, highest degree first (math/erf.go's pp, qq, pa, qa,
-// ra, sa, rb, sb), rounded to float32. The denominators' constant term 1 is implied.
+// ra, sa, rb, sb), rounded to float32; the denominators' constant term 1 is implied.
+// erfDM is erf'(u) = (2/√π)·exp(-z), z = u², to degree 4 in z: enough for the correction
+// ul·erf'(uh) of the first piece. expC are the Taylor coefficients 1/i!, i = 7 … 0, of
+// exp32's polynomial. Package gelucoef holds them once for this file and the generators.
 var (
-	erfPP = f32s(-2.37630166566501626084e-05, -5.77027029648944159157e-03, -2.84817495755985104766e-02, -3.25042107247001499370e-01, 1.28379167095512558561e-01)
-	erfQQ = f32s(-3.96022827877536812320e-06, 1.32494738004321644526e-04, 5.08130628187576562776e-03, 6.50222499887672944485e-02, 3.97917223959155352819e-01, 1)
-	erfPA = f32s(-2.16637559486879084300e-03, 3.54783043256182359371e-02, -1.10894694282396677476e-01, 3.18346619901161753674e-01, -3.72207876035701323847e-01, 4.14856118683748331666e-01, -2.36211856075265944077e-03)
-	erfQA = f32s(1.19844998467991074170e-02, 1.36370839120290507362e-02, 1.26171219808761642112e-01, 7.18286544141962662868e-02, 5.40397917702171048937e-01, 1.06420880400844228286e-01, 1)
-	erfRA = f32s(-9.81432934416914548592e+00, -8.12874355063065934246e+01, -1.84605092906711035994e+02, -1.62396669462573470355e+02, -6.23753324503260060396e+01, -1.05586262253232909814e+01, -6.93858572707181764372e-01, -9.86494403484714822705e-03)
-	erfSA = f32s(-6.04244152148580987438e-02, 6.57024977031928170135e+00, 1.08635005541779435134e+02, 4.29008140027567833386e+02, 6.45387271733267880336e+02, 4.34565877475229228821e+02, 1.37657754143519042600e+02, 1.96512716674392571292e+01, 1)
-	erfRB = f32s(-4.83519191608651397019e+02, -1.02509513161107724954e+03, -6.37566443368389627722e+02, -1.60636384855821916062e+02, -1.77579549177547519889e+01, -7.99283237680523006574e-01, -9.86494292470009928597e-03)
-	erfSB = f32s(-2.24409524465858183362e+01, 4.74528541206955367215e+02, 2.55305040643316442583e+03, 3.19985821950859553908e+03, 1.53672958608443695994e+03, 3.25792512996573918826e+02, 3.03380607434824582924e+01, 1)
-	// erfDM is erf'(u) = (2/√π)·exp(-z), z = u², to degree 4 in z: enough for the
-	// correction ul·erf'(uh) of the first piece.
-	erfDM = f32s(2/math.SqrtPi/24, -2/math.SqrtPi/6, 2/math.SqrtPi/2, -2/math.SqrtPi, 2/math.SqrtPi)
-	// expC are the Taylor coefficients 1/i!, i = 7 … 0, of exp32's polynomial.
-	expC = f32s(1.0/5040, 1.0/720, 1.0/120, 1.0/24, 1.0/6, 0.5, 1, 1)
+	erfPP = f32s(gelucoef.Coef("pp")...)
+	erfQQ = f32s(gelucoef.Coef("qq")...)
+	erfPA = f32s(gelucoef.Coef("pa")...)
+	erfQA = f32s(gelucoef.Coef("qa")...)
+	erfRA = f32s(gelucoef.Coef("ra")...)
+	erfSA = f32s(gelucoef.Coef("sa")...)
+	erfRB = f32s(gelucoef.Coef("rb")...)
+	erfSB = f32s(gelucoef.Coef("sb")...)
+	erfDM = f32s(gelucoef.Coef("dm")...)
+	expC  = f32s(gelucoef.Coef("ex")...)
 )
 
 // The float32 constants of the GELU loops; internal/vecgen holds the same values.
@@ -78,8 +82,8 @@ const (
 	erfA       float32 = 0.84375 // the pieces' bounds on a = |x/√2|
 	erfB       float32 = 1.25
 	erfC       float32 = 1 / 0.35
-	erfErx             = 8.45062911510467529297e-01 // erf(1) rounded to 24 bits
-	geluChp    float32 = 0.5 + 0.5*erfErx           // ½(1 ± erx); the minus one is exact
+	erfErx             = gelucoef.Erx     // erf(1) rounded to 24 bits
+	geluChp    float32 = 0.5 + 0.5*erfErx // ½(1 ± erx); the minus one is exact
 	geluChm    float32 = 0.5 - 0.5*erfErx
 	invSqrt2   float32 = math.Sqrt2 / 2
 	geluSqrt2  float32 = math.Sqrt2

@@ -3,14 +3,15 @@ package main
 import (
 	"fmt"
 	"math"
+
+	"github.com/gamp-ml/gamp/backend/cpu/internal/gelucoef"
 )
 
 // The float32 constants of the GELU loops (vecGelu), each stored sixteen
 // times (64 bytes, so that a zmm or ymm operand reads it from memory): the erf
-// coefficients of vec_gelu.go (erfPP, …, highest degree first) and exp32's,
+// coefficients and exp32's of package gelucoef (which vec_gelu.go rounds too),
 // rounded to float32, its bounds and masks. TestVecGelu compares the loops with
-// their twin bit for bit, which catches a value that differs from
-// vec_gelu.go's.
+// their twin bit for bit.
 var geluConsts = func() []struct {
 	name string
 	bits uint32
@@ -20,35 +21,14 @@ var geluConsts = func() []struct {
 		bits uint32
 	}
 	f := func(name string, v float64) c { return c{name, math.Float32bits(float32(v))} }
-	const erx = 8.45062911510467529297e-01
-	inv := float32(math.Sqrt2 / 2)
-	ln2 := float32(math.Ln2)
-	cs := []c{
-		f("invsqrt2", float64(inv)), f("invsqrt2lo", math.Sqrt2/2-float64(inv)), f("sqrt2", math.Sqrt2),
-		f("one", 1), f("half", 0.5), f("neghalf", -0.5), f("zero", 0), f("m05625", -0.5625),
-		f("chp", 0.5+0.5*erx), f("chm", 0.5-0.5*erx),
-		f("a", 0.84375), f("b", 1.25), f("c", 1/0.35), f("invsqrt2pi", 0.3989422804014327),
-		f("log2e", math.Log2E), f("ln2hi", float64(ln2)), f("ln2lo", math.Ln2-float64(ln2)), f("cut", -86),
-		{"abs", 0x7fffffff}, {"sign", 0x80000000}, {"bias", 127},
+	var cs []c
+	for _, k := range gelucoef.Scalars() {
+		cs = append(cs, f(k.Name, k.V))
 	}
-	polys := []struct {
-		name string
-		c    []float64
-	}{
-		{"pp", []float64{-2.37630166566501626084e-05, -5.77027029648944159157e-03, -2.84817495755985104766e-02, -3.25042107247001499370e-01, 1.28379167095512558561e-01}},
-		{"qq", []float64{-3.96022827877536812320e-06, 1.32494738004321644526e-04, 5.08130628187576562776e-03, 6.50222499887672944485e-02, 3.97917223959155352819e-01, 1}},
-		{"pa", []float64{-2.16637559486879084300e-03, 3.54783043256182359371e-02, -1.10894694282396677476e-01, 3.18346619901161753674e-01, -3.72207876035701323847e-01, 4.14856118683748331666e-01, -2.36211856075265944077e-03}},
-		{"qa", []float64{1.19844998467991074170e-02, 1.36370839120290507362e-02, 1.26171219808761642112e-01, 7.18286544141962662868e-02, 5.40397917702171048937e-01, 1.06420880400844228286e-01, 1}},
-		{"ra", []float64{-9.81432934416914548592e+00, -8.12874355063065934246e+01, -1.84605092906711035994e+02, -1.62396669462573470355e+02, -6.23753324503260060396e+01, -1.05586262253232909814e+01, -6.93858572707181764372e-01, -9.86494403484714822705e-03}},
-		{"sa", []float64{-6.04244152148580987438e-02, 6.57024977031928170135e+00, 1.08635005541779435134e+02, 4.29008140027567833386e+02, 6.45387271733267880336e+02, 4.34565877475229228821e+02, 1.37657754143519042600e+02, 1.96512716674392571292e+01, 1}},
-		{"rb", []float64{-4.83519191608651397019e+02, -1.02509513161107724954e+03, -6.37566443368389627722e+02, -1.60636384855821916062e+02, -1.77579549177547519889e+01, -7.99283237680523006574e-01, -9.86494292470009928597e-03}},
-		{"sb", []float64{-2.24409524465858183362e+01, 4.74528541206955367215e+02, 2.55305040643316442583e+03, 3.19985821950859553908e+03, 1.53672958608443695994e+03, 3.25792512996573918826e+02, 3.03380607434824582924e+01, 1}},
-		{"dm", []float64{2 / math.SqrtPi / 24, -2 / math.SqrtPi / 6, 2 / math.SqrtPi / 2, -2 / math.SqrtPi, 2 / math.SqrtPi}},
-		{"ex", []float64{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1}},
-	}
-	for _, p := range polys {
-		for i, v := range p.c {
-			cs = append(cs, f(fmt.Sprintf("%s%d", p.name, i), v))
+	cs = append(cs, c{"abs", 0x7fffffff}, c{"sign", 0x80000000}, c{"bias", 127})
+	for _, p := range gelucoef.Polys {
+		for i, v := range p.C {
+			cs = append(cs, f(fmt.Sprintf("%s%d", p.Name, i), v))
 		}
 	}
 	return cs
