@@ -817,7 +817,18 @@ func layerNormBackward[C numeric](a *backend.NormArgs, x, gyS, gxS *storage, p *
 				} else {
 					gxs = gxb[:n]
 				}
-				for i := range nr {
+				i := 0
+				if g32, ok := any(gxs).([]float32); ok && rowb == nil {
+					// Two rows a call: the column sums bgw, bgb are read and written
+					// once for both (tr16_lnrow2.go), with the same bits.
+					x32, gy32, w32 := any(xs).([]float32), any(gys).([]float32), any(w).([]float32)
+					for ; i+2 <= nr; i += 2 {
+						r, a, b, c := r0+i, i*cols, (i+1)*cols, (i+2)*cols
+						layerNormBackward2RowsF32(g32[a:b], gy32[a:b], x32[a:b], g32[b:c], gy32[b:c], x32[b:c], w32,
+							bgw, bgb, scratch, float64(p.sm[r]), float64(p.si[r]), float64(p.sm[r+1]), float64(p.si[r+1]))
+					}
+				}
+				for ; i < nr; i++ {
 					r := r0 + i
 					xr, gy, g := xs[i*cols:(i+1)*cols], gys[i*cols:(i+1)*cols], gxs[i*cols:(i+1)*cols]
 					if rowb != nil {
@@ -908,10 +919,6 @@ func layerNormBackwardRowF32(g, gy, xr, w []float32, bgw, bgb, scratch []float64
 		bgb = scratch
 	}
 	s1, s2 := vecLnRow(bgw, bgb, g, gy, xr, mean, invstd)
-	n := float64(len(g))
-	ca, cm := float32(invstd), float32(mean)
-	cb := float32(-invstd * invstd * s2 / n)
-	cc := float32(-invstd * s1 / n)
 	// g·ca + (x - cm)·cb + cc, each step rounded, in one pass.
-	vecLnBwd(g, xr, ca, cm, cb, cc)
+	lnBwdFinish(g, xr, s1, s2, mean, invstd)
 }

@@ -171,3 +171,74 @@ func (g *gen) lnAffine(x isa) {
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
 }
+
+// lnRow2 emits vecLnRow2AVX512(s *[64]float64, gw, gb *float64, g0, gy0, x0, g1,
+// gy1, x1 *float32, m0, is0, m1, is1 float64, n int): vecLnRowAVX512 on row 0 (s[:32],
+// g0, gy0, x0, m0, is0) and then on row 1 (s[32:], g1, gy1, x1, m1, is1), with the
+// column sums gw and gb loaded and stored once for both rows: each column still
+// adds row 0's term, then row 1's.
+func (g *gen) lnRow2() {
+	const name = "vecLnRow2AVX512"
+	g.p("")
+	g.p("// func %s(s *[64]float64, gw, gb *float64, g0, gy0, x0, g1, gy1, x1 *float32, m0, is0, m1, is1 float64, n int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-112", name)
+	g.p("\tMOVQ s+0(FP), DI")
+	g.p("\tMOVQ gw+8(FP), R9")
+	g.p("\tMOVQ gb+16(FP), R10")
+	g.p("\tMOVQ g0+24(FP), DX")
+	g.p("\tMOVQ gy0+32(FP), R8")
+	g.p("\tMOVQ x0+40(FP), SI")
+	g.p("\tMOVQ g1+48(FP), AX")
+	g.p("\tMOVQ gy1+56(FP), BX")
+	g.p("\tMOVQ x1+64(FP), R11")
+	g.p("\tVBROADCASTSD m0+72(FP), Z8")
+	g.p("\tVBROADCASTSD is0+80(FP), Z9")
+	g.p("\tVBROADCASTSD m1+88(FP), Z10")
+	g.p("\tVBROADCASTSD is1+96(FP), Z11")
+	g.p("\tMOVQ n+104(FP), CX")
+	// Z0-Z3: row 0's s (two sums, two FMA sums); Z4-Z7: row 1's.
+	for r := range 8 {
+		g.p("\tVMOVUPD %d(DI), Z%d", r*64, r)
+	}
+	g.p("")
+	g.p("%s_loop:", name)
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	rows := [2]struct{ x, gv, gy string }{{"SI", "DX", "R8"}, {"R11", "AX", "BX"}}
+	for h := range 2 {
+		o32, o64 := h*32, h*64
+		for k, rw := range rows {
+			acc := 4 * k
+			mean, inv := 8+2*k, 9+2*k
+			xh, gv, gy, p := 12+4*k, 13+4*k, 14+4*k, 15+4*k
+			g.p("\tVCVTPS2PD %d(%s), Z%d", o32, rw.x, xh)
+			g.p("\tVSUBPD Z%d, Z%d, Z%d", mean, xh, xh)
+			g.p("\tVMULPD Z%d, Z%d, Z%d // xh", inv, xh, xh)
+			g.p("\tVCVTPS2PD %d(%s), Z%d", o32, rw.gv, gv)
+			g.p("\tVADDPD Z%d, Z%d, Z%d", gv, acc+h, acc+h)
+			g.p("\tVFMADD231PD Z%d, Z%d, Z%d", xh, gv, acc+2+h)
+			g.p("\tVCVTPS2PD %d(%s), Z%d", o32, rw.gy, gy)
+			g.p("\tVMULPD Z%d, Z%d, Z%d", xh, gy, p)
+		}
+		g.p("\tVADDPD %d(R9), Z15, Z20", o64)
+		g.p("\tVADDPD Z19, Z20, Z20")
+		g.p("\tVMOVUPD Z20, %d(R9)", o64)
+		g.p("\tVADDPD %d(R10), Z14, Z21", o64)
+		g.p("\tVADDPD Z18, Z21, Z21")
+		g.p("\tVMOVUPD Z21, %d(R10)", o64)
+	}
+	for _, r := range []string{"SI", "DX", "R8", "R11", "AX", "BX"} {
+		g.p("\tADDQ $64, %s", r)
+	}
+	g.p("\tADDQ $128, R9")
+	g.p("\tADDQ $128, R10")
+	g.p("\tSUBQ $16, CX")
+	g.p("\tJMP %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
+	for r := range 8 {
+		g.p("\tVMOVUPD Z%d, %d(DI)", r, r*64)
+	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
