@@ -770,10 +770,7 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], g
 	attnClearRows(gv, gr.lv, t, d)
 	// delta_i = Σ_c dO_ic·O_ic: the softmax backward's row term.
 	if gb, ok := any(g).([]half.BFloat16); ok {
-		ob := any(x.o).([]half.BFloat16)
-		for i := range t {
-			w.delta[i] = attnDotBF16(gb[i*lg:][:d], ob[i*x.lo:][:d])
-		}
+		attnDeltaBF16(w.delta, gb, lg, any(x.o).([]half.BFloat16), x.lo, t, d)
 	} else {
 		gf, of := any(g).([]float32), any(x.o).([]float32)
 		for i := range t {
