@@ -419,6 +419,24 @@ func convRowsGo[T float32 | half.BFloat16](dst []T, ld int, src []T, ls, n, rows
 	}
 }
 
+// convFillGo sets row r of dst (rows rows of n elements, ld apart) to v[r] in
+// every element, by fillF32: the twin of convFill.
+func convFillGo(dst []float32, ld int, v []float32, n, rows int) {
+	for r := range rows {
+		fillF32(dst[r*ld:][:n], v[r])
+	}
+}
+
+// convRowInit returns the starting value of each accumulator row: groups runs of
+// rows values, row i of group g init[g·og+i] (zero past og), for convFill.
+func convRowInit(init []float32, groups, og, rows int) []float32 {
+	v := make([]float32, groups*rows)
+	for g := range groups {
+		copy(v[g*rows:][:min(rows, og)], init[g*og:])
+	}
+	return v
+}
+
 // convPlan is the A operand of a forward convolution and how its k steps are
 // sliced: block ((g·rp + r)·nSl + sl)·blk holds rows g·og + r·mr … of slice sl,
 // pair-packed for bf16 and zero past the group's rows, past k and up to the k tile.
@@ -533,6 +551,7 @@ func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, 
 			init[i] = float32(math.Copysign(0, -1)) // as GemmBF16 with beta 0 stores acc itself
 		}
 	}
+	rowInit := convRowInit(init, s.Groups, s.og, rp*o.mr)
 	pool := convScratchPool[E, P]()
 	ParallelFor(s.N, 1, func(lo, hi int) {
 		sc := pool.Get().(*convScratch[E, P])
@@ -545,13 +564,7 @@ func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, 
 			load(&s, sc, n)
 			for g := range s.Groups {
 				xg := sc.xp[g*s.cg*s.hp*s.wp:]
-				for i := range rp * o.mr {
-					v := float32(0)
-					if i < s.og {
-						v = init[g*s.og+i]
-					}
-					fillF32(sc.c[i*ldc:][:ldc], v)
-				}
+				convFill(sc.c, ldc, rowInit[g*rp*o.mr:][:rp*o.mr], ldc, rp*o.mr)
 				for q := range npan {
 					q0 := q * o.nr
 					for sl := range nSl {

@@ -243,6 +243,27 @@ func convRowsIn(nr int, kern func(kc int, x *float32, offs *[8]int, b *float32, 
 //go:noescape
 func convCopyRows(dst, src *byte, n, rows, dstStride, srcStride int)
 
+// convFillRows sets row r of dst (rows rows of n bytes, n a multiple of 4, stride
+// bytes apart) to the float32 v[r] in every element: convFillGo's loop.
+//
+//go:noescape
+func convFillRows(dst, v *float32, n, rows, stride int)
+
+// convFill sets row r of dst (rows rows of n elements, ld apart) to v[r]:
+// convFillRows where the CPU has AVX-512 (F, BW) and BMI2, else convFillGo.
+func convFill(dst []float32, ld int, v []float32, n, rows int) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512BW || !cpu.X86.HasBMI2 || ld < 0 {
+		convFillGo(dst, ld, v, n, rows)
+		return
+	}
+	_ = dst[(rows-1)*ld+n-1]
+	_ = v[rows-1]
+	convFillRows(&dst[0], &v[0], 4*n, rows, 4*ld)
+}
+
 // convRows copies rows rows of n elements from src (row stride ls) to dst (row
 // stride ld), ascending: convCopyRows where the CPU has AVX-512 (F, BW) and BMI2.
 func convRows[T float32 | half.BFloat16](dst []T, ld int, src []T, ls, n, rows int) {

@@ -683,3 +683,41 @@ convCopyRows_tail:
 convCopyRows_done:
 	VZEROUPPER
 	RET
+
+// func convFillRows(dst, v *float32, n, rows, stride int)
+TEXT ·convFillRows(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ v+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), DX
+	MOVQ stride+32(FP), R8
+	MOVQ CX, BX
+	ANDQ $63, BX
+	MOVQ $-1, AX
+	BZHIQ BX, AX, AX // the tail's bytes
+	KMOVQ AX, K1
+	SUBQ BX, CX // whole 64-byte chunks
+	TESTQ DX, DX
+	JZ convFillRows_done
+
+convFillRows_row:
+	VBROADCASTSS (SI), Z0
+	XORQ R10, R10
+
+convFillRows_chunk:
+	CMPQ R10, CX
+	JGE convFillRows_tail
+	VMOVUPS Z0, (DI)(R10*1)
+	ADDQ $64, R10
+	JMP convFillRows_chunk
+
+convFillRows_tail:
+	VMOVDQU8 Z0, K1, (DI)(R10*1)
+	ADDQ $4, SI
+	ADDQ R8, DI
+	DECQ DX
+	JNZ convFillRows_row
+
+convFillRows_done:
+	VZEROUPPER
+	RET

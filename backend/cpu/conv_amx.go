@@ -118,6 +118,7 @@ func convForwardStacked(o *convOps[half.BFloat16, uint32], y, x, w, bias []half.
 			init[i] = bias[i].Float32()
 		}
 	}
+	rowInit := convRowInit(init, a.Groups, s.og, rp*amxMR)
 	ParallelFor(a.N, 1, func(lo, hi int) {
 		sc := convScratchBF16.Get().(*convScratch[half.BFloat16, uint32])
 		defer convScratchBF16.Put(sc)
@@ -152,23 +153,19 @@ func convForwardStacked(o *convOps[half.BFloat16, uint32], y, x, w, bias []half.
 						copy(xr[(cp*a.KH+kh)*L:][:L], xpp[cp*P+kh*a.DilationH*s.wp:][:L])
 					}
 				}
-				for i := range rp * amxMR {
-					v := float32(0)
-					if i < s.og {
-						v = init[g*s.og+i]
-					}
-					fillF32(sc.c[i*ldc:][:ldc], v)
-				}
+				convFill(sc.c, ldc, rowInit[g*rp*amxMR:][:rp*amxMR], ldc, rp*amxMR)
 				for r := range rp {
 					o.stack(npan, kt, wa[(g*rp+r)*blk:][:blk], amxTileK, amxMR*amxTileK, 0,
 						xr, boff, L, amxNR, sc.c[r*amxMR*ldc:], ldc, amxNR)
 				}
+				// Gather each channel's output rows forward to sc.c[oc·OH·OW:]
+				// (never past where they are read), then round the group's
+				// channels, contiguous in y, in one call.
+				ohw := a.OH * a.OW
 				for oc := range s.og {
-					yc := y[(n*a.O+g*s.og+oc)*a.OH*a.OW:][:a.OH*a.OW]
-					cr := sc.c[oc*ldc:][:a.OH*s.wp]
-					convRows(cr, a.OW, cr, s.wp, a.OW, a.OH)
-					o.store(yc, cr[:a.OH*a.OW])
+					convRows(sc.c[oc*ohw:], a.OW, sc.c[oc*ldc:], s.wp, a.OW, a.OH)
 				}
+				o.store(y[(n*a.O+g*s.og)*ohw:][:s.og*ohw], sc.c[:s.og*ohw])
 			}
 		}
 	})

@@ -31,3 +31,6 @@ var convRowsF32x32, convRowsF32x16 func(steps int, x []float32, offs []int, b []
 func convRows[T float32 | half.BFloat16](dst []T, ld int, src []T, ls, n, rows int) {
 	convRowsGo(dst, ld, src, ls, n, rows)
 }
+
+// convFill is convFillGo (no assembly in this build).
+func convFill(dst []float32, ld int, v []float32, n, rows int) { convFillGo(dst, ld, v, n, rows) }

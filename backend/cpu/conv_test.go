@@ -536,6 +536,35 @@ func TestConvForwardWiden(t *testing.T) {
 	}
 }
 
+// TestConvFill pits convFill against its pure-Go twin convFillGo, bit for bit:
+// rows around the 16-element chunk, ld past n (the gaps left alone), values with
+// any bits (signed zeros, NaN payloads).
+func TestConvFill(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, n := range []int{1, 7, 15, 16, 17, 31, 32, 33, 100, 256} {
+		for _, rows := range []int{1, 3, 32} {
+			ld := n + rng.IntN(5)
+			v := make([]float32, rows)
+			for i := range v {
+				v[i] = math.Float32frombits(rng.Uint32())
+			}
+			v[0] = float32(math.Copysign(0, -1))
+			got := make([]float32, (rows-1)*ld+n+3)
+			for i := range got {
+				got[i] = float32(i)
+			}
+			want := append([]float32(nil), got...)
+			convFill(got, ld, v, n, rows)
+			convFillGo(want, ld, v, n, rows)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("n %d rows %d ld %d: [%d] = %#x, want %#x", n, rows, ld, i, math.Float32bits(got[i]), math.Float32bits(want[i]))
+				}
+			}
+		}
+	}
+}
+
 // TestConvRows pits convRows against its pure-Go twin convRowsGo, for float32 and
 // bf16 rows around the 64-byte chunk, padding copies into wider rows and the
 // in-place forward compaction of the wide grid (dst and src one buffer).

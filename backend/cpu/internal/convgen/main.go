@@ -19,7 +19,9 @@
 // bytes (the Go assembler has no AMX mnemonics): the encodings of
 // gemm_bf16_amd64.s, whose generator checks them against GNU as, with the same
 // registers. Last, convCopyRows: the strided copy of short rows (padding an image,
-// dropping the wide grid's columns) that would otherwise be a memmove call a row.
+// dropping the wide grid's columns) that would otherwise be a memmove call a row,
+// and convFillRows: each accumulator row set to its starting value, where filling
+// by doubling copies cost several memmove calls a row.
 //
 // TestConvAsmGenerated checks that the committed file is its output; the Go
 // declaration in conv_amd64.go gives the loop the routine equals.
@@ -60,6 +62,8 @@ func main() {
 	amxKernel(p)
 	p("")
 	copyRows(p)
+	p("")
+	fillRows(p)
 	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -323,6 +327,50 @@ func copyRows(p func(string, ...any)) {
 	p("\tVMOVDQU8.Z (SI)(R10*1), K1, Z0")
 	p("\tVMOVDQU8 Z0, K1, (DI)(R10*1)")
 	p("\tADDQ R9, SI")
+	p("\tADDQ R8, DI")
+	p("\tDECQ DX")
+	p("\tJNZ %s_row", name)
+	p("")
+	p("%s_done:", name)
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// fillRows writes convFillRows: rows rows of n bytes (a multiple of 4), row r set
+// to the float32 v[r] broadcast, 64 bytes at a time and the rest under a byte
+// mask (AVX-512BW, BMI2), rows stride bytes apart.
+func fillRows(p func(string, ...any)) {
+	const name = "convFillRows"
+	p("// func %s(dst, v *float32, n, rows, stride int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	p("\tMOVQ dst+0(FP), DI")
+	p("\tMOVQ v+8(FP), SI")
+	p("\tMOVQ n+16(FP), CX")
+	p("\tMOVQ rows+24(FP), DX")
+	p("\tMOVQ stride+32(FP), R8")
+	p("\tMOVQ CX, BX")
+	p("\tANDQ $63, BX")
+	p("\tMOVQ $-1, AX")
+	p("\tBZHIQ BX, AX, AX // the tail's bytes")
+	p("\tKMOVQ AX, K1")
+	p("\tSUBQ BX, CX // whole 64-byte chunks")
+	p("\tTESTQ DX, DX")
+	p("\tJZ %s_done", name)
+	p("")
+	p("%s_row:", name)
+	p("\tVBROADCASTSS (SI), Z0")
+	p("\tXORQ R10, R10")
+	p("")
+	p("%s_chunk:", name)
+	p("\tCMPQ R10, CX")
+	p("\tJGE %s_tail", name)
+	p("\tVMOVUPS Z0, (DI)(R10*1)")
+	p("\tADDQ $64, R10")
+	p("\tJMP %s_chunk", name)
+	p("")
+	p("%s_tail:", name)
+	p("\tVMOVDQU8 Z0, K1, (DI)(R10*1)")
+	p("\tADDQ $4, SI")
 	p("\tADDQ R8, DI")
 	p("\tDECQ DX")
 	p("\tJNZ %s_row", name)
