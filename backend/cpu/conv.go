@@ -427,6 +427,14 @@ func convFillGo(dst []float32, ld int, v []float32, n, rows int) {
 	}
 }
 
+// convNarrowGo rounds rows rows of n elements of src (row stride ls) to bf16 into
+// dst, rows n apart, by half.Float32ToBFloat16: the twin of convNarrow.
+func convNarrowGo(dst []half.BFloat16, src []float32, ls, n, rows int) {
+	for r := range rows {
+		half.Float32ToBFloat16(dst[r*n:][:n], src[r*ls:][:n])
+	}
+}
+
 // convRowInit returns the starting value of each accumulator row: groups runs of
 // rows values, row i of group g init[g·og+i] (zero past og), for convFill.
 func convRowInit(init []float32, groups, og, rows int) []float32 {

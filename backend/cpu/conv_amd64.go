@@ -264,6 +264,28 @@ func convFill(dst []float32, ld int, v []float32, n, rows int) {
 	convFillRows(&dst[0], &v[0], 4*n, rows, 4*ld)
 }
 
+// convNarrowRows rounds rows rows of n float32 (srcStride bytes apart) to bf16
+// into dst, rows n elements apart: convNarrowGo's loop.
+//
+//go:noescape
+func convNarrowRows(dst *uint16, src *float32, n, rows, srcStride int)
+
+// convNarrow rounds rows rows of n elements of src (row stride ls) to bf16 into
+// the packed dst: convNarrowRows where the CPU has AVX-512 (F, BW) and BMI2, else
+// convNarrowGo.
+func convNarrow(dst []half.BFloat16, src []float32, ls, n, rows int) {
+	if rows <= 0 || n <= 0 {
+		return
+	}
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512BW || !cpu.X86.HasBMI2 || ls < 0 {
+		convNarrowGo(dst, src, ls, n, rows)
+		return
+	}
+	_ = dst[rows*n-1]
+	_ = src[(rows-1)*ls+n-1]
+	convNarrowRows((*uint16)(unsafe.Pointer(&dst[0])), &src[0], n, rows, 4*ls)
+}
+
 // convRows copies rows rows of n elements from src (row stride ls) to dst (row
 // stride ld), ascending: convCopyRows where the CPU has AVX-512 (F, BW) and BMI2.
 func convRows[T float32 | half.BFloat16](dst []T, ld int, src []T, ls, n, rows int) {

@@ -721,3 +721,67 @@ convFillRows_tail:
 convFillRows_done:
 	VZEROUPPER
 	RET
+
+// func convNarrowRows(dst *uint16, src *float32, n, rows, srcStride int)
+TEXT ·convNarrowRows(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), DX
+	MOVQ srcStride+32(FP), R8
+	LEAQ (CX)(CX*1), R9 // dst row bytes
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z31
+	MOVL $1, AX
+	VPBROADCASTD AX, Z30
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z29
+	MOVQ CX, R11
+	ANDQ $15, R11
+	MOVQ $-1, AX
+	BZHIQ R11, AX, AX // the tail's elements
+	KMOVW AX, K3
+	SUBQ R11, CX // whole 16-element chunks
+	TESTQ DX, DX
+	JZ convNarrowRows_done
+
+convNarrowRows_row:
+	XORQ R10, R10
+
+convNarrowRows_chunk:
+	CMPQ R10, CX
+	JGE convNarrowRows_tail
+	VMOVDQU32 (SI)(R10*4), Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z30, Z1, Z2
+	VPADDD Z31, Z0, Z3
+	VPADDD Z2, Z3, Z3
+	VPSRLD $16, Z3, Z3
+	VCMPPS $3, Z0, Z0, K1
+	VPORD Z29, Z1, K1, Z3
+	VPMOVDW Z3, (DI)(R10*2)
+	ADDQ $16, R10
+	JMP convNarrowRows_chunk
+
+convNarrowRows_tail:
+	TESTQ R11, R11
+	JZ convNarrowRows_next
+	VMOVDQU32.Z (SI)(R10*4), K3, Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z30, Z1, Z2
+	VPADDD Z31, Z0, Z3
+	VPADDD Z2, Z3, Z3
+	VPSRLD $16, Z3, Z3
+	VCMPPS $3, Z0, Z0, K1
+	VPORD Z29, Z1, K1, Z3
+	VPMOVDW Z3, K3, (DI)(R10*2)
+
+convNarrowRows_next:
+	ADDQ R8, SI
+	ADDQ R9, DI
+	DECQ DX
+	JNZ convNarrowRows_row
+
+convNarrowRows_done:
+	VZEROUPPER
+	RET

@@ -158,14 +158,12 @@ func convForwardStacked(o *convOps[half.BFloat16, uint32], y, x, w, bias []half.
 					o.stack(npan, kt, wa[(g*rp+r)*blk:][:blk], amxTileK, amxMR*amxTileK, 0,
 						xr, boff, L, amxNR, sc.c[r*amxMR*ldc:], ldc, amxNR)
 				}
-				// Gather each channel's output rows forward to sc.c[oc·OH·OW:]
-				// (never past where they are read), then round the group's
-				// channels, contiguous in y, in one call.
+				// Each channel's output rows, rounded straight into y (o.store's
+				// rounding, half.Float32ToBFloat16, row by row).
 				ohw := a.OH * a.OW
 				for oc := range s.og {
-					convRows(sc.c[oc*ohw:], a.OW, sc.c[oc*ldc:], s.wp, a.OW, a.OH)
+					convNarrow(y[(n*a.O+g*s.og+oc)*ohw:][:ohw], sc.c[oc*ldc:], s.wp, a.OW, a.OH)
 				}
-				o.store(y[(n*a.O+g*s.og)*ohw:][:s.og*ohw], sc.c[:s.og*ohw])
 			}
 		}
 	})

@@ -565,6 +565,35 @@ func TestConvFill(t *testing.T) {
 	}
 }
 
+// TestConvNarrow pits convNarrow against its pure-Go twin convNarrowGo, bit for
+// bit: rows around the 16-element chunk, strided source rows, values with any bits
+// (NaNs, ties, infinities, subnormals), dst exactly rows·n long.
+func TestConvNarrow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	for _, n := range []int{1, 7, 14, 15, 16, 17, 28, 31, 32, 33, 100} {
+		for _, rows := range []int{1, 3, 28} {
+			ls := n + rng.IntN(5)
+			src := make([]float32, (rows-1)*ls+n)
+			for i := range src {
+				switch rng.IntN(4) {
+				case 0:
+					src[i] = math.Float32frombits(rng.Uint32())
+				case 1:
+					src[i] = math.Float32frombits(rng.Uint32()&^0xffff | 0x8000) // a tie
+				default:
+					src[i] = float32(rng.NormFloat64())
+				}
+			}
+			got, want := make([]half.BFloat16, rows*n), make([]half.BFloat16, rows*n)
+			convNarrow(got, src, ls, n, rows)
+			convNarrowGo(want, src, ls, n, rows)
+			if !slices.Equal(got, want) {
+				t.Fatalf("n %d rows %d ls %d: %v, want %v", n, rows, ls, got, want)
+			}
+		}
+	}
+}
+
 // TestConvRows pits convRows against its pure-Go twin convRowsGo, for float32 and
 // bf16 rows around the 64-byte chunk, padding copies into wider rows and the
 // in-place forward compaction of the wide grid (dst and src one buffer).

@@ -37,8 +37,7 @@ func convForwardWiden(y, x, w, bias []half.BFloat16, a backend.Conv2dArgs) {
 		}
 	}
 	store := func(s *convShape, n, oc int, cr []float32) {
-		convRows(cr, s.OW, cr, s.wp, s.OW, s.OH)
-		half.Float32ToBFloat16(y[(n*s.O+oc)*s.OH*s.OW:][:s.OH*s.OW], cr[:s.OH*s.OW])
+		convNarrow(y[(n*s.O+oc)*s.OH*s.OW:][:s.OH*s.OW], cr, s.wp, s.OW, s.OH)
 	}
 	convForwardFn(convF32For(a.O/a.Groups), w32, b32, a, load, store)
 }

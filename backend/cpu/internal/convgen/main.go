@@ -21,7 +21,10 @@
 // registers. Last, convCopyRows: the strided copy of short rows (padding an image,
 // dropping the wide grid's columns) that would otherwise be a memmove call a row,
 // and convFillRows: each accumulator row set to its starting value, where filling
-// by doubling copies cost several memmove calls a row.
+// by doubling copies cost several memmove calls a row; and convNarrowRows: the
+// wide grid's output rows rounded to bf16 straight into the packed plane (the
+// integer round-to-nearest-even of half's float32ToBFloat16AVX512, NaNs quieted),
+// where gathering the rows and rounding the plane cost two passes.
 //
 // TestConvAsmGenerated checks that the committed file is its output; the Go
 // declaration in conv_amd64.go gives the loop the routine equals.
@@ -64,6 +67,8 @@ func main() {
 	copyRows(p)
 	p("")
 	fillRows(p)
+	p("")
+	narrowRows(p)
 	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -378,4 +383,74 @@ func fillRows(p func(string, ...any)) {
 	p("%s_done:", name)
 	p("\tVZEROUPPER")
 	p("\tRET")
+}
+
+// narrowRows writes convNarrowRows: rows rows of n float32 (srcStride bytes
+// apart) rounded to bf16 into dst, rows n elements apart, 16 at a time and the
+// rest under a mask (BMI2): half's float32ToBFloat16AVX512 on each element.
+func narrowRows(p func(string, ...any)) {
+	const name = "convNarrowRows"
+	p("// func %s(dst *uint16, src *float32, n, rows, srcStride int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	p("\tMOVQ dst+0(FP), DI")
+	p("\tMOVQ src+8(FP), SI")
+	p("\tMOVQ n+16(FP), CX")
+	p("\tMOVQ rows+24(FP), DX")
+	p("\tMOVQ srcStride+32(FP), R8")
+	p("\tLEAQ (CX)(CX*1), R9 // dst row bytes")
+	p("\tMOVL $0x7fff, AX")
+	p("\tVPBROADCASTD AX, Z31")
+	p("\tMOVL $1, AX")
+	p("\tVPBROADCASTD AX, Z30")
+	p("\tMOVL $0x40, AX")
+	p("\tVPBROADCASTD AX, Z29")
+	p("\tMOVQ CX, R11")
+	p("\tANDQ $15, R11")
+	p("\tMOVQ $-1, AX")
+	p("\tBZHIQ R11, AX, AX // the tail's elements")
+	p("\tKMOVW AX, K3")
+	p("\tSUBQ R11, CX // whole 16-element chunks")
+	p("\tTESTQ DX, DX")
+	p("\tJZ %s_done", name)
+	p("")
+	p("%s_row:", name)
+	p("\tXORQ R10, R10")
+	p("")
+	p("%s_chunk:", name)
+	p("\tCMPQ R10, CX")
+	p("\tJGE %s_tail", name)
+	p("\tVMOVDQU32 (SI)(R10*4), Z0")
+	narrowZ0(p)
+	p("\tVPMOVDW Z3, (DI)(R10*2)")
+	p("\tADDQ $16, R10")
+	p("\tJMP %s_chunk", name)
+	p("")
+	p("%s_tail:", name)
+	p("\tTESTQ R11, R11")
+	p("\tJZ %s_next", name)
+	p("\tVMOVDQU32.Z (SI)(R10*4), K3, Z0")
+	narrowZ0(p)
+	p("\tVPMOVDW Z3, K3, (DI)(R10*2)")
+	p("")
+	p("%s_next:", name)
+	p("\tADDQ R8, SI")
+	p("\tADDQ R9, DI")
+	p("\tDECQ DX")
+	p("\tJNZ %s_row", name)
+	p("")
+	p("%s_done:", name)
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// narrowZ0 rounds the float32 lanes of Z0 to bf16 in the low words of Z3's
+// lanes: (x + 0x7fff + (x>>16 & 1)) >> 16, a NaN lane x>>16 | 0x40.
+func narrowZ0(p func(string, ...any)) {
+	p("\tVPSRLD $16, Z0, Z1")
+	p("\tVPANDD Z30, Z1, Z2")
+	p("\tVPADDD Z31, Z0, Z3")
+	p("\tVPADDD Z2, Z3, Z3")
+	p("\tVPSRLD $16, Z3, Z3")
+	p("\tVCMPPS $3, Z0, Z0, K1")
+	p("\tVPORD Z29, Z1, K1, Z3")
 }
