@@ -47,8 +47,6 @@ func (g *gen) lnStats() {
 	g.p("\tVMOVSD X0, sq+24(FP)")
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
-	// The backward's two-row pass follows the forward's statistics in the file.
-	g.lnRow2()
 }
 
 // lnFold folds the sixteen float64 lanes of Z0 (lanes 0-7) and Z1 (8-15) into X0 in

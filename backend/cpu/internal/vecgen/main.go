@@ -113,6 +113,7 @@ func main() {
 	g.maxPool2x2Rows(isas[0], false)
 	g.maxPool2x2Rows(isas[0], true)
 	g.lnStats()
+	g.lnRow2() // the LayerNorm backward's two-row pass
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
