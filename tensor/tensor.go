@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/gamp-ml/gamp/backend"
@@ -22,10 +23,15 @@ type Tensor struct {
 
 	requiresGrad bool
 	grad         *Tensor
-	node         *node
-	hooks        []func(*Tensor) *Tensor
-	name         string
-	origin       string // creating source line, when debug tracking is on
+	// gradLow, when set, is the leaf's gradient still in the half dtype a cast's
+	// backward received it in: grad is nil and the float32 gradient is gradLow widened,
+	// made by Grad on first use (see deferWiden). gradMu serialises that widening.
+	gradLow atomic.Pointer[Tensor]
+	gradMu  sync.Mutex
+	node    *node
+	hooks   []func(*Tensor) *Tensor
+	name    string
+	origin  string // creating source line, when debug tracking is on
 
 	// released is set once the tensor gave up its storage. It lives in its own
 	// allocation so the GC cleanup can watch it without keeping the tensor alive.

@@ -1,0 +1,121 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gamp-ml/gamp/backend"
+)
+
+// TestSGDHalfGradMatchesWidened checks SGDStep with a float16/bfloat16 gradient
+// (backend.HalfGradSGD) against SGDStep with that gradient widened to float32 first,
+// bit for bit: weights, momentum buffer and the rounded half copy, over sizes around
+// the chunk and the pool's grain and every SGD variant.
+func TestSGDHalfGradMatchesWidened(t *testing.T) {
+	b, _ := New(0)
+	if !b.SGDHalfGrads() {
+		t.Fatal("SGDHalfGrads is false")
+	}
+	rng := rand.New(rand.NewPCG(71, 72))
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-40, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 3e38}
+	fill := func(x []float32) {
+		for i := range x {
+			v := float32(rng.NormFloat64())
+			if rng.IntN(50) == 0 {
+				v = special[rng.IntN(len(special))]
+			}
+			x[i] = v
+		}
+	}
+	type variant struct {
+		mom, damp, wd   float64
+		nesterov, max   bool
+		first, halfCopy bool
+		gdt             backend.DType
+	}
+	var vs []variant
+	for _, gdt := range []backend.DType{backend.BFloat16, backend.Float16} {
+		vs = append(vs,
+			variant{gdt: gdt},
+			variant{mom: 0.9, gdt: gdt},
+			variant{mom: 0.9, first: true, gdt: gdt},
+			variant{mom: 0.9, wd: 1e-4, gdt: gdt, halfCopy: true},
+			variant{mom: 0.9, damp: 0.1, gdt: gdt},
+			variant{mom: 0.9, nesterov: true, wd: 0.01, gdt: gdt},
+			variant{mom: 0.5, max: true, gdt: gdt},
+			variant{wd: 0.01, max: true, gdt: gdt, halfCopy: true},
+		)
+	}
+	for _, n := range []int{0, 1, 17, chunk - 1, chunk, chunk + 1, 3*chunk + 5, grainElems + 3, 5*grainElems + 1000} {
+		for _, v := range vs {
+			w, g, buf := make([]float32, n), make([]float32, n), make([]float32, n)
+			fill(w)
+			fill(g)
+			fill(buf)
+			gl, _ := b.Alloc(v.gdt, n)
+			st(gl).storeF32(0, g)
+			gbits := append([]uint16(nil), st(gl).u16()...)
+			gw := make([]float32, n) // the half gradient widened
+			st(gl).loadF32(gw, 0)
+			run := func(low bool) (w1, b1 []float32, h1 []uint16) {
+				ws, _ := b.Alloc(backend.Float32, n)
+				copy(st(ws).f32(), w)
+				gs := gl
+				if !low {
+					gs, _ = b.Alloc(backend.Float32, n)
+					copy(st(gs).f32(), gw)
+				}
+				a := backend.SGDArgs{W: ws, G: gs, N: n, LR: 0.01, Momentum: v.mom, Dampening: v.damp,
+					WeightDecay: v.wd, Nesterov: v.nesterov, Maximize: v.max, First: v.first}
+				if v.mom != 0 {
+					a.Buf, _ = b.Alloc(backend.Float32, n)
+					copy(st(a.Buf).f32(), buf)
+				}
+				if v.halfCopy {
+					a.Half, _ = b.Alloc(backend.BFloat16, n)
+				}
+				b.SGDStep(a)
+				w1 = st(ws).f32()
+				if a.Buf != nil {
+					b1 = st(a.Buf).f32()
+				}
+				if a.Half != nil {
+					h1 = st(a.Half).u16()
+				}
+				return
+			}
+			gw1, gb1, gh1 := run(true)
+			ww1, wb1, wh1 := run(false)
+			for i := range n {
+				if !sameBits(gw1[i], ww1[i]) {
+					t.Fatalf("n=%d %+v: w[%d] = %v, widened first %v", n, v, i, gw1[i], ww1[i])
+				}
+				if gb1 != nil && !sameBits(gb1[i], wb1[i]) {
+					t.Fatalf("n=%d %+v: buf[%d] = %v, widened first %v", n, v, i, gb1[i], wb1[i])
+				}
+				if gh1 != nil && gh1[i] != wh1[i] {
+					t.Fatalf("n=%d %+v: half[%d] = %#x, widened first %#x", n, v, i, gh1[i], wh1[i])
+				}
+			}
+			for i, u := range st(gl).u16() {
+				if u != gbits[i] {
+					t.Fatalf("n=%d %+v: the half gradient changed at %d", n, v, i)
+				}
+			}
+		}
+	}
+}
+
+// TestSGDHalfGradRejects checks that a half gradient needs float32 weights.
+func TestSGDHalfGradRejects(t *testing.T) {
+	b, _ := New(0)
+	w, _ := b.Alloc(backend.Float64, 8)
+	g, _ := b.Alloc(backend.BFloat16, 8)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("SGDStep took a bfloat16 gradient for float64 weights")
+		}
+	}()
+	b.SGDStep(backend.SGDArgs{W: w, G: g, N: 8, LR: 0.1})
+}
