@@ -113,14 +113,18 @@ func sgdRange[C float32 | float64](a backend.SGDArgs, w, g, buf []C, hs *storage
 	})
 }
 
+// sgdLowBlock is how many gradient elements sgdRangeLow widens at a time (16 KiB of
+// float32: in L1 beside the streams of w and buf).
+const sgdLowBlock = 4096
+
 // sgdRangeLow is sgdRange for a float16/bfloat16 gradient g: each chunk of it is
 // widened into a buffer that stays in L1 and updated from there, so the result is
 // sgdRange's on the widened gradient (the widening is exact) without its float32 copy.
 func sgdRangeLow(a backend.SGDArgs, w []float32, g *storage, buf []float32, hs *storage) {
 	ParallelFor(a.N, grainElems, func(lo, hi int) {
-		var gb [chunk]float32
-		for c := lo; c < hi; c += chunk {
-			e := min(c+chunk, hi)
+		var gb [sgdLowBlock]float32
+		for c := lo; c < hi; c += sgdLowBlock {
+			e := min(c+sgdLowBlock, hi)
 			gc := gb[:e-c]
 			g.loadF32(gc, c)
 			sgdSpan(a, w[c:e], gc, sub(buf, c, e))
