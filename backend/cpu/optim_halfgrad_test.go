@@ -122,7 +122,8 @@ func TestSGDHalfGradRejects(t *testing.T) {
 
 // BenchmarkSGDHalfGrad times an SGD step with momentum over the MLP's 1.86 M
 // parameters from a bfloat16 gradient: "widen+step" widens it into a float32 gradient
-// first (the pass deferral saves), "halfgrad" hands SGDStep the bfloat16 gradient.
+// first (the pass deferral saves), "halfgrad" hands SGDStep the bfloat16 gradient, and
+// "f32grad" runs SGDStep on a float32 gradient already there (the update alone).
 func BenchmarkSGDHalfGrad(b *testing.B) {
 	const n = 1860000
 	be, _ := New(0)
@@ -138,12 +139,16 @@ func BenchmarkSGDHalfGrad(b *testing.B) {
 		st(buf).f32()[i] = float32(rng.NormFloat64() * 1e-2)
 	}
 	st(g16).storeF32(0, tmp)
-	for _, path := range []string{"widen+step", "halfgrad"} {
+	be.Copy(backend.Dense(g32, 0, n), backend.Dense(g16, 0, n))
+	for _, path := range []string{"widen+step", "halfgrad", "f32grad"} {
 		b.Run(path, func(b *testing.B) {
 			for b.Loop() {
 				a := backend.SGDArgs{W: w, G: g16, Buf: buf, N: n, LR: 0.01, Momentum: 0.9}
-				if path == "widen+step" {
+				switch path {
+				case "widen+step":
 					be.Copy(backend.Dense(g32, 0, n), backend.Dense(g16, 0, n))
+					a.G = g32
+				case "f32grad":
 					a.G = g32
 				}
 				be.SGDStep(a)
