@@ -120,7 +120,20 @@ const sgdLowBlock = 4096
 // sgdRangeLow is sgdRange for a float16/bfloat16 gradient g: each chunk of it is
 // widened into a buffer that stays in L1 and updated from there, so the result is
 // sgdRange's on the widened gradient (the widening is exact) without its float32 copy.
+//
+// A bfloat16 gradient goes, where the CPU has AVX-512 (and Maximize is off), straight
+// into the vector update's loads (vecSGDBF16AVX512), which widen it in registers.
 func sgdRangeLow(a backend.SGDArgs, w []float32, g *storage, buf []float32, hs *storage) {
+	if g.dt == backend.BFloat16 && !a.Maximize && vecAVX512OK() {
+		gu := g.u16()
+		ParallelFor(a.N, grainElems, func(lo, hi int) {
+			sgdFusedBF16(a, w[lo:hi], gu[lo:hi], sub(buf, lo, hi))
+			if hs != nil {
+				hs.storeF32(lo, w[lo:hi])
+			}
+		})
+		return
+	}
 	ParallelFor(a.N, grainElems, func(lo, hi int) {
 		var gb [sgdLowBlock]float32
 		for c := lo; c < hi; c += sgdLowBlock {

@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gamp-ml/gamp/backend"
@@ -154,5 +155,65 @@ func BenchmarkSGDHalfGrad(b *testing.B) {
 				be.SGDStep(a)
 			}
 		})
+	}
+}
+
+// TestVecSGDBF16 pits sgdFusedBF16 (vecSGDBF16AVX512 where the CPU has AVX-512) against
+// its twin sgdGoBF16 and against sgdFused on the gradient widened first, bit for bit
+// (any two NaNs equal), in every mode, with special values among the inputs.
+func TestVecSGDBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(77, 78))
+	for _, n := range []int{0, 1, 15, 16, 17, 63, 64, 65, 100, 1000, 4099} {
+		for _, wd := range []float64{0, 0.01} {
+			for _, mom := range []float64{0, 0.9} {
+				for _, first := range []bool{false, true} {
+					for _, damp := range []float64{0, 0.25} {
+						for _, nest := range []bool{false, true} {
+							if mom == 0 && (first || damp != 0 || nest) {
+								continue
+							}
+							a := backend.SGDArgs{LR: 0.01, Momentum: mom, Dampening: damp, WeightDecay: wd,
+								Nesterov: nest, First: first, N: n}
+							w0, b0 := vecInputs(rng, n), vecInputs(rng, n)
+							gh := make([]uint16, n)
+							gw := make([]float32, n)
+							for i, v := range vecInputs(rng, n) {
+								gh[i] = uint16(math.Float32bits(v) >> 16)
+								if rng.IntN(64) == 0 {
+									gh[i] = uint16(rng.Uint32()) // any bits: NaNs, infinities, subnormals
+								}
+								gw[i] = math.Float32frombits(uint32(gh[i]) << 16)
+							}
+							type res struct{ w, buf []float32 }
+							run := func(f func(w, buf []float32)) res {
+								w, buf := slices.Clone(w0), slices.Clone(b0)
+								if mom == 0 {
+									buf = nil
+								}
+								f(w, buf)
+								return res{w, buf}
+							}
+							got := run(func(w, buf []float32) { sgdFusedBF16(a, w, slices.Clone(gh), buf) })
+							others := map[string]res{
+								"twin": run(func(w, buf []float32) {
+									sgdGoBF16(sgdModeOf(a), w, slices.Clone(gh), buf, float32(wd), float32(mom), float32(1-damp), float32(a.LR))
+								}),
+								"widened": run(func(w, buf []float32) { sgdFused(a, w, slices.Clone(gw), buf) }),
+							}
+							for name, want := range others {
+								for i := range got.w {
+									if !sameBits(got.w[i], want.w[i]) {
+										t.Fatalf("n=%d %+v: w[%d] = %v, %s %v", n, a, i, got.w[i], name, want.w[i])
+									}
+									if got.buf != nil && !sameBits(got.buf[i], want.buf[i]) {
+										t.Fatalf("n=%d %+v: buf[%d] = %v, %s %v", n, a, i, got.buf[i], name, want.buf[i])
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
 	}
 }
