@@ -115,3 +115,28 @@ func (t *Tensor) f32bitsForTest() []uint32 {
 	}
 	return out
 }
+
+// TestFromSliceOverwritesRecycledMemory checks FromSlice, which no longer zeroes the
+// storage before uploading, on a block the allocator hands back dirty: the values are
+// data's, also with a dtype conversion.
+func TestFromSliceOverwritesRecycledMemory(t *testing.T) {
+	const n = 4096
+	data := make([]float32, n)
+	for i := range data {
+		data[i] = float32(i%17) - 8
+	}
+	for _, dt := range []DType{Float32, BFloat16} {
+		for range 3 {
+			junk := Full(Shape{n}, math.NaN())
+			junk16 := Full(Shape{n}, math.Inf(1), WithDType(dt))
+			junk.Release()
+			junk16.Release()
+			x := FromSlice(data, Shape{64, 64}, WithDType(dt))
+			got := x.Float32s()
+			for i := range data {
+				require.Equal(t, data[i], got[i], "%s element %d", dt, i)
+			}
+			x.Release()
+		}
+	}
+}

@@ -339,7 +339,8 @@ func FromSlice[T Element](data []T, shape Shape, opts ...Option) *Tensor {
 		panic(&OpError{Op: "FromSlice", Msg: fmt.Sprintf("%d values do not fill shape %v (%d elements)", len(data), shape, shape.Numel())})
 	}
 	o := buildOptions(dtypeOf[T](), opts)
-	src := allocTensor(nil, dtypeOf[T](), o.device, shape)
+	// Upload and Copy below write every element: no zeroing first (allocOut).
+	src := allocOut(nil, dtypeOf[T](), o.device, shape)
 	src.ref.b.Upload(src.ref.s, 0, data)
 	if o.dtype == src.dtype {
 		src.ctx = nil
@@ -354,7 +355,7 @@ func FromSlice[T Element](data []T, shape Shape, opts ...Option) *Tensor {
 		src.requiresGrad = o.requiresGrad
 		return src
 	}
-	t := allocTensor(o.ctx, o.dtype, o.device, shape)
+	t := allocOut(o.ctx, o.dtype, o.device, shape)
 	t.ref.b.Copy(t.bview(), src.bview())
 	src.Release()
 	t.requiresGrad = o.requiresGrad
