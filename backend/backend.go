@@ -463,6 +463,15 @@ type AdamArgs struct {
 	HalfWeights
 }
 
+// HalfGradSGD is implemented by FusedOptimizer backends whose SGDStep, for float32
+// master weights (RoundMaster), also accepts G as a float16/bfloat16 storage: each
+// element is widened to float32 (exactly) as it is read, so the update is bit for bit
+// the one from the widened gradient, without a float32 copy of it in memory. Backends
+// that do not implement it (or answer false) must be given float32 gradients.
+type HalfGradSGD interface {
+	SGDHalfGrads() bool
+}
+
 // FusedOptimizer is implemented by backends with one-pass optimizer updates. The result
 // equals, bit for bit, what package optim computes by composing tensor ops (each op
 // rounded to the masters' dtype), so using it changes speed, not numbers.

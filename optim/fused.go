@@ -94,3 +94,16 @@ func sameNumel(w *tensor.Tensor, ts ...*tensor.Tensor) bool {
 	}
 	return true
 }
+
+// sgdHalfGradOK reports whether fusedSGDStep can update the float32 weights w from the
+// half gradient g as it is: both dense on one device whose backend's fused SGD reads
+// half gradients (backend.HalfGradSGD). The momentum buffer SGD makes is dense on w's
+// device too.
+func sgdHalfGradOK(w, g *tensor.Tensor) bool {
+	f, _, ok := fusable(w, g)
+	if !ok || w.DType() != tensor.Float32 || !g.DType().IsHalf() || w.Numel() != g.Numel() {
+		return false
+	}
+	h, ok := f.(backend.HalfGradSGD)
+	return ok && h.SGDHalfGrads()
+}

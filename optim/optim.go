@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync/atomic"
 
+	"github.com/gamp-ml/gamp/internal/tensorx"
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/tensor"
 )
@@ -306,10 +307,30 @@ func (s *slot) writeBack() {
 // update returns true when it also wrote the half parameter (a fused kernel did), so
 // the write-back is skipped.
 func (c *core) eachUpdate(alloc func(i int, w *tensor.Tensor) (undo func()), update func(ctx *tensor.Context, i int, w, g *tensor.Tensor) (wroteHalf bool)) {
-	grads := c.MasterGrads()
+	c.eachUpdateLow(nil, alloc, update)
+}
+
+// eachUpdateLow is eachUpdate that may hand update, for a float32 parameter whose
+// gradient is still deferred in half precision (tensorx.LowGrad), that half gradient
+// instead of widening it first: when lowOK (not nil) says update can apply it as it is
+// (a backend reading half gradients, backend.HalfGradSGD). Every other gradient is
+// gathered (and a deferred one widened) before anything changes, as in eachUpdate.
+func (c *core) eachUpdateLow(lowOK func(w, g *tensor.Tensor) bool, alloc func(i int, w *tensor.Tensor) (undo func()), update func(ctx *tensor.Context, i int, w, g *tensor.Tensor) (wroteHalf bool)) {
+	grads := make([]*tensor.Tensor, len(c.slots))
+	low := make([]bool, len(c.slots))
+	for i, s := range c.slots {
+		if lowOK != nil && s.master == nil && s.t.DType() == tensor.Float32 {
+			s.checkLive()
+			if lg := tensorx.LowGrad(s.p.T); lg != nil && lg.Shape().Equal(s.p.T.Shape()) && lowOK(s.p.T, lg) {
+				grads[i], low[i] = lg, true
+				continue
+			}
+		}
+		grads[i] = s.masterGrad()
+	}
 	for i, s := range c.slots {
 		g := grads[i]
-		if g == nil {
+		if g == nil || low[i] {
 			continue
 		}
 		w := s.weight()

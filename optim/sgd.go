@@ -94,7 +94,23 @@ func (o *SGD) Step() {
 			}
 		}
 	}
-	o.eachUpdate(alloc, func(ctx *tensor.Context, i int, w, g *tensor.Tensor) bool {
+	var lowOK func(w, g *tensor.Tensor) bool
+	if fused {
+		lowOK = sgdHalfGradOK
+	}
+	o.eachUpdateLow(lowOK, alloc, func(ctx *tensor.Context, i int, w, g *tensor.Tensor) bool {
+		if g.DType().IsHalf() && !o.slots[i].t.DType().IsHalf() {
+			// A deferred half gradient sgdHalfGradOK accepted: the backend widens it as
+			// it reads it.
+			if !fusedSGDStep(w, g, o.buf[i], nil, backend.SGDArgs{
+				LR: o.lr, Momentum: cfg.Momentum, Dampening: cfg.Dampening, WeightDecay: cfg.WeightDecay,
+				Nesterov: cfg.Nesterov, Maximize: cfg.Maximize, First: first[i],
+			}) {
+				panic(fmt.Errorf("optim: SGD: internal error: the fused update of %q refused the half gradient it accepted", o.slots[i].p.Name))
+			}
+			fusedSteps.Add(1)
+			return false
+		}
 		if s := o.slots[i]; s.mode != FP32Masters {
 			if !fusedSGDHalfStep(w, s.lo, g, o.buf[i], backend.SGDArgs{
 				LR: o.lr, Momentum: cfg.Momentum, Dampening: cfg.Dampening, WeightDecay: cfg.WeightDecay,

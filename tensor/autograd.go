@@ -73,14 +73,69 @@ func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
 func (t *Tensor) IsLeaf() bool { return t.node == nil }
 
 // Grad returns the accumulated gradient of a leaf (nil if none yet).
-func (t *Tensor) Grad() *Tensor { return t.grad }
+//
+// The gradient of a float32 leaf that reached it only through a cast to half
+// precision (an autocast weight cast) is kept in that half dtype until first asked
+// for: Grad then allocates the float32 gradient, the half one widened (exactly, as
+// the cast's backward would have), so it may panic with an out-of-memory error as
+// any op does. Optimizers whose backend reads half gradients (backend.HalfGradSGD)
+// update from the half gradient directly, saving the pass that widens it.
+func (t *Tensor) Grad() *Tensor {
+	if t.gradLow.Load() != nil {
+		t.widenGrad()
+	}
+	return t.grad
+}
+
+// widenGrad makes the float32 gradient from a deferred half one (see Grad).
+func (t *Tensor) widenGrad() {
+	t.gradMu.Lock()
+	defer t.gradMu.Unlock()
+	low := t.gradLow.Load()
+	if low == nil {
+		return
+	}
+	g := low.untrackedCopy(t.dtype)
+	t.grad = g
+	t.gradLow.Store(nil)
+	low.Release()
+}
+
+// lowGrad returns the deferred half gradient of t (nil when there is none): t's own,
+// valid until t's gradient changes (Backward, SetGrad, ZeroGrad, Grad).
+func (t *Tensor) lowGrad() *Tensor { return t.gradLow.Load() }
 
 // SetGrad replaces the gradient (nil clears it, releasing the old one).
 func (t *Tensor) SetGrad(g *Tensor) {
+	t.gradMu.Lock()
+	low := t.gradLow.Swap(nil)
+	t.gradMu.Unlock()
+	low.Release()
 	if t.grad != nil && t.grad != g {
 		t.grad.Release()
 	}
 	t.grad = g
+}
+
+// deferWiden reports whether node n, about to run its backward with output gradient
+// g, is a cast of a float32 leaf whose gradient would be g widened: the leaf has no
+// gradient yet (nor a deferred one) and no hooks, and g is a dense half tensor whose
+// storage nothing else holds. Backward then keeps g as the leaf's deferred gradient
+// instead of widening it (see Grad); the numbers are the same.
+func deferWiden(n *node, g *Tensor) *Tensor {
+	if n.op != opCast || n.obs != nil || len(n.inputs) != 1 {
+		return nil
+	}
+	in := n.inputs[0]
+	if in == nil || in.node != nil || !in.requiresGrad || in.dtype != Float32 || len(in.hooks) > 0 ||
+		in.grad != nil || in.gradLow.Load() != nil || in.released.Load() {
+		return nil
+	}
+	if !g.dtype.IsHalf() || !g.shape.Equal(in.shape) || g.ctx != nil || g.offset != 0 ||
+		!g.IsContiguous() || g.ref.refs.Load() != 1 || g.released.Load() {
+		return nil
+	}
+	return in
 }
 
 // ZeroGrad releases the gradient (PyTorch's zero_grad(set_to_none=True)).
@@ -166,6 +221,10 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 			g.Release()
 			panic(&OpError{Op: "backward", Msg: fmt.Sprintf("the graph through %q was already freed by an earlier Backward; pass RetainGraph() to the first call to backward twice", n.op.Name())})
 		}
+		if leaf := deferWiden(n, g); leaf != nil {
+			leaf.gradLow.Store(g) // the leaf owns g now; casts keep no state to free
+			continue
+		}
 		ins := runBackward(n, g)
 		if !o.retain && !n.reusable {
 			n.backward = nil
@@ -248,6 +307,9 @@ func runBackward(n *node, g *Tensor) []*Tensor {
 // accumulateLeaf runs the leaf's hooks and adds g into its gradient, taking ownership
 // of g.
 func accumulateLeaf(leaf, g *Tensor) {
+	if leaf.gradLow.Load() != nil {
+		leaf.widenGrad()
+	}
 	for _, h := range leaf.hooks {
 		if r := h(g); r != nil && r != g {
 			if !r.shape.Equal(leaf.shape) {

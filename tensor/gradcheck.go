@@ -75,8 +75,8 @@ func GradCheck(f func(xs []*Tensor) *Tensor, inputs []*Tensor, o GradCheckOption
 			continue
 		}
 		var analytic []float64
-		if x.grad != nil {
-			analytic = x.grad.Float64s()
+		if xg := x.Grad(); xg != nil {
+			analytic = xg.Float64s()
 		} else {
 			analytic = make([]float64, x.Numel())
 		}

@@ -17,6 +17,12 @@ func init() {
 		}
 		return t.ref.b, t.ref.s, true
 	}
+	tensorhook.LowGrad = func(x any) any {
+		if g := x.(*Tensor).lowGrad(); g != nil {
+			return g
+		}
+		return nil
+	}
 }
 
 // denseAtZero panics if t was released and reports whether t is dense and starts its

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/gamp-ml/gamp/backend"
@@ -22,10 +23,15 @@ type Tensor struct {
 
 	requiresGrad bool
 	grad         *Tensor
-	node         *node
-	hooks        []func(*Tensor) *Tensor
-	name         string
-	origin       string // creating source line, when debug tracking is on
+	// gradLow, when set, is the leaf's gradient still in the half dtype a cast's
+	// backward received it in: grad is nil and the float32 gradient is gradLow widened,
+	// made by Grad on first use (see deferWiden). gradMu serialises that widening.
+	gradLow atomic.Pointer[Tensor]
+	gradMu  sync.Mutex
+	node    *node
+	hooks   []func(*Tensor) *Tensor
+	name    string
+	origin  string // creating source line, when debug tracking is on
 
 	// released is set once the tensor gave up its storage. It lives in its own
 	// allocation so the GC cleanup can watch it without keeping the tensor alive.
@@ -333,7 +339,8 @@ func FromSlice[T Element](data []T, shape Shape, opts ...Option) *Tensor {
 		panic(&OpError{Op: "FromSlice", Msg: fmt.Sprintf("%d values do not fill shape %v (%d elements)", len(data), shape, shape.Numel())})
 	}
 	o := buildOptions(dtypeOf[T](), opts)
-	src := allocTensor(nil, dtypeOf[T](), o.device, shape)
+	// Upload and Copy below write every element: no zeroing first (allocOut).
+	src := allocOut(nil, dtypeOf[T](), o.device, shape)
 	src.ref.b.Upload(src.ref.s, 0, data)
 	if o.dtype == src.dtype {
 		src.ctx = nil
@@ -348,7 +355,7 @@ func FromSlice[T Element](data []T, shape Shape, opts ...Option) *Tensor {
 		src.requiresGrad = o.requiresGrad
 		return src
 	}
-	t := allocTensor(o.ctx, o.dtype, o.device, shape)
+	t := allocOut(o.ctx, o.dtype, o.device, shape)
 	t.ref.b.Copy(t.bview(), src.bview())
 	src.Release()
 	t.requiresGrad = o.requiresGrad

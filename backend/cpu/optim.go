@@ -42,6 +42,10 @@ func halfOut(op string, h backend.Storage, n int) *storage {
 	return s
 }
 
+// SGDHalfGrads implements backend.HalfGradSGD: SGDStep with float32 masters takes a
+// float16/bfloat16 gradient, widened a chunk at a time as the update reads it.
+func (b *Backend) SGDHalfGrads() bool { return true }
+
 // SGDStep implements backend.FusedOptimizer.
 func (b *Backend) SGDStep(a backend.SGDArgs) {
 	if a.Rounding != backend.RoundMaster {
@@ -57,11 +61,28 @@ func (b *Backend) SGDStep(a backend.SGDArgs) {
 		hw.run(func(w []float32, lo, hi int) { sgdSpan(a, w, g[lo:hi], sub(bb, lo, hi)) })
 		return
 	}
+	var gLow *storage
+	if g := st(a.G); g.dt.IsHalf() {
+		// A half gradient of float32 masters (backend.HalfGradSGD).
+		if w := st(a.W); w.dt != backend.Float32 || g.n < a.N || w.n < a.N {
+			panic(fmt.Sprintf("cpu: SGDStep: a %s[%d] gradient needs float32 weights of %d, got %s[%d]", g.dt, g.n, a.N, w.dt, w.n))
+		}
+		gLow = g
+		a.G = a.W // checked below as a float32 operand; never read
+	}
 	ws, gs := b.optimCheck("SGDStep", a.N, a.W, a.G, a.Buf)
 	if a.Momentum != 0 && a.Buf == nil {
 		panic("cpu: SGDStep: momentum without a buffer")
 	}
 	hs := halfOut("SGDStep", a.Half, a.N)
+	if gLow != nil {
+		var bb []float32
+		if a.Buf != nil {
+			bb = st(a.Buf).f32()
+		}
+		sgdRangeLow(a, ws.f32(), gLow, bb, hs)
+		return
+	}
 	var buf *storage
 	if a.Buf != nil {
 		buf = st(a.Buf)
@@ -88,6 +109,41 @@ func sgdRange[C float32 | float64](a backend.SGDArgs, w, g, buf []C, hs *storage
 			if w32, ok := any(w).([]float32); ok {
 				hs.storeF32(lo, w32[lo:hi])
 			}
+		}
+	})
+}
+
+// sgdLowBlock is how many gradient elements sgdRangeLow widens at a time (16 KiB of
+// float32: in L1 beside the streams of w and buf).
+const sgdLowBlock = 4096
+
+// sgdRangeLow is sgdRange for a float16/bfloat16 gradient g: each chunk of it is
+// widened into a buffer that stays in L1 and updated from there, so the result is
+// sgdRange's on the widened gradient (the widening is exact) without its float32 copy.
+//
+// A bfloat16 gradient goes, where the CPU has AVX-512 (and Maximize is off), straight
+// into the vector update's loads (vecSGDBF16AVX512), which widen it in registers.
+func sgdRangeLow(a backend.SGDArgs, w []float32, g *storage, buf []float32, hs *storage) {
+	if g.dt == backend.BFloat16 && !a.Maximize && vecAVX512OK() {
+		gu := g.u16()
+		ParallelFor(a.N, grainElems, func(lo, hi int) {
+			sgdFusedBF16(a, w[lo:hi], gu[lo:hi], sub(buf, lo, hi))
+			if hs != nil {
+				hs.storeF32(lo, w[lo:hi])
+			}
+		})
+		return
+	}
+	ParallelFor(a.N, grainElems, func(lo, hi int) {
+		var gb [sgdLowBlock]float32
+		for c := lo; c < hi; c += sgdLowBlock {
+			e := min(c+sgdLowBlock, hi)
+			gc := gb[:e-c]
+			g.loadF32(gc, c)
+			sgdSpan(a, w[c:e], gc, sub(buf, c, e))
+		}
+		if hs != nil {
+			hs.storeF32(lo, w[lo:hi])
 		}
 	})
 }

@@ -148,6 +148,38 @@ func sgdGo(mode sgdMode, w, g, buf []float32, wd, mom, damp, lr float32) {
 	}
 }
 
+// sgdFusedBF16 is sgdFused with a bfloat16 gradient (its bits), widened exactly as it
+// is read: the AVX-512 loop over whole vectors and sgdGoBF16 over the rest.
+func sgdFusedBF16(a backend.SGDArgs, w []float32, g []uint16, buf []float32) {
+	mode := sgdModeOf(a)
+	wd, mom, damp, lr := float32(a.WeightDecay), float32(a.Momentum), float32(1-a.Dampening), float32(a.LR)
+	n := len(w)
+	m := 0
+	if vecAVX512OK() {
+		if m = n &^ 15; m > 0 {
+			var bp *float32
+			if mode&sgdMomMask != 0 {
+				bp = &buf[0]
+			}
+			vecSGDBF16Run(mode, &w[0], &g[0], bp, wd, mom, damp, lr, m)
+		}
+	}
+	sgdGoBF16(mode, w[m:], g[m:n], sub(buf, m, n), wd, mom, damp, lr)
+}
+
+// sgdGoBF16 is the twin of vecSGDBF16AVX512: sgdGo on the bfloat16 gradient g widened
+// to float32 (the bits shifted up 16, exact), a block at a time.
+func sgdGoBF16(mode sgdMode, w []float32, g []uint16, buf []float32, wd, mom, damp, lr float32) {
+	var gb [256]float32
+	for c := 0; c < len(w); c += len(gb) {
+		e := min(c+len(gb), len(w))
+		for i, v := range g[c:e] {
+			gb[i] = math.Float32frombits(uint32(v) << 16)
+		}
+		sgdGo(mode, w[c:e], gb[:e-c], sub(buf, c, e), wd, mom, damp, lr)
+	}
+}
+
 // adamMode selects vecAdam's loop: one weight-decay form and adamSmall. The values are
 // internal/vecgen's (optred.go).
 type adamMode int

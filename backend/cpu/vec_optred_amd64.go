@@ -43,6 +43,18 @@ func vecColSumBF16AVX512(dst *float64, x *uint16, stride, rows, w, add int)
 //go:noescape
 func vecSGDAVX512(mode sgdMode, w, gr, buf *float32, wd, mom, damp, lr float32, n int)
 
+// vecSGDBF16AVX512 is vecSGDAVX512 with a bfloat16 gradient (its bits), each element
+// widened exactly to float32 as it is loaded (VPMOVZXWD, VPSLLD $16): it equals
+// sgdGoBF16(mode, w[:n], gr[:n], buf[:n], wd, mom, damp, lr) for n a multiple of 16,
+// bit for bit, NaN payloads aside.
+//
+//go:noescape
+func vecSGDBF16AVX512(mode sgdMode, w *float32, gr *uint16, buf *float32, wd, mom, damp, lr float32, n int)
+
+func vecSGDBF16Run(mode sgdMode, w *float32, gr *uint16, buf *float32, wd, mom, damp, lr float32, n int) {
+	vecSGDBF16AVX512(mode, w, gr, buf, wd, mom, damp, lr, n)
+}
+
 func vecColSumF32Run(dst *float64, x *float32, stride, rows, w int, add int) {
 	vecColSumF32AVX512(dst, x, stride, rows, w, add)
 }

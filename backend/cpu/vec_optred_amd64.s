@@ -1349,6 +1349,1144 @@ vecSGDAVX512_m15_done:
 	VZEROUPPER
 	RET
 
+// func vecSGDBF16AVX512(mode int, w *float32, gr *uint16, buf *float32, wd, mom, damp, lr float32, n int)
+TEXT ·vecSGDBF16AVX512(SB), NOSPLIT, $0-56
+	MOVQ mode+0(FP), AX
+	MOVQ w+8(FP), DI
+	MOVQ gr+16(FP), SI
+	MOVQ buf+24(FP), DX
+	VBROADCASTSS wd+32(FP), Z20
+	VBROADCASTSS mom+36(FP), Z21
+	VBROADCASTSS damp+40(FP), Z22
+	VBROADCASTSS lr+44(FP), Z23
+	MOVQ n+48(FP), CX
+	CMPQ AX, $0
+	JEQ vecSGDBF16AVX512_m0
+	CMPQ AX, $2
+	JEQ vecSGDBF16AVX512_m2
+	CMPQ AX, $10
+	JEQ vecSGDBF16AVX512_m10
+	CMPQ AX, $4
+	JEQ vecSGDBF16AVX512_m4
+	CMPQ AX, $12
+	JEQ vecSGDBF16AVX512_m12
+	CMPQ AX, $6
+	JEQ vecSGDBF16AVX512_m6
+	CMPQ AX, $14
+	JEQ vecSGDBF16AVX512_m14
+	CMPQ AX, $1
+	JEQ vecSGDBF16AVX512_m1
+	CMPQ AX, $3
+	JEQ vecSGDBF16AVX512_m3
+	CMPQ AX, $11
+	JEQ vecSGDBF16AVX512_m11
+	CMPQ AX, $5
+	JEQ vecSGDBF16AVX512_m5
+	CMPQ AX, $13
+	JEQ vecSGDBF16AVX512_m13
+	CMPQ AX, $7
+	JEQ vecSGDBF16AVX512_m7
+	CMPQ AX, $15
+	JEQ vecSGDBF16AVX512_m15
+	VZEROUPPER
+	RET
+
+vecSGDBF16AVX512_m0:
+	CMPQ CX, $64
+	JB vecSGDBF16AVX512_m0_one
+
+vecSGDBF16AVX512_m0_four:
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1 // d = float32(g)
+	VMOVUPS 64(DI), Z13
+	VMULPS Z23, Z1, Z9 // t = d·lr
+	VSUBPS Z9, Z13, Z13 // w - t
+	VMOVUPS Z13, 64(DI)
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2 // d = float32(g)
+	VMOVUPS 128(DI), Z14
+	VMULPS Z23, Z2, Z10 // t = d·lr
+	VSUBPS Z10, Z14, Z14 // w - t
+	VMOVUPS Z14, 128(DI)
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3 // d = float32(g)
+	VMOVUPS 192(DI), Z15
+	VMULPS Z23, Z3, Z11 // t = d·lr
+	VSUBPS Z11, Z15, Z15 // w - t
+	VMOVUPS Z15, 192(DI)
+	ADDQ $256, DI
+	ADDQ $128, SI
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecSGDBF16AVX512_m0_four
+
+vecSGDBF16AVX512_m0_one:
+	TESTQ CX, CX
+	JZ vecSGDBF16AVX512_m0_done
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	SUBQ $16, CX
+	JMP vecSGDBF16AVX512_m0_one
+
+vecSGDBF16AVX512_m0_done:
+	VZEROUPPER
+	RET
+
+vecSGDBF16AVX512_m2:
+	CMPQ CX, $64
+	JB vecSGDBF16AVX512_m2_one
+
+vecSGDBF16AVX512_m2_four:
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMOVUPS Z0, 0(DX) // buf = d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1 // d = float32(g)
+	VMOVUPS 64(DI), Z13
+	VMOVUPS Z1, 64(DX) // buf = d
+	VMULPS Z23, Z1, Z9 // t = d·lr
+	VSUBPS Z9, Z13, Z13 // w - t
+	VMOVUPS Z13, 64(DI)
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2 // d = float32(g)
+	VMOVUPS 128(DI), Z14
+	VMOVUPS Z2, 128(DX) // buf = d
+	VMULPS Z23, Z2, Z10 // t = d·lr
+	VSUBPS Z10, Z14, Z14 // w - t
+	VMOVUPS Z14, 128(DI)
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3 // d = float32(g)
+	VMOVUPS 192(DI), Z15
+	VMOVUPS Z3, 192(DX) // buf = d
+	VMULPS Z23, Z3, Z11 // t = d·lr
+	VSUBPS Z11, Z15, Z15 // w - t
+	VMOVUPS Z15, 192(DI)
+	ADDQ $256, DI
+	ADDQ $128, SI
+	ADDQ $256, DX
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecSGDBF16AVX512_m2_four
+
+vecSGDBF16AVX512_m2_one:
+	TESTQ CX, CX
+	JZ vecSGDBF16AVX512_m2_done
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMOVUPS Z0, 0(DX) // buf = d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP vecSGDBF16AVX512_m2_one
+
+vecSGDBF16AVX512_m2_done:
+	VZEROUPPER
+	RET
+
+vecSGDBF16AVX512_m10:
+	CMPQ CX, $64
+	JB vecSGDBF16AVX512_m10_one
+
+vecSGDBF16AVX512_m10_four:
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMOVUPS Z0, 0(DX) // buf = d
+	VMULPS Z21, Z0, Z8 // t = buf·mom
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1 // d = float32(g)
+	VMOVUPS 64(DI), Z13
+	VMOVUPS Z1, 64(DX) // buf = d
+	VMULPS Z21, Z1, Z9 // t = buf·mom
+	VADDPS Z1, Z9, Z1 // d = t + d
+	VMULPS Z23, Z1, Z9 // t = d·lr
+	VSUBPS Z9, Z13, Z13 // w - t
+	VMOVUPS Z13, 64(DI)
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2 // d = float32(g)
+	VMOVUPS 128(DI), Z14
+	VMOVUPS Z2, 128(DX) // buf = d
+	VMULPS Z21, Z2, Z10 // t = buf·mom
+	VADDPS Z2, Z10, Z2 // d = t + d
+	VMULPS Z23, Z2, Z10 // t = d·lr
+	VSUBPS Z10, Z14, Z14 // w - t
+	VMOVUPS Z14, 128(DI)
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3 // d = float32(g)
+	VMOVUPS 192(DI), Z15
+	VMOVUPS Z3, 192(DX) // buf = d
+	VMULPS Z21, Z3, Z11 // t = buf·mom
+	VADDPS Z3, Z11, Z3 // d = t + d
+	VMULPS Z23, Z3, Z11 // t = d·lr
+	VSUBPS Z11, Z15, Z15 // w - t
+	VMOVUPS Z15, 192(DI)
+	ADDQ $256, DI
+	ADDQ $128, SI
+	ADDQ $256, DX
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecSGDBF16AVX512_m10_four
+
+vecSGDBF16AVX512_m10_one:
+	TESTQ CX, CX
+	JZ vecSGDBF16AVX512_m10_done
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMOVUPS Z0, 0(DX) // buf = d
+	VMULPS Z21, Z0, Z8 // t = buf·mom
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP vecSGDBF16AVX512_m10_one
+
+vecSGDBF16AVX512_m10_done:
+	VZEROUPPER
+	RET
+
+vecSGDBF16AVX512_m4:
+	CMPQ CX, $64
+	JB vecSGDBF16AVX512_m4_one
+
+vecSGDBF16AVX512_m4_four:
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VADDPS Z0, Z4, Z4 // buf + d
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z23, Z4, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1 // d = float32(g)
+	VMOVUPS 64(DI), Z13
+	VMOVUPS 64(DX), Z5
+	VMULPS Z21, Z5, Z5 // buf·mom
+	VADDPS Z1, Z5, Z5 // buf + d
+	VMOVUPS Z5, 64(DX)
+	VMULPS Z23, Z5, Z9 // t = d·lr
+	VSUBPS Z9, Z13, Z13 // w - t
+	VMOVUPS Z13, 64(DI)
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2 // d = float32(g)
+	VMOVUPS 128(DI), Z14
+	VMOVUPS 128(DX), Z6
+	VMULPS Z21, Z6, Z6 // buf·mom
+	VADDPS Z2, Z6, Z6 // buf + d
+	VMOVUPS Z6, 128(DX)
+	VMULPS Z23, Z6, Z10 // t = d·lr
+	VSUBPS Z10, Z14, Z14 // w - t
+	VMOVUPS Z14, 128(DI)
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3 // d = float32(g)
+	VMOVUPS 192(DI), Z15
+	VMOVUPS 192(DX), Z7
+	VMULPS Z21, Z7, Z7 // buf·mom
+	VADDPS Z3, Z7, Z7 // buf + d
+	VMOVUPS Z7, 192(DX)
+	VMULPS Z23, Z7, Z11 // t = d·lr
+	VSUBPS Z11, Z15, Z15 // w - t
+	VMOVUPS Z15, 192(DI)
+	ADDQ $256, DI
+	ADDQ $128, SI
+	ADDQ $256, DX
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecSGDBF16AVX512_m4_four
+
+vecSGDBF16AVX512_m4_one:
+	TESTQ CX, CX
+	JZ vecSGDBF16AVX512_m4_done
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VADDPS Z0, Z4, Z4 // buf + d
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z23, Z4, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP vecSGDBF16AVX512_m4_one
+
+vecSGDBF16AVX512_m4_done:
+	VZEROUPPER
+	RET
+
+vecSGDBF16AVX512_m12:
+	CMPQ CX, $64
+	JB vecSGDBF16AVX512_m12_one
+
+vecSGDBF16AVX512_m12_four:
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VADDPS Z0, Z4, Z4 // buf + d
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z21, Z4, Z8 // t = buf·mom
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1 // d = float32(g)
+	VMOVUPS 64(DI), Z13
+	VMOVUPS 64(DX), Z5
+	VMULPS Z21, Z5, Z5 // buf·mom
+	VADDPS Z1, Z5, Z5 // buf + d
+	VMOVUPS Z5, 64(DX)
+	VMULPS Z21, Z5, Z9 // t = buf·mom
+	VADDPS Z1, Z9, Z1 // d = t + d
+	VMULPS Z23, Z1, Z9 // t = d·lr
+	VSUBPS Z9, Z13, Z13 // w - t
+	VMOVUPS Z13, 64(DI)
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2 // d = float32(g)
+	VMOVUPS 128(DI), Z14
+	VMOVUPS 128(DX), Z6
+	VMULPS Z21, Z6, Z6 // buf·mom
+	VADDPS Z2, Z6, Z6 // buf + d
+	VMOVUPS Z6, 128(DX)
+	VMULPS Z21, Z6, Z10 // t = buf·mom
+	VADDPS Z2, Z10, Z2 // d = t + d
+	VMULPS Z23, Z2, Z10 // t = d·lr
+	VSUBPS Z10, Z14, Z14 // w - t
+	VMOVUPS Z14, 128(DI)
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3 // d = float32(g)
+	VMOVUPS 192(DI), Z15
+	VMOVUPS 192(DX), Z7
+	VMULPS Z21, Z7, Z7 // buf·mom
+	VADDPS Z3, Z7, Z7 // buf + d
+	VMOVUPS Z7, 192(DX)
+	VMULPS Z21, Z7, Z11 // t = buf·mom
+	VADDPS Z3, Z11, Z3 // d = t + d
+	VMULPS Z23, Z3, Z11 // t = d·lr
+	VSUBPS Z11, Z15, Z15 // w - t
+	VMOVUPS Z15, 192(DI)
+	ADDQ $256, DI
+	ADDQ $128, SI
+	ADDQ $256, DX
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecSGDBF16AVX512_m12_four
+
+vecSGDBF16AVX512_m12_one:
+	TESTQ CX, CX
+	JZ vecSGDBF16AVX512_m12_done
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VADDPS Z0, Z4, Z4 // buf + d
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z21, Z4, Z8 // t = buf·mom
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP vecSGDBF16AVX512_m12_one
+
+vecSGDBF16AVX512_m12_done:
+	VZEROUPPER
+	RET
+
+vecSGDBF16AVX512_m6:
+	CMPQ CX, $64
+	JB vecSGDBF16AVX512_m6_one
+
+vecSGDBF16AVX512_m6_four:
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VMULPS Z22, Z0, Z8 // t = d·damp
+	VADDPS Z8, Z4, Z4 // buf + t
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z23, Z4, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1 // d = float32(g)
+	VMOVUPS 64(DI), Z13
+	VMOVUPS 64(DX), Z5
+	VMULPS Z21, Z5, Z5 // buf·mom
+	VMULPS Z22, Z1, Z9 // t = d·damp
+	VADDPS Z9, Z5, Z5 // buf + t
+	VMOVUPS Z5, 64(DX)
+	VMULPS Z23, Z5, Z9 // t = d·lr
+	VSUBPS Z9, Z13, Z13 // w - t
+	VMOVUPS Z13, 64(DI)
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2 // d = float32(g)
+	VMOVUPS 128(DI), Z14
+	VMOVUPS 128(DX), Z6
+	VMULPS Z21, Z6, Z6 // buf·mom
+	VMULPS Z22, Z2, Z10 // t = d·damp
+	VADDPS Z10, Z6, Z6 // buf + t
+	VMOVUPS Z6, 128(DX)
+	VMULPS Z23, Z6, Z10 // t = d·lr
+	VSUBPS Z10, Z14, Z14 // w - t
+	VMOVUPS Z14, 128(DI)
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3 // d = float32(g)
+	VMOVUPS 192(DI), Z15
+	VMOVUPS 192(DX), Z7
+	VMULPS Z21, Z7, Z7 // buf·mom
+	VMULPS Z22, Z3, Z11 // t = d·damp
+	VADDPS Z11, Z7, Z7 // buf + t
+	VMOVUPS Z7, 192(DX)
+	VMULPS Z23, Z7, Z11 // t = d·lr
+	VSUBPS Z11, Z15, Z15 // w - t
+	VMOVUPS Z15, 192(DI)
+	ADDQ $256, DI
+	ADDQ $128, SI
+	ADDQ $256, DX
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecSGDBF16AVX512_m6_four
+
+vecSGDBF16AVX512_m6_one:
+	TESTQ CX, CX
+	JZ vecSGDBF16AVX512_m6_done
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VMULPS Z22, Z0, Z8 // t = d·damp
+	VADDPS Z8, Z4, Z4 // buf + t
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z23, Z4, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP vecSGDBF16AVX512_m6_one
+
+vecSGDBF16AVX512_m6_done:
+	VZEROUPPER
+	RET
+
+vecSGDBF16AVX512_m14:
+	CMPQ CX, $64
+	JB vecSGDBF16AVX512_m14_one
+
+vecSGDBF16AVX512_m14_four:
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VMULPS Z22, Z0, Z8 // t = d·damp
+	VADDPS Z8, Z4, Z4 // buf + t
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z21, Z4, Z8 // t = buf·mom
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1 // d = float32(g)
+	VMOVUPS 64(DI), Z13
+	VMOVUPS 64(DX), Z5
+	VMULPS Z21, Z5, Z5 // buf·mom
+	VMULPS Z22, Z1, Z9 // t = d·damp
+	VADDPS Z9, Z5, Z5 // buf + t
+	VMOVUPS Z5, 64(DX)
+	VMULPS Z21, Z5, Z9 // t = buf·mom
+	VADDPS Z1, Z9, Z1 // d = t + d
+	VMULPS Z23, Z1, Z9 // t = d·lr
+	VSUBPS Z9, Z13, Z13 // w - t
+	VMOVUPS Z13, 64(DI)
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2 // d = float32(g)
+	VMOVUPS 128(DI), Z14
+	VMOVUPS 128(DX), Z6
+	VMULPS Z21, Z6, Z6 // buf·mom
+	VMULPS Z22, Z2, Z10 // t = d·damp
+	VADDPS Z10, Z6, Z6 // buf + t
+	VMOVUPS Z6, 128(DX)
+	VMULPS Z21, Z6, Z10 // t = buf·mom
+	VADDPS Z2, Z10, Z2 // d = t + d
+	VMULPS Z23, Z2, Z10 // t = d·lr
+	VSUBPS Z10, Z14, Z14 // w - t
+	VMOVUPS Z14, 128(DI)
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3 // d = float32(g)
+	VMOVUPS 192(DI), Z15
+	VMOVUPS 192(DX), Z7
+	VMULPS Z21, Z7, Z7 // buf·mom
+	VMULPS Z22, Z3, Z11 // t = d·damp
+	VADDPS Z11, Z7, Z7 // buf + t
+	VMOVUPS Z7, 192(DX)
+	VMULPS Z21, Z7, Z11 // t = buf·mom
+	VADDPS Z3, Z11, Z3 // d = t + d
+	VMULPS Z23, Z3, Z11 // t = d·lr
+	VSUBPS Z11, Z15, Z15 // w - t
+	VMOVUPS Z15, 192(DI)
+	ADDQ $256, DI
+	ADDQ $128, SI
+	ADDQ $256, DX
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecSGDBF16AVX512_m14_four
+
+vecSGDBF16AVX512_m14_one:
+	TESTQ CX, CX
+	JZ vecSGDBF16AVX512_m14_done
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VMULPS Z22, Z0, Z8 // t = d·damp
+	VADDPS Z8, Z4, Z4 // buf + t
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z21, Z4, Z8 // t = buf·mom
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP vecSGDBF16AVX512_m14_one
+
+vecSGDBF16AVX512_m14_done:
+	VZEROUPPER
+	RET
+
+vecSGDBF16AVX512_m1:
+	CMPQ CX, $64
+	JB vecSGDBF16AVX512_m1_one
+
+vecSGDBF16AVX512_m1_four:
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z20, Z12, Z8 // t = w·wd
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1 // d = float32(g)
+	VMOVUPS 64(DI), Z13
+	VMULPS Z20, Z13, Z9 // t = w·wd
+	VADDPS Z1, Z9, Z1 // d = t + d
+	VMULPS Z23, Z1, Z9 // t = d·lr
+	VSUBPS Z9, Z13, Z13 // w - t
+	VMOVUPS Z13, 64(DI)
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2 // d = float32(g)
+	VMOVUPS 128(DI), Z14
+	VMULPS Z20, Z14, Z10 // t = w·wd
+	VADDPS Z2, Z10, Z2 // d = t + d
+	VMULPS Z23, Z2, Z10 // t = d·lr
+	VSUBPS Z10, Z14, Z14 // w - t
+	VMOVUPS Z14, 128(DI)
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3 // d = float32(g)
+	VMOVUPS 192(DI), Z15
+	VMULPS Z20, Z15, Z11 // t = w·wd
+	VADDPS Z3, Z11, Z3 // d = t + d
+	VMULPS Z23, Z3, Z11 // t = d·lr
+	VSUBPS Z11, Z15, Z15 // w - t
+	VMOVUPS Z15, 192(DI)
+	ADDQ $256, DI
+	ADDQ $128, SI
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecSGDBF16AVX512_m1_four
+
+vecSGDBF16AVX512_m1_one:
+	TESTQ CX, CX
+	JZ vecSGDBF16AVX512_m1_done
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z20, Z12, Z8 // t = w·wd
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	SUBQ $16, CX
+	JMP vecSGDBF16AVX512_m1_one
+
+vecSGDBF16AVX512_m1_done:
+	VZEROUPPER
+	RET
+
+vecSGDBF16AVX512_m3:
+	CMPQ CX, $64
+	JB vecSGDBF16AVX512_m3_one
+
+vecSGDBF16AVX512_m3_four:
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z20, Z12, Z8 // t = w·wd
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMOVUPS Z0, 0(DX) // buf = d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1 // d = float32(g)
+	VMOVUPS 64(DI), Z13
+	VMULPS Z20, Z13, Z9 // t = w·wd
+	VADDPS Z1, Z9, Z1 // d = t + d
+	VMOVUPS Z1, 64(DX) // buf = d
+	VMULPS Z23, Z1, Z9 // t = d·lr
+	VSUBPS Z9, Z13, Z13 // w - t
+	VMOVUPS Z13, 64(DI)
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2 // d = float32(g)
+	VMOVUPS 128(DI), Z14
+	VMULPS Z20, Z14, Z10 // t = w·wd
+	VADDPS Z2, Z10, Z2 // d = t + d
+	VMOVUPS Z2, 128(DX) // buf = d
+	VMULPS Z23, Z2, Z10 // t = d·lr
+	VSUBPS Z10, Z14, Z14 // w - t
+	VMOVUPS Z14, 128(DI)
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3 // d = float32(g)
+	VMOVUPS 192(DI), Z15
+	VMULPS Z20, Z15, Z11 // t = w·wd
+	VADDPS Z3, Z11, Z3 // d = t + d
+	VMOVUPS Z3, 192(DX) // buf = d
+	VMULPS Z23, Z3, Z11 // t = d·lr
+	VSUBPS Z11, Z15, Z15 // w - t
+	VMOVUPS Z15, 192(DI)
+	ADDQ $256, DI
+	ADDQ $128, SI
+	ADDQ $256, DX
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecSGDBF16AVX512_m3_four
+
+vecSGDBF16AVX512_m3_one:
+	TESTQ CX, CX
+	JZ vecSGDBF16AVX512_m3_done
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z20, Z12, Z8 // t = w·wd
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMOVUPS Z0, 0(DX) // buf = d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP vecSGDBF16AVX512_m3_one
+
+vecSGDBF16AVX512_m3_done:
+	VZEROUPPER
+	RET
+
+vecSGDBF16AVX512_m11:
+	CMPQ CX, $64
+	JB vecSGDBF16AVX512_m11_one
+
+vecSGDBF16AVX512_m11_four:
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z20, Z12, Z8 // t = w·wd
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMOVUPS Z0, 0(DX) // buf = d
+	VMULPS Z21, Z0, Z8 // t = buf·mom
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1 // d = float32(g)
+	VMOVUPS 64(DI), Z13
+	VMULPS Z20, Z13, Z9 // t = w·wd
+	VADDPS Z1, Z9, Z1 // d = t + d
+	VMOVUPS Z1, 64(DX) // buf = d
+	VMULPS Z21, Z1, Z9 // t = buf·mom
+	VADDPS Z1, Z9, Z1 // d = t + d
+	VMULPS Z23, Z1, Z9 // t = d·lr
+	VSUBPS Z9, Z13, Z13 // w - t
+	VMOVUPS Z13, 64(DI)
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2 // d = float32(g)
+	VMOVUPS 128(DI), Z14
+	VMULPS Z20, Z14, Z10 // t = w·wd
+	VADDPS Z2, Z10, Z2 // d = t + d
+	VMOVUPS Z2, 128(DX) // buf = d
+	VMULPS Z21, Z2, Z10 // t = buf·mom
+	VADDPS Z2, Z10, Z2 // d = t + d
+	VMULPS Z23, Z2, Z10 // t = d·lr
+	VSUBPS Z10, Z14, Z14 // w - t
+	VMOVUPS Z14, 128(DI)
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3 // d = float32(g)
+	VMOVUPS 192(DI), Z15
+	VMULPS Z20, Z15, Z11 // t = w·wd
+	VADDPS Z3, Z11, Z3 // d = t + d
+	VMOVUPS Z3, 192(DX) // buf = d
+	VMULPS Z21, Z3, Z11 // t = buf·mom
+	VADDPS Z3, Z11, Z3 // d = t + d
+	VMULPS Z23, Z3, Z11 // t = d·lr
+	VSUBPS Z11, Z15, Z15 // w - t
+	VMOVUPS Z15, 192(DI)
+	ADDQ $256, DI
+	ADDQ $128, SI
+	ADDQ $256, DX
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecSGDBF16AVX512_m11_four
+
+vecSGDBF16AVX512_m11_one:
+	TESTQ CX, CX
+	JZ vecSGDBF16AVX512_m11_done
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z20, Z12, Z8 // t = w·wd
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMOVUPS Z0, 0(DX) // buf = d
+	VMULPS Z21, Z0, Z8 // t = buf·mom
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP vecSGDBF16AVX512_m11_one
+
+vecSGDBF16AVX512_m11_done:
+	VZEROUPPER
+	RET
+
+vecSGDBF16AVX512_m5:
+	CMPQ CX, $64
+	JB vecSGDBF16AVX512_m5_one
+
+vecSGDBF16AVX512_m5_four:
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z20, Z12, Z8 // t = w·wd
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VADDPS Z0, Z4, Z4 // buf + d
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z23, Z4, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1 // d = float32(g)
+	VMOVUPS 64(DI), Z13
+	VMULPS Z20, Z13, Z9 // t = w·wd
+	VADDPS Z1, Z9, Z1 // d = t + d
+	VMOVUPS 64(DX), Z5
+	VMULPS Z21, Z5, Z5 // buf·mom
+	VADDPS Z1, Z5, Z5 // buf + d
+	VMOVUPS Z5, 64(DX)
+	VMULPS Z23, Z5, Z9 // t = d·lr
+	VSUBPS Z9, Z13, Z13 // w - t
+	VMOVUPS Z13, 64(DI)
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2 // d = float32(g)
+	VMOVUPS 128(DI), Z14
+	VMULPS Z20, Z14, Z10 // t = w·wd
+	VADDPS Z2, Z10, Z2 // d = t + d
+	VMOVUPS 128(DX), Z6
+	VMULPS Z21, Z6, Z6 // buf·mom
+	VADDPS Z2, Z6, Z6 // buf + d
+	VMOVUPS Z6, 128(DX)
+	VMULPS Z23, Z6, Z10 // t = d·lr
+	VSUBPS Z10, Z14, Z14 // w - t
+	VMOVUPS Z14, 128(DI)
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3 // d = float32(g)
+	VMOVUPS 192(DI), Z15
+	VMULPS Z20, Z15, Z11 // t = w·wd
+	VADDPS Z3, Z11, Z3 // d = t + d
+	VMOVUPS 192(DX), Z7
+	VMULPS Z21, Z7, Z7 // buf·mom
+	VADDPS Z3, Z7, Z7 // buf + d
+	VMOVUPS Z7, 192(DX)
+	VMULPS Z23, Z7, Z11 // t = d·lr
+	VSUBPS Z11, Z15, Z15 // w - t
+	VMOVUPS Z15, 192(DI)
+	ADDQ $256, DI
+	ADDQ $128, SI
+	ADDQ $256, DX
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecSGDBF16AVX512_m5_four
+
+vecSGDBF16AVX512_m5_one:
+	TESTQ CX, CX
+	JZ vecSGDBF16AVX512_m5_done
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z20, Z12, Z8 // t = w·wd
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VADDPS Z0, Z4, Z4 // buf + d
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z23, Z4, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP vecSGDBF16AVX512_m5_one
+
+vecSGDBF16AVX512_m5_done:
+	VZEROUPPER
+	RET
+
+vecSGDBF16AVX512_m13:
+	CMPQ CX, $64
+	JB vecSGDBF16AVX512_m13_one
+
+vecSGDBF16AVX512_m13_four:
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z20, Z12, Z8 // t = w·wd
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VADDPS Z0, Z4, Z4 // buf + d
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z21, Z4, Z8 // t = buf·mom
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1 // d = float32(g)
+	VMOVUPS 64(DI), Z13
+	VMULPS Z20, Z13, Z9 // t = w·wd
+	VADDPS Z1, Z9, Z1 // d = t + d
+	VMOVUPS 64(DX), Z5
+	VMULPS Z21, Z5, Z5 // buf·mom
+	VADDPS Z1, Z5, Z5 // buf + d
+	VMOVUPS Z5, 64(DX)
+	VMULPS Z21, Z5, Z9 // t = buf·mom
+	VADDPS Z1, Z9, Z1 // d = t + d
+	VMULPS Z23, Z1, Z9 // t = d·lr
+	VSUBPS Z9, Z13, Z13 // w - t
+	VMOVUPS Z13, 64(DI)
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2 // d = float32(g)
+	VMOVUPS 128(DI), Z14
+	VMULPS Z20, Z14, Z10 // t = w·wd
+	VADDPS Z2, Z10, Z2 // d = t + d
+	VMOVUPS 128(DX), Z6
+	VMULPS Z21, Z6, Z6 // buf·mom
+	VADDPS Z2, Z6, Z6 // buf + d
+	VMOVUPS Z6, 128(DX)
+	VMULPS Z21, Z6, Z10 // t = buf·mom
+	VADDPS Z2, Z10, Z2 // d = t + d
+	VMULPS Z23, Z2, Z10 // t = d·lr
+	VSUBPS Z10, Z14, Z14 // w - t
+	VMOVUPS Z14, 128(DI)
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3 // d = float32(g)
+	VMOVUPS 192(DI), Z15
+	VMULPS Z20, Z15, Z11 // t = w·wd
+	VADDPS Z3, Z11, Z3 // d = t + d
+	VMOVUPS 192(DX), Z7
+	VMULPS Z21, Z7, Z7 // buf·mom
+	VADDPS Z3, Z7, Z7 // buf + d
+	VMOVUPS Z7, 192(DX)
+	VMULPS Z21, Z7, Z11 // t = buf·mom
+	VADDPS Z3, Z11, Z3 // d = t + d
+	VMULPS Z23, Z3, Z11 // t = d·lr
+	VSUBPS Z11, Z15, Z15 // w - t
+	VMOVUPS Z15, 192(DI)
+	ADDQ $256, DI
+	ADDQ $128, SI
+	ADDQ $256, DX
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecSGDBF16AVX512_m13_four
+
+vecSGDBF16AVX512_m13_one:
+	TESTQ CX, CX
+	JZ vecSGDBF16AVX512_m13_done
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z20, Z12, Z8 // t = w·wd
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VADDPS Z0, Z4, Z4 // buf + d
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z21, Z4, Z8 // t = buf·mom
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP vecSGDBF16AVX512_m13_one
+
+vecSGDBF16AVX512_m13_done:
+	VZEROUPPER
+	RET
+
+vecSGDBF16AVX512_m7:
+	CMPQ CX, $64
+	JB vecSGDBF16AVX512_m7_one
+
+vecSGDBF16AVX512_m7_four:
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z20, Z12, Z8 // t = w·wd
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VMULPS Z22, Z0, Z8 // t = d·damp
+	VADDPS Z8, Z4, Z4 // buf + t
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z23, Z4, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1 // d = float32(g)
+	VMOVUPS 64(DI), Z13
+	VMULPS Z20, Z13, Z9 // t = w·wd
+	VADDPS Z1, Z9, Z1 // d = t + d
+	VMOVUPS 64(DX), Z5
+	VMULPS Z21, Z5, Z5 // buf·mom
+	VMULPS Z22, Z1, Z9 // t = d·damp
+	VADDPS Z9, Z5, Z5 // buf + t
+	VMOVUPS Z5, 64(DX)
+	VMULPS Z23, Z5, Z9 // t = d·lr
+	VSUBPS Z9, Z13, Z13 // w - t
+	VMOVUPS Z13, 64(DI)
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2 // d = float32(g)
+	VMOVUPS 128(DI), Z14
+	VMULPS Z20, Z14, Z10 // t = w·wd
+	VADDPS Z2, Z10, Z2 // d = t + d
+	VMOVUPS 128(DX), Z6
+	VMULPS Z21, Z6, Z6 // buf·mom
+	VMULPS Z22, Z2, Z10 // t = d·damp
+	VADDPS Z10, Z6, Z6 // buf + t
+	VMOVUPS Z6, 128(DX)
+	VMULPS Z23, Z6, Z10 // t = d·lr
+	VSUBPS Z10, Z14, Z14 // w - t
+	VMOVUPS Z14, 128(DI)
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3 // d = float32(g)
+	VMOVUPS 192(DI), Z15
+	VMULPS Z20, Z15, Z11 // t = w·wd
+	VADDPS Z3, Z11, Z3 // d = t + d
+	VMOVUPS 192(DX), Z7
+	VMULPS Z21, Z7, Z7 // buf·mom
+	VMULPS Z22, Z3, Z11 // t = d·damp
+	VADDPS Z11, Z7, Z7 // buf + t
+	VMOVUPS Z7, 192(DX)
+	VMULPS Z23, Z7, Z11 // t = d·lr
+	VSUBPS Z11, Z15, Z15 // w - t
+	VMOVUPS Z15, 192(DI)
+	ADDQ $256, DI
+	ADDQ $128, SI
+	ADDQ $256, DX
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecSGDBF16AVX512_m7_four
+
+vecSGDBF16AVX512_m7_one:
+	TESTQ CX, CX
+	JZ vecSGDBF16AVX512_m7_done
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z20, Z12, Z8 // t = w·wd
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VMULPS Z22, Z0, Z8 // t = d·damp
+	VADDPS Z8, Z4, Z4 // buf + t
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z23, Z4, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP vecSGDBF16AVX512_m7_one
+
+vecSGDBF16AVX512_m7_done:
+	VZEROUPPER
+	RET
+
+vecSGDBF16AVX512_m15:
+	CMPQ CX, $64
+	JB vecSGDBF16AVX512_m15_one
+
+vecSGDBF16AVX512_m15_four:
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z20, Z12, Z8 // t = w·wd
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VMULPS Z22, Z0, Z8 // t = d·damp
+	VADDPS Z8, Z4, Z4 // buf + t
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z21, Z4, Z8 // t = buf·mom
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1 // d = float32(g)
+	VMOVUPS 64(DI), Z13
+	VMULPS Z20, Z13, Z9 // t = w·wd
+	VADDPS Z1, Z9, Z1 // d = t + d
+	VMOVUPS 64(DX), Z5
+	VMULPS Z21, Z5, Z5 // buf·mom
+	VMULPS Z22, Z1, Z9 // t = d·damp
+	VADDPS Z9, Z5, Z5 // buf + t
+	VMOVUPS Z5, 64(DX)
+	VMULPS Z21, Z5, Z9 // t = buf·mom
+	VADDPS Z1, Z9, Z1 // d = t + d
+	VMULPS Z23, Z1, Z9 // t = d·lr
+	VSUBPS Z9, Z13, Z13 // w - t
+	VMOVUPS Z13, 64(DI)
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2 // d = float32(g)
+	VMOVUPS 128(DI), Z14
+	VMULPS Z20, Z14, Z10 // t = w·wd
+	VADDPS Z2, Z10, Z2 // d = t + d
+	VMOVUPS 128(DX), Z6
+	VMULPS Z21, Z6, Z6 // buf·mom
+	VMULPS Z22, Z2, Z10 // t = d·damp
+	VADDPS Z10, Z6, Z6 // buf + t
+	VMOVUPS Z6, 128(DX)
+	VMULPS Z21, Z6, Z10 // t = buf·mom
+	VADDPS Z2, Z10, Z2 // d = t + d
+	VMULPS Z23, Z2, Z10 // t = d·lr
+	VSUBPS Z10, Z14, Z14 // w - t
+	VMOVUPS Z14, 128(DI)
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3 // d = float32(g)
+	VMOVUPS 192(DI), Z15
+	VMULPS Z20, Z15, Z11 // t = w·wd
+	VADDPS Z3, Z11, Z3 // d = t + d
+	VMOVUPS 192(DX), Z7
+	VMULPS Z21, Z7, Z7 // buf·mom
+	VMULPS Z22, Z3, Z11 // t = d·damp
+	VADDPS Z11, Z7, Z7 // buf + t
+	VMOVUPS Z7, 192(DX)
+	VMULPS Z21, Z7, Z11 // t = buf·mom
+	VADDPS Z3, Z11, Z3 // d = t + d
+	VMULPS Z23, Z3, Z11 // t = d·lr
+	VSUBPS Z11, Z15, Z15 // w - t
+	VMOVUPS Z15, 192(DI)
+	ADDQ $256, DI
+	ADDQ $128, SI
+	ADDQ $256, DX
+	SUBQ $64, CX
+	CMPQ CX, $64
+	JAE vecSGDBF16AVX512_m15_four
+
+vecSGDBF16AVX512_m15_one:
+	TESTQ CX, CX
+	JZ vecSGDBF16AVX512_m15_done
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0 // d = float32(g)
+	VMOVUPS 0(DI), Z12
+	VMULPS Z20, Z12, Z8 // t = w·wd
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMOVUPS 0(DX), Z4
+	VMULPS Z21, Z4, Z4 // buf·mom
+	VMULPS Z22, Z0, Z8 // t = d·damp
+	VADDPS Z8, Z4, Z4 // buf + t
+	VMOVUPS Z4, 0(DX)
+	VMULPS Z21, Z4, Z8 // t = buf·mom
+	VADDPS Z0, Z8, Z0 // d = t + d
+	VMULPS Z23, Z0, Z8 // t = d·lr
+	VSUBPS Z8, Z12, Z12 // w - t
+	VMOVUPS Z12, 0(DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP vecSGDBF16AVX512_m15_one
+
+vecSGDBF16AVX512_m15_done:
+	VZEROUPPER
+	RET
+
 // func vecAdamAVX512(mode int, w, gr, m, v *float32, c *[8]float32, n int)
 TEXT ·vecAdamAVX512(SB), NOSPLIT, $0-56
 	MOVQ mode+0(FP), AX

@@ -18,6 +18,10 @@ func vecSGDRun(mode sgdMode, w, gr, buf *float32, wd, mom, damp, lr float32, n i
 	panic("cpu: no vector loops")
 }
 
+func vecSGDBF16Run(mode sgdMode, w *float32, gr *uint16, buf *float32, wd, mom, damp, lr float32, n int) {
+	panic("cpu: no vector loops")
+}
+
 func vecAdamRun(mode adamMode, w, gr, m, v *float32, c *[8]float32, n int) {
 	panic("cpu: no vector loops")
 }

@@ -26,7 +26,8 @@ func writeOptRed(dir string) error {
 	g.p("#include \"textflag.h\"")
 	g.colSum("F32", 4)
 	g.colSum("BF16", 2)
-	g.sgd()
+	g.sgd("F32")
+	g.sgd("BF16")
 	g.adam()
 	return os.WriteFile(filepath.Join(dir, "vec_optred_amd64.s"), g.buf.Bytes(), 0o644)
 }
@@ -155,16 +156,27 @@ const (
 	sgdNesterov = 8
 )
 
-// sgd emits vecSGDAVX512(mode int, w, g, buf *float32, wd, mom, damp, lr float32, n int):
-// one loop per mode, each step of sgdSpan's float32 loop one instruction rounded on its
-// own (no FMA), its operands in the loop's order (the first operand is the register
-// source, as in vecOp, so a NaN operand propagates as there).
-func (g *gen) sgd() {
+// sgd emits vecSGDAVX512(mode int, w, g, buf *float32, wd, mom, damp, lr float32, n int)
+// for t "F32", and vecSGDBF16AVX512 with g *uint16 (bfloat16 bits) for t "BF16": one
+// loop per mode, each step of sgdSpan's float32 loop one instruction rounded on its own
+// (no FMA), its operands in the loop's order (the first operand is the register source,
+// as in vecOp, so a NaN operand propagates as there). The bfloat16 gradient is widened
+// exactly as it is loaded (VPMOVZXWD, then VPSLLD $16), so the loads of w, g and buf
+// overlap in one pass.
+func (g *gen) sgd(t string) {
 	x := isas[0]
 	name := "vecSGDAVX512"
+	gtype, gsize := "float32", 4
+	if t == "BF16" {
+		name, gtype, gsize = "vecSGDBF16AVX512", "uint16", 2
+	}
 	const cWD, cMom, cDamp, cLR = 20, 21, 22, 23
 	g.p("")
-	g.p("// func %s(mode int, w, gr, buf *float32, wd, mom, damp, lr float32, n int)", name)
+	if t == "BF16" {
+		g.p("// func %s(mode int, w *float32, gr *%s, buf *float32, wd, mom, damp, lr float32, n int)", name, gtype)
+	} else {
+		g.p("// func %s(mode int, w, gr, buf *float32, wd, mom, damp, lr float32, n int)", name)
+	}
 	g.p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
 	g.p("\tMOVQ mode+0(FP), AX")
 	g.p("\tMOVQ w+8(FP), DI")
@@ -194,14 +206,19 @@ func (g *gen) sgd() {
 		g.p("%s:", label)
 		adv := func(n int) {
 			g.p("\tADDQ $%d, DI", n)
-			g.p("\tADDQ $%d, SI", n)
+			g.p("\tADDQ $%d, SI", n*gsize/4)
 			if m&6 != 0 {
 				g.p("\tADDQ $%d, DX", n)
 			}
 		}
 		g.loop(x, label, func(j, off int) {
 			d, b, t, w := x.reg(j), x.reg(4+j), x.reg(8+j), x.reg(12+j)
-			g.p("\tVMOVUPS %d(SI), %s", off, d)
+			if gsize == 2 {
+				g.p("\tVPMOVZXWD %d(SI), %s", off/2, d)
+				g.p("\tVPSLLD $16, %s, %s // d = float32(g)", d, d)
+			} else {
+				g.p("\tVMOVUPS %d(SI), %s", off, d)
+			}
 			g.p("\tVMOVUPS %d(DI), %s", off, w)
 			if m&sgdWD != 0 {
 				g.p("\tVMULPS Z%d, %s, %s // t = w·wd", cWD, w, t)

@@ -1,0 +1,101 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/gamp-ml/gamp/internal/tensorx"
+	"github.com/gamp-ml/gamp/nn"
+	"github.com/gamp-ml/gamp/tensor"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSGDDeferredHalfGrads gives float32 parameters their gradients through a cast to
+// bfloat16 (as autocast's weight casts do), which tensor keeps unwidened, and checks
+// that SGD's fused update reading those half gradients (backend.HalfGradSGD) leaves
+// parameters and state bit for bit as the update from the widened gradients (Grad
+// called before Step) and as the composed tensor ops do.
+func TestSGDDeferredHalfGrads(t *testing.T) {
+	shapes := []tensor.Shape{{37, 129}, {4}, {3000}, {70000}}
+	mk := func() []*nn.Param {
+		var ps []*nn.Param
+		for i, s := range shapes {
+			v := make([]float64, s.Numel())
+			for j := range v {
+				v[j] = math.Cos(float64(j)*0.37 + float64(i))
+			}
+			ps = append(ps, &nn.Param{Name: fmt.Sprint("p", i), T: tensor.FromSlice(v, s, tensor.WithDType(tensor.Float32), tensor.WithGrad())})
+		}
+		return ps
+	}
+	backward := func(ps []*nn.Param, k int) {
+		ctx := tensor.NewContext()
+		defer ctx.Close()
+		for i, p := range ps {
+			v := make([]float64, p.T.Numel())
+			for j := range v {
+				v[j] = 0.9 * math.Sin(1.1*float64(k)+0.3*float64(j)+float64(i))
+				if j%97 == 5 {
+					v[j] *= 1e-6
+				}
+			}
+			coef := tensor.FromSlice(v, p.T.Shape(), tensor.WithDType(tensor.BFloat16), tensor.WithContext(ctx))
+			p.T.Cast(tensor.BFloat16).Mul(coef).Cast(tensor.Float32).Sum().Backward()
+		}
+	}
+	cfgs := []SGDConfig{
+		{LR: 0.1},
+		{LR: 0.05, Momentum: 0.9},
+		{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-2},
+		{LR: 0.05, Momentum: 0.8, Dampening: 0.3, Maximize: true},
+		{LR: 0.05, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-3},
+	}
+	for _, cfg := range cfgs {
+		t.Run(fmt.Sprintf("%+v", cfg), func(t *testing.T) {
+			run := func(mode string) ([]*nn.Param, Optimizer) {
+				old := fused
+				fused = mode != "composed"
+				defer func() { fused = old }()
+				ps := mk()
+				o, err := NewSGD(ps, cfg)
+				require.NoError(t, err)
+				for k := 1; k <= 4; k++ {
+					backward(ps, k)
+					for _, p := range ps {
+						require.NotNil(t, tensorx.LowGrad(p.T), "the cast's gradient was widened at once")
+						if mode == "widened" {
+							require.Equal(t, tensor.Float32, p.T.Grad().DType())
+							require.Nil(t, tensorx.LowGrad(p.T))
+						}
+					}
+					before := fusedSteps.Load()
+					o.Step()
+					if mode != "composed" {
+						require.Equal(t, int64(len(ps)), fusedSteps.Load()-before, "updates that took the fused path")
+					}
+					if mode == "deferred" {
+						for _, p := range ps {
+							require.NotNil(t, tensorx.LowGrad(p.T), "Step widened the gradient")
+						}
+					}
+					o.ZeroGrad()
+					for _, p := range ps {
+						require.Nil(t, tensorx.LowGrad(p.T))
+						require.Nil(t, p.T.Grad())
+					}
+				}
+				return ps, o
+			}
+			pd, od := run("deferred")
+			pw, ow := run("widened")
+			pc, oc := run("composed")
+			for i := range pd {
+				require.Equal(t, bits(pw[i].T), bits(pd[i].T), "parameter %d: deferred vs widened", i)
+				require.Equal(t, bits(pc[i].T), bits(pd[i].T), "parameter %d: deferred vs composed", i)
+			}
+			requireStateEqual(t, ow.StateDict(), od.StateDict())
+			requireStateEqual(t, oc.StateDict(), od.StateDict())
+		})
+	}
+}
