@@ -65,13 +65,16 @@ type gemmBF16Kernel struct {
 	// storeN and directN, where set, are store and direct for n tiles down
 	// a column of C (c[r*mr*ldc:] for r < n) from n consecutive packed A
 	// panels (a[r*mr*kc2:]) or row panels in place (a[r*mr*lda:]) and one
-	// B panel: the same bits as n calls, at less cost per tile.
-	storeN  func(n, kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
-	directN func(n, kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
+	// B panel: the same bits as n calls, at less cost per tile. A bias
+	// that is not nil holds the nr columns' bias, which every row of the
+	// tiles starts from instead of C (beta is then ignored): the bits of
+	// copying it into each row of C first and running with beta 1.
+	storeN  func(n, kc2 int, a, b []uint32, bias, c []half.BFloat16, ldc int, alpha, beta float32)
+	directN func(n, kc2 int, a []half.BFloat16, lda int, b []uint32, bias, c []half.BFloat16, ldc int, alpha, beta float32)
 	// directRow, where set, is direct for n tiles across a row of C
 	// (c[q*nr:]) from one row panel of A in place and n consecutive B
-	// panels (b[q*nr*kc2:]).
-	directRow func(n, kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
+	// panels (b[q*nr*kc2:]); a bias holds the n·nr columns' bias.
+	directRow func(n, kc2 int, a []half.BFloat16, lda int, b []uint32, bias, c []half.BFloat16, ldc int, alpha, beta float32)
 }
 
 // goTwin returns the pure-Go kernel that k equals bit for bit (NaN payloads
@@ -614,8 +617,7 @@ func (g *gemmBF16Call) task(t int) {
 			q := np0
 			if i+mr <= g.m && fullQ > q {
 				j := g.jc + q*nr
-				g.fillBias(i, j, mr, (fullQ-q)*nr)
-				g.kern.directRow(fullQ-q, kc2, g.a[i*g.lda+g.pc:], g.lda, g.bPack[q*kc2*nr:], c[i*ldc+j:], ldc, g.alpha, g.beta)
+				g.kern.directRow(fullQ-q, kc2, g.a[i*g.lda+g.pc:], g.lda, g.bPack[q*kc2*nr:], g.biasAt(j), c[i*ldc+j:], ldc, g.alpha, g.beta)
 				q = fullQ
 			}
 			for ; q < np1; q++ {
@@ -643,12 +645,10 @@ func (g *gemmBF16Call) task(t int) {
 		// Whole tiles down the column at once where the kernel can.
 		if full := min(mp1, g.m/mr); cols == nr && full > r {
 			if direct && g.kern.directN != nil {
-				g.fillBias(r*mr, j, (full-r)*mr, nr)
-				g.kern.directN(full-r, kc2, g.a[r*mr*g.lda+g.pc:], g.lda, bp, c[r*mr*ldc+j:], ldc, g.alpha, g.beta)
+				g.kern.directN(full-r, kc2, g.a[r*mr*g.lda+g.pc:], g.lda, bp, g.biasAt(j), c[r*mr*ldc+j:], ldc, g.alpha, g.beta)
 				r = full
 			} else if !direct && !g.sliced && g.kern.storeN != nil {
-				g.fillBias(r*mr, j, (full-r)*mr, nr)
-				g.kern.storeN(full-r, kc2, s.aPack[(r-mp0)*kc2*mr:], bp, c[r*mr*ldc+j:], ldc, g.alpha, g.beta)
+				g.kern.storeN(full-r, kc2, s.aPack[(r-mp0)*kc2*mr:], bp, g.biasAt(j), c[r*mr*ldc+j:], ldc, g.alpha, g.beta)
 				r = full
 			}
 		}
@@ -682,6 +682,14 @@ func (g *gemmBF16Call) task(t int) {
 	gemmBF16Scratches.Put(s)
 }
 
+// biasAt returns the bias from column j on, nil without one.
+func (g *gemmBF16Call) biasAt(j int) []half.BFloat16 {
+	if g.bias == nil {
+		return nil
+	}
+	return g.bias[j:]
+}
+
 // fillBias copies the bias row, if any, into the rows×cols block of C at
 // (i, j).
 func (g *gemmBF16Call) fillBias(i, j, rows, cols int) {
@@ -701,6 +709,10 @@ func (g *gemmBF16Call) storeDirect(s *gemmBF16Scratch, bp []uint32, i, j, cols i
 	mr, nr := g.kern.mr, g.kern.nr
 	a := g.a[i*g.lda+g.pc:]
 	c, ldc := g.c, g.ldc
+	if cols == nr && g.kern.directN != nil {
+		g.kern.directN(1, g.kc2, a, g.lda, bp, g.biasAt(j), c[i*ldc+j:], ldc, g.alpha, g.beta)
+		return
+	}
 	g.fillBias(i, j, mr, cols)
 	if cols == nr {
 		g.kern.direct(g.kc2, a, g.lda, bp, c[i*ldc+j:], ldc, g.alpha, g.beta)
