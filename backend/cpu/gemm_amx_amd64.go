@@ -204,6 +204,19 @@ func packAMXATrans(dst []uint32, src []half.BFloat16, ld, kc, kc2, lanes int) bo
 	if tiles > 0 {
 		gemmAMXPackTransTiles(&dst[0], unsafe.SliceData(src), ld, tiles, mask(lanes), mask(lanes-16))
 	}
+	packAMXATransTail(dst, src, ld, kc, lanes, tiles)
+	return true
+}
+
+// packAMXATransTail is packAMXATrans after its first tiles whole k tiles
+// (all of them) were packed: it clears the rest of the panel and scatters
+// the remaining pair steps and an odd last k value.
+func packAMXATransTail(dst []uint32, src []half.BFloat16, ld, kc, lanes, tiles int) {
+	steps := kc / 2
+	mask := func(n int) uint16 { return uint16(1<<min(max(n, 0), 16) - 1) }
+	if kc > 0 {
+		_ = src[(kc-1)*ld+lanes-1]
+	}
 	clear(dst[tiles*amxMR*amxTileK:])
 	if rest := steps - tiles*amxTileK; rest > 0 {
 		gemmAMXPackTrans(&dst[tiles*amxMR*amxTileK], &src[2*amxTileK*tiles*ld], ld, rest, mask(lanes), mask(lanes-16))
@@ -214,6 +227,43 @@ func packAMXATrans(dst []uint32, src []half.BFloat16, ld, kc, kc2, lanes int) bo
 		for j, v := range src[(kc-1)*ld:][:lanes] {
 			d[j*amxTileK] = uint32(v)
 		}
+	}
+}
+
+// amxPackTransChunk is the number of k tiles (32 stored rows each) that
+// packAMXATransPanels packs for one panel before it moves to the next:
+// the panels' 64-byte pieces of a stored row are read close together in
+// time, one page walk and one prefetch stream for all of them.
+const amxPackTransChunk = 4
+
+// packAMXATransPanels packs rows lanes of a transposed op(A) (rows ≥ 0,
+// lane r at src[r], k at stride ld) into consecutive AMX A panels of kc2
+// pair steps (panel q at dst[q*amxMR*kc2:], lanes [32q, 32q+32)): the bits
+// of packAMXA on each panel, whole panels chunk by chunk of k across all of
+// them, reporting false where the CPU lacks AVX-512.
+func packAMXATransPanels(dst []uint32, src []half.BFloat16, ld, kc, kc2, rows int) bool {
+	if !cpu.X86.HasAVX512F || rows <= 0 || kc > 2*kc2 {
+		return false
+	}
+	full := rows / amxMR
+	tiles := kc / 2 / amxTileK
+	if full >= 2 && tiles > 0 {
+		_ = src[(2*amxTileK*tiles-1)*ld+full*amxMR-1]
+		_ = dst[full*amxMR*kc2-1]
+		for t0 := 0; t0 < tiles; t0 += amxPackTransChunk {
+			nt := min(amxPackTransChunk, tiles-t0)
+			s := src[2*amxTileK*t0*ld:]
+			for q := range full {
+				gemmAMXPackTransTiles(&dst[q*amxMR*kc2+t0*amxMR*amxTileK], &s[q*amxMR], ld, nt, 0xffff, 0xffff)
+			}
+		}
+		for q := range full {
+			packAMXATransTail(dst[q*amxMR*kc2:][:amxMR*kc2], src[q*amxMR:], ld, kc, amxMR, tiles)
+		}
+		dst, src, rows = dst[full*amxMR*kc2:], src[full*amxMR:], rows-full*amxMR
+	}
+	for q := 0; q*amxMR < rows; q++ {
+		packAMXA(dst[q*amxMR*kc2:][:amxMR*kc2], src[q*amxMR:], ld, kc, kc2, min(amxMR, rows-q*amxMR), false)
 	}
 	return true
 }

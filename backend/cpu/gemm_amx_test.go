@@ -314,3 +314,37 @@ func TestAMXStrips(t *testing.T) {
 		}
 	}
 }
+
+// TestAMXPackTransPanels checks the multi-panel packing of a transposed
+// op(A) (several AMX panels chunk by chunk of k) against packAMXAGo panel
+// by panel, into panels holding garbage.
+func TestAMXPackTransPanels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(81, 82))
+	for _, rows := range []int{1, 32, 64, 70, 101, 160} {
+		for _, kc := range []int{1, 32, 64, 65, 100, 255, 513} {
+			kc2 := gemmCeilDiv((kc+1)/2, amxTileK)*amxTileK + amxTileK
+			ld := rows + 3
+			src := make([]half.BFloat16, kc*ld)
+			for i := range src {
+				src[i] = half.BFloat16(rng.Uint32())
+			}
+			panels := gemmCeilDiv(rows, amxMR)
+			got := make([]uint32, panels*amxMR*kc2)
+			for i := range got {
+				got[i] = rng.Uint32()
+			}
+			want := slices.Clone(got)
+			if !packAMXATransPanels(got, src, ld, kc, kc2, rows) {
+				t.Skip("no AVX-512")
+			}
+			for q := range panels {
+				packAMXAGo(want[q*amxMR*kc2:][:amxMR*kc2], src[q*amxMR:], ld, kc, kc2, min(amxMR, rows-q*amxMR), false)
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("rows=%d kc=%d: word %d = %#x, want %#x", rows, kc, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

@@ -24,10 +24,12 @@ import (
 // KC = 4096 beat 1024 by 10–15 % at K = 2048–4096 (and 2048 by 0–10 %)
 // although its B micro-panel (up to 256 KB) streams from L2. For K ≤ 1024
 // the value does not matter. MC and NC are the float32 ones.
-// gemmBF16RowOrderWords bounds the packed B panels (in words, 256 KB) of a
-// task that runs its tiles row by row instead of column by column (a
-// variable so that benchmarks can compare the two orders).
-var gemmBF16RowOrderWords = 1 << 16
+// gemmBF16RowOrderWords bounds the packed B panels (in words) of a chunk
+// of a task's columns that it runs row by row, chunk after chunk, instead
+// of column by column; with fewer than 8 panels to a chunk the task runs
+// column by column (a variable so that benchmarks can compare the two
+// orders).
+var gemmBF16RowOrderWords = 1 << 18
 
 const (
 	gemmBF16KC = 4096
@@ -529,6 +531,9 @@ func (g *gemmBF16Call) packBPanel(q int) {
 func (g *gemmBF16Call) packA(dst []uint32, i0, rows int) {
 	mr := g.kern.mr
 	if g.kern.rowsA {
+		if g.transA && packAMXATransPanels(dst, g.a[g.pc*g.lda+i0:], g.lda, g.kc, g.kc2, rows) {
+			return
+		}
 		for q := 0; q*mr < rows; q++ {
 			d := dst[q*g.kc2*mr:][:g.kc2*mr]
 			r0 := i0 + q*mr
@@ -607,32 +612,15 @@ func (g *gemmBF16Call) task(t int) {
 
 	kern := g.kern.fn
 	c, ldc := g.c, g.ldc
-	if direct && g.kern.directRow != nil && np1-np0 >= 8 && (np1-np0)*kc2*nr <= gemmBF16RowOrderWords {
-		// Row by row where the task's B panels are small enough to stay in
-		// L2 and many enough to fill a call: a row panel of A stays in L1
-		// while they go by, and the whole tiles of a row take one call.
-		fullQ := min(np1, (g.n-g.jc)/nr)
-		for r := mp0; r < mp1; r++ {
-			i := r * mr
-			q := np0
-			if i+mr <= g.m && fullQ > q {
-				j := g.jc + q*nr
-				g.kern.directRow(fullQ-q, kc2, g.a[i*g.lda+g.pc:], g.lda, g.bPack[q*kc2*nr:], g.biasAt(j), c[i*ldc+j:], ldc, g.alpha, g.beta)
-				q = fullQ
-			}
-			for ; q < np1; q++ {
-				bp := g.bPack[q*kc2*nr:][:kc2*nr]
-				j := g.jc + q*nr
-				cols := min(nr, g.n-j)
-				if i+mr <= g.m {
-					g.storeDirect(s, bp, i, j, cols)
-					continue
-				}
-				rows := g.m - i
-				ap := s.aPack[(r-mp0)*kc2*mr:][:kc2*mr]
-				kern(kc2, ap, bp, s.tile, nr, false)
-				g.store(s, s.tile, nr, i, j, rows, cols)
-			}
+	if chunk := gemmBF16RowOrderWords / (kc2 * nr); direct && g.kern.directRow != nil && np1-np0 >= 8 && chunk >= 8 {
+		// Row by row over chunks of B panels small enough to stay in L2
+		// and many enough to fill a call: a row panel of A stays in L1
+		// while a chunk goes by, and the whole tiles of a row of the chunk
+		// take one call.
+		nch := gemmCeilDiv(np1-np0, chunk)
+		for ch := range nch {
+			q0, q1 := np0+ch*(np1-np0)/nch, np0+(ch+1)*(np1-np0)/nch
+			g.rowOrder(s, mp0, mp1, q0, q1)
 		}
 		gemmBF16Scratches.Put(s)
 		return
@@ -680,6 +668,37 @@ func (g *gemmBF16Call) task(t int) {
 		}
 	}
 	gemmBF16Scratches.Put(s)
+}
+
+// rowOrder computes the task's tiles of rows [mp0, mp1) and columns
+// [np0, np1) of the current block row by row, reading A in place (direct).
+func (g *gemmBF16Call) rowOrder(s *gemmBF16Scratch, mp0, mp1, np0, np1 int) {
+	mr, nr, kc2 := g.kern.mr, g.kern.nr, g.kc2
+	c, ldc := g.c, g.ldc
+	fullQ := min(np1, (g.n-g.jc)/nr)
+	for r := mp0; r < mp1; r++ {
+		i := r * mr
+		q := np0
+		if i+mr <= g.m && fullQ > q {
+			j := g.jc + q*nr
+			g.kern.directRow(fullQ-q, kc2, g.a[i*g.lda+g.pc:], g.lda, g.bPack[q*kc2*nr:], g.biasAt(j), c[i*ldc+j:], ldc, g.alpha, g.beta)
+			q = fullQ
+		}
+		for ; q < np1; q++ {
+			bp := g.bPack[q*kc2*nr:][:kc2*nr]
+			j := g.jc + q*nr
+			cols := min(nr, g.n-j)
+			if i+mr <= g.m {
+				g.storeDirect(s, bp, i, j, cols)
+				continue
+			}
+			rows := g.m - i
+			// The last, partial row panel of the task was packed.
+			ap := s.aPack[(r-mp0)*kc2*mr:][:kc2*mr]
+			g.kern.fn(kc2, ap, bp, s.tile, nr, false)
+			g.store(s, s.tile, nr, i, j, rows, cols)
+		}
+	}
 }
 
 // biasAt returns the bias from column j on, nil without one.
