@@ -1110,13 +1110,36 @@ gemmAMXKernel32x32BF16_panel:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero %tmm3
+	CMPQ bPanel+48(FP), $0
+	JNE gemmAMXKernel32x32BF16_row
 	TESTQ CX, CX
-	JZ gemmAMXKernel32x32BF16_done
+	JZ gemmAMXKernel32x32BF16_col_done
 
-gemmAMXKernel32x32BF16_loop:
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+gemmAMXKernel32x32BF16_col_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloaddt1 (%rsi,%r9,1), %tmm4
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
+	LEAQ (SI)(R13*1), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloaddt1 (%rbx,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
+	ADDQ R12, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_col_loop
+
+gemmAMXKernel32x32BF16_col_done:
+	JMP gemmAMXKernel32x32BF16_looped
+gemmAMXKernel32x32BF16_row:
+	TESTQ CX, CX
+	JZ gemmAMXKernel32x32BF16_row_done
+
+gemmAMXKernel32x32BF16_row_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloaddt1 (%rdi,%r10,1), %tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloaddt1 64(%rdi,%r10,1), %tmm7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
 	LEAQ (SI)(R13*1), BX
@@ -1126,9 +1149,10 @@ gemmAMXKernel32x32BF16_loop:
 	ADDQ R12, SI
 	ADDQ $2048, DI
 	DECQ CX
-	JNZ gemmAMXKernel32x32BF16_loop
+	JNZ gemmAMXKernel32x32BF16_row_loop
 
-gemmAMXKernel32x32BF16_done:
+gemmAMXKernel32x32BF16_row_done:
+gemmAMXKernel32x32BF16_looped:
 	LEAQ (SP), BX // the tile scratch
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x13 // tilestored %tmm0, (%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x13; BYTE $0x40 // tilestored %tmm1, 64(%rbx,%r10,1)
@@ -1172,13 +1196,36 @@ gemmAMXKernel32x32BF16_p_panel:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero %tmm3
+	CMPQ bPanel+48(FP), $0
+	JNE gemmAMXKernel32x32BF16_p_row
 	TESTQ CX, CX
-	JZ gemmAMXKernel32x32BF16_p_done
+	JZ gemmAMXKernel32x32BF16_p_col_done
 
-gemmAMXKernel32x32BF16_p_loop:
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+gemmAMXKernel32x32BF16_p_col_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloaddt1 (%rsi,%r9,1), %tmm4
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
+	LEAQ (SI)(R13*1), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloaddt1 (%rbx,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
+	ADDQ R12, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_p_col_loop
+
+gemmAMXKernel32x32BF16_p_col_done:
+	JMP gemmAMXKernel32x32BF16_p_looped
+gemmAMXKernel32x32BF16_p_row:
+	TESTQ CX, CX
+	JZ gemmAMXKernel32x32BF16_p_row_done
+
+gemmAMXKernel32x32BF16_p_row_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloaddt1 (%rdi,%r10,1), %tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloaddt1 64(%rdi,%r10,1), %tmm7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
 	LEAQ (SI)(R13*1), BX
@@ -1188,9 +1235,10 @@ gemmAMXKernel32x32BF16_p_loop:
 	ADDQ R12, SI
 	ADDQ $2048, DI
 	DECQ CX
-	JNZ gemmAMXKernel32x32BF16_p_loop
+	JNZ gemmAMXKernel32x32BF16_p_row_loop
 
-gemmAMXKernel32x32BF16_p_done:
+gemmAMXKernel32x32BF16_p_row_done:
+gemmAMXKernel32x32BF16_p_looped:
 	LEAQ (SP), BX // the tile scratch
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x13 // tilestored %tmm0, (%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x13; BYTE $0x40 // tilestored %tmm1, 64(%rbx,%r10,1)
@@ -1266,13 +1314,36 @@ gemmAMXKernel32x32BF16_b_panel:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero %tmm3
+	CMPQ bPanel+48(FP), $0
+	JNE gemmAMXKernel32x32BF16_b_row
 	TESTQ CX, CX
-	JZ gemmAMXKernel32x32BF16_b_done
+	JZ gemmAMXKernel32x32BF16_b_col_done
 
-gemmAMXKernel32x32BF16_b_loop:
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+gemmAMXKernel32x32BF16_b_col_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloaddt1 (%rsi,%r9,1), %tmm4
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
+	LEAQ (SI)(R13*1), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloaddt1 (%rbx,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
+	ADDQ R12, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_b_col_loop
+
+gemmAMXKernel32x32BF16_b_col_done:
+	JMP gemmAMXKernel32x32BF16_b_looped
+gemmAMXKernel32x32BF16_b_row:
+	TESTQ CX, CX
+	JZ gemmAMXKernel32x32BF16_b_row_done
+
+gemmAMXKernel32x32BF16_b_row_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloaddt1 (%rdi,%r10,1), %tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloaddt1 64(%rdi,%r10,1), %tmm7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
 	LEAQ (SI)(R13*1), BX
@@ -1282,9 +1353,10 @@ gemmAMXKernel32x32BF16_b_loop:
 	ADDQ R12, SI
 	ADDQ $2048, DI
 	DECQ CX
-	JNZ gemmAMXKernel32x32BF16_b_loop
+	JNZ gemmAMXKernel32x32BF16_b_row_loop
 
-gemmAMXKernel32x32BF16_b_done:
+gemmAMXKernel32x32BF16_b_row_done:
+gemmAMXKernel32x32BF16_b_looped:
 	LEAQ (SP), BX // the tile scratch
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x13 // tilestored %tmm0, (%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x13; BYTE $0x40 // tilestored %tmm1, 64(%rbx,%r10,1)
@@ -1364,13 +1436,36 @@ gemmAMXKernel32x32BF16_c_panel:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero %tmm3
+	CMPQ bPanel+48(FP), $0
+	JNE gemmAMXKernel32x32BF16_c_row
 	TESTQ CX, CX
-	JZ gemmAMXKernel32x32BF16_c_done
+	JZ gemmAMXKernel32x32BF16_c_col_done
 
-gemmAMXKernel32x32BF16_c_loop:
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+gemmAMXKernel32x32BF16_c_col_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloaddt1 (%rsi,%r9,1), %tmm4
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
+	LEAQ (SI)(R13*1), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloaddt1 (%rbx,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
+	ADDQ R12, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_c_col_loop
+
+gemmAMXKernel32x32BF16_c_col_done:
+	JMP gemmAMXKernel32x32BF16_c_looped
+gemmAMXKernel32x32BF16_c_row:
+	TESTQ CX, CX
+	JZ gemmAMXKernel32x32BF16_c_row_done
+
+gemmAMXKernel32x32BF16_c_row_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloaddt1 (%rdi,%r10,1), %tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloaddt1 64(%rdi,%r10,1), %tmm7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
 	LEAQ (SI)(R13*1), BX
@@ -1380,9 +1475,10 @@ gemmAMXKernel32x32BF16_c_loop:
 	ADDQ R12, SI
 	ADDQ $2048, DI
 	DECQ CX
-	JNZ gemmAMXKernel32x32BF16_c_loop
+	JNZ gemmAMXKernel32x32BF16_c_row_loop
 
-gemmAMXKernel32x32BF16_c_done:
+gemmAMXKernel32x32BF16_c_row_done:
+gemmAMXKernel32x32BF16_c_looped:
 	LEAQ (SP), BX // the tile scratch
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x13 // tilestored %tmm0, (%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x13; BYTE $0x40 // tilestored %tmm1, 64(%rbx,%r10,1)

@@ -452,7 +452,16 @@ func (g *gen) amx() {
 		for t := range 4 {
 			g.gnu(fmt.Sprintf("tilezero %%tmm%d", t))
 		}
-		g.amxLoop(lbl)
+		// The operand that each tile reads afresh is loaded with the
+		// non-temporal hint, so that the one the next tile reads again
+		// stays in L1: A down a column of tiles (bPanel 0), B across a row.
+		g.p("\tCMPQ bPanel+48(FP), $0")
+		g.p("\tJNE %s_row", lbl)
+		g.amxLoopHint(lbl+"_col", true)
+		g.p("\tJMP %s_looped", lbl)
+		g.p("%s_row:", lbl)
+		g.amxLoopHint(lbl+"_row", false)
+		g.p("%s_looped:", lbl)
 		g.p("\tLEAQ (SP), BX // the tile scratch")
 		g.gnu("tilestored %tmm0, (%rbx,%r10,1)")
 		g.gnu("tilestored %tmm1, 64(%rbx,%r10,1)")
@@ -605,6 +614,34 @@ func (g *gen) amxLoop(name string) {
 	g.gnu("tdpbf16ps %tmm7, %tmm4, %tmm1")
 	g.p("\tLEAQ (SI)(R13*1), BX")
 	g.gnu("tileloadd (%rbx,%r9,1), %tmm5")
+	g.gnu("tdpbf16ps %tmm6, %tmm5, %tmm2")
+	g.gnu("tdpbf16ps %tmm7, %tmm5, %tmm3")
+	g.p("\tADDQ R12, SI")
+	g.p("\tADDQ $2048, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
+}
+
+// amxLoopHint is amxLoop loading the A tiles (streamA) or the B tiles with
+// TILELOADDT1, the non-temporal hint.
+func (g *gen) amxLoopHint(name string, streamA bool) {
+	ldA, ldB := "tileloadd", "tileloaddt1"
+	if streamA {
+		ldA, ldB = ldB, ldA
+	}
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.p("")
+	g.p("%s_loop:", name)
+	g.gnu(ldA + " (%rsi,%r9,1), %tmm4")
+	g.gnu(ldB + " (%rdi,%r10,1), %tmm6")
+	g.gnu(ldB + " 64(%rdi,%r10,1), %tmm7")
+	g.gnu("tdpbf16ps %tmm6, %tmm4, %tmm0")
+	g.gnu("tdpbf16ps %tmm7, %tmm4, %tmm1")
+	g.p("\tLEAQ (SI)(R13*1), BX")
+	g.gnu(ldA + " (%rbx,%r9,1), %tmm5")
 	g.gnu("tdpbf16ps %tmm6, %tmm5, %tmm2")
 	g.gnu("tdpbf16ps %tmm7, %tmm5, %tmm3")
 	g.p("\tADDQ R12, SI")
