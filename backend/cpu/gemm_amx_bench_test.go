@@ -42,6 +42,11 @@ func BenchmarkGemmBF16Linear1(b *testing.B) {
 		}
 		for _, c := range cases {
 			b.Run(fmt.Sprintf("%dx%dx%d/%s", r, in, out, c.name), func(b *testing.B) {
+				if w, err := strconv.Atoi(os.Getenv("GAMP_BF16_COLSPLIT")); err == nil {
+					// Benchmarking the column split of few rows.
+					defer func(w int) { gemmBF16ColumnSplitPanels = w }(gemmBF16ColumnSplitPanels)
+					gemmBF16ColumnSplitPanels = w
+				}
 				if w, err := strconv.Atoi(os.Getenv("GAMP_BF16_ROW_WORDS")); err == nil {
 					// Benchmarking the row order's chunk size.
 					defer func(w int) { gemmBF16RowOrderWords = w }(gemmBF16RowOrderWords)
@@ -63,47 +68,49 @@ func BenchmarkGemmBF16Linear1(b *testing.B) {
 }
 
 // BenchmarkAMXStrips times the AMX strip stores on the layouts the driver
-// feeds them at k = 512 on one worker: a column of 5 tiles from A in place
-// (row stride lda) or from packed panels, and a row of 16 tiles from one A
-// row panel in place. GFLOP/s of CPU time; the L1/L2 ceiling is
-// BenchmarkGemmBF16MicroKernel.
+// feeds them at k = 512, 1024 and 2048 on one worker: a column of 5 tiles
+// from A in place (row stride lda = k) or from packed panels, and a row of
+// 16 tiles from one A row panel in place. GFLOP/s of CPU time; the L1/L2
+// ceiling is BenchmarkGemmBF16MicroKernel.
 func BenchmarkAMXStrips(b *testing.B) {
 	kern := gemmBF16KernelBest
 	if kern.directN == nil {
 		b.Skip("no AMX")
 	}
-	const k, kc2 = 512, 256
-	for _, sh := range []struct {
-		name         string
-		rows, panels int
-	}{{"col5", 5 * amxMR, 1}, {"row16", amxMR, 16}, {"col64", 64 * amxMR, 1}} {
-		for _, mode := range []string{"direct", "packed"} {
-			if mode == "packed" && sh.panels > 1 {
-				continue
-			}
-			b.Run(sh.name+"/"+mode, func(b *testing.B) {
-				a := make([]half.BFloat16, sh.rows*k)
-				ap := make([]uint32, sh.rows*kc2)
-				bp := make([]uint32, sh.panels*amxNR*kc2)
-				ldc := sh.panels * amxNR
-				c := make([]half.BFloat16, sh.rows*ldc)
-				n := sh.rows / amxMR
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				t0 := gemmThreadCPU()
-				for b.Loop() {
-					switch {
-					case sh.panels > 1:
-						kern.directRow(sh.panels, kc2, a, k, bp, nil, c, ldc, 1, 0)
-					case mode == "direct":
-						kern.directN(n, kc2, a, k, bp, nil, c, ldc, 1, 0)
-					default:
-						kern.storeN(n, kc2, ap, bp, nil, c, ldc, 1, 0)
-					}
+	for _, k := range []int{512, 1024, 2048} {
+		kc2 := k / 2
+		for _, sh := range []struct {
+			name         string
+			rows, panels int
+		}{{"col5", 5 * amxMR, 1}, {"row16", amxMR, 16}, {"col64", 64 * amxMR, 1}} {
+			for _, mode := range []string{"direct", "packed"} {
+				if mode == "packed" && sh.panels > 1 {
+					continue
 				}
-				ns := float64(gemmThreadCPU()-t0) / float64(b.N)
-				b.ReportMetric(2*float64(sh.rows*ldc*k)/ns, "cpu-GFLOP/s")
-			})
+				b.Run(fmt.Sprintf("k=%d/%s/%s", k, sh.name, mode), func(b *testing.B) {
+					a := make([]half.BFloat16, sh.rows*k)
+					ap := make([]uint32, sh.rows*kc2)
+					bp := make([]uint32, sh.panels*amxNR*kc2)
+					ldc := sh.panels * amxNR
+					c := make([]half.BFloat16, sh.rows*ldc)
+					n := sh.rows / amxMR
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					t0 := gemmThreadCPU()
+					for b.Loop() {
+						switch {
+						case sh.panels > 1:
+							kern.directRow(sh.panels, kc2, a, k, bp, nil, c, ldc, 1, 0)
+						case mode == "direct":
+							kern.directN(n, kc2, a, k, bp, nil, c, ldc, 1, 0)
+						default:
+							kern.storeN(n, kc2, ap, bp, nil, c, ldc, 1, 0)
+						}
+					}
+					ns := float64(gemmThreadCPU()-t0) / float64(b.N)
+					b.ReportMetric(2*float64(sh.rows*ldc*k)/ns, "cpu-GFLOP/s")
+				})
+			}
 		}
 	}
 }

@@ -31,6 +31,11 @@ import (
 // orders).
 var gemmBF16RowOrderWords = 1 << 18
 
+// gemmBF16ColumnSplitPanels is the most row panels for which the workers
+// split the columns of an in-place product rather than its rows (a
+// variable so that benchmarks can compare the two).
+var gemmBF16ColumnSplitPanels = 8
+
 const (
 	gemmBF16KC = 4096
 	gemmBF16MC = 144
@@ -344,6 +349,8 @@ type gemmBF16Call struct {
 	bias []half.BFloat16
 
 	bPack []uint32
+	// packOwn is set when each task packs its own B panels (see run).
+	packOwn bool
 	// acc holds the float32 partial sums of the current column block when
 	// sliced: row stride accLd, whole tiles.
 	acc   []float32
@@ -370,7 +377,11 @@ var (
 				g.packGrain = max(g.packGrain, g.nPanels/(2*g.workers))
 			}
 		}
-		g.packFn = g.packPanels
+		g.packFn = func(lo, hi int) {
+			if !g.packOwn {
+				g.packPanels(lo, hi)
+			}
+		}
 		g.taskFn = func(lo, hi int) {
 			for t := lo; t < hi; t++ {
 				g.task(t)
@@ -392,6 +403,14 @@ func grow[T any](buf []T, n int) []T {
 func (g *gemmBF16Call) run(m, n, k, workers int) {
 	mr, nr := g.kern.mr, g.kern.nr
 	g.plan(m, n, k, mr, nr, workers, gemmSizes{kc: gemmBF16KC, mc: gemmBF16MC, nc: gemmBF16NC, evenK: true})
+	// Few rows that the kernel reads in place (k in one slice of whole k
+	// tiles): the workers split the columns instead (one row task), each
+	// packing the B panels it uses, so that they stay in its own L2
+	// rather than every worker reading every panel, packed by both.
+	g.packOwn = false
+	if g.workers > 1 && g.mPanels <= gemmBF16ColumnSplitPanels && g.kern.directRow != nil && !g.transA && !g.sliced && k%(2*g.kern.tileK) == 0 {
+		g.tm, g.packOwn = 1, true
+	}
 	g.bPack = grow(g.bPack, g.pairSteps(g.kcMax)*gemmCeilDiv(g.ncMax, nr)*nr)
 	if g.sliced {
 		g.accLd = gemmCeilDiv(g.ncMax, nr) * nr
@@ -594,6 +613,9 @@ func (g *gemmBF16Call) task(t int) {
 	mp0, mp1, np0, np1 := g.taskPanels(t)
 	if mp0 >= mp1 || np0 >= np1 {
 		return
+	}
+	if g.packOwn {
+		g.packPanels(np0, np1)
 	}
 	s := gemmBF16Scratches.Get().(*gemmBF16Scratch)
 	kc2 := g.kc2
