@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gamp-ml/gamp/half"
@@ -190,6 +191,158 @@ func TestAMXPackTrans(t *testing.T) {
 					if got[i] != want[i] {
 						t.Fatalf("lanes=%d kc=%d ld=%d: word %d is %#x, want %#x", lanes, kc, ld, i, got[i], want[i])
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestAMXStrips runs each AMX kernel's strip stores (storeN, directN,
+// directRow: several tiles a call) against the twin's one-tile store, bit
+// for bit (NaN payloads aside), on ordinary and hostile values and scalars,
+// without and with a bias (the twin copying it into C and running with
+// beta 1): hostile bias values and tiny products make the sums denormal,
+// where the kernel's rounding leaves VCVTNE2PS2BF16.
+func TestAMXStrips(t *testing.T) {
+	rng := rand.New(rand.NewPCG(71, 72))
+	const n = 3
+	for _, kern := range amxKernels() {
+		if kern.storeN == nil || kern.directN == nil || kern.directRow == nil {
+			continue
+		}
+		twin := kern.goTwin()
+		mr, nr := kern.mr, kern.nr
+		for _, kc2 := range []int{16, 48} {
+			for _, mix := range []string{"normal", "hostile", "tiny"} {
+				for _, sc := range [][2]float32{{1, 0}, {-0.5, 0}, {-0.5, 2}, {1, 1}} {
+					for _, withBias := range []bool{false, true} {
+						t.Run(fmt.Sprintf("%s/kc2=%d/%s/%v/bias=%v", kern.name, kc2, mix, sc, withBias), func(t *testing.T) {
+							class := func(x int) int {
+								switch mix {
+								case "normal":
+									return 0
+								case "tiny": // zero products, denormal C and bias
+									return 3
+								}
+								return x % 4
+							}
+							lda := 2*kc2 + 3
+							a := make([]half.BFloat16, n*mr*lda)
+							for i := range a {
+								a[i] = half.BFloat16(bf16Random(rng, class(i)))
+							}
+							ap := make([]uint32, n*mr*kc2)
+							for i := range ap {
+								ap[i] = bf16Random(rng, class(i)) | bf16Random(rng, class(i/5))<<16
+							}
+							b := make([]uint32, n*kc2*nr)
+							for i := range b {
+								b[i] = bf16Random(rng, class(i+1)) | bf16Random(rng, class(i/3))<<16
+							}
+							var bias []half.BFloat16
+							if withBias {
+								bias = make([]half.BFloat16, n*nr)
+								for i := range bias {
+									bias[i] = half.BFloat16(bf16Random(rng, class(i+3)))
+								}
+							}
+							ldc := n*nr + 5
+							c0 := make([]half.BFloat16, n*mr*ldc)
+							for i := range c0 {
+								c0[i] = half.BFloat16(bf16Random(rng, class(i+2)))
+							}
+							// want runs the twin on the tile of C at (i, j)
+							// after the bias, if any, was copied in.
+							want := func(c []half.BFloat16, i, j int, tile func(c []half.BFloat16, beta float32)) {
+								beta := sc[1]
+								if bias != nil {
+									for r := range mr {
+										copy(c[(i+r)*ldc+j:][:nr], bias[j:][:nr])
+									}
+									beta = 1
+								}
+								tile(c[i*ldc+j:], beta)
+							}
+							check := func(what string, got, want []half.BFloat16) {
+								t.Helper()
+								for x := range got {
+									if got[x] != want[x] && !(got[x].IsNaN() && want[x].IsNaN()) {
+										t.Fatalf("%s (%d,%d): kernel %#04x, twin %#04x", what, x/ldc, x%ldc, uint16(got[x]), uint16(want[x]))
+									}
+								}
+							}
+							biasAt := func(j int) []half.BFloat16 {
+								if bias == nil {
+									return nil
+								}
+								return bias[j:]
+							}
+
+							// storeN: a column of n tiles from packed A panels.
+							got, exp := slices.Clone(c0), slices.Clone(c0)
+							kern.storeN(n, kc2, ap, b, biasAt(nr), got[nr:], ldc, sc[0], sc[1])
+							for r := range n {
+								want(exp, r*mr, nr, func(c []half.BFloat16, beta float32) {
+									twin.store(kc2, ap[r*mr*kc2:], b, c, ldc, sc[0], beta)
+								})
+							}
+							check("storeN", got, exp)
+
+							// directN: a column of n tiles from A in place.
+							got, exp = slices.Clone(c0), slices.Clone(c0)
+							kern.directN(n, kc2, a, lda, b, biasAt(nr), got[nr:], ldc, sc[0], sc[1])
+							for r := range n {
+								want(exp, r*mr, nr, func(c []half.BFloat16, beta float32) {
+									twin.direct(kc2, a[r*mr*lda:], lda, b, c, ldc, sc[0], beta)
+								})
+							}
+							check("directN", got, exp)
+
+							// directRow: a row of n tiles, n B panels.
+							got, exp = slices.Clone(c0), slices.Clone(c0)
+							kern.directRow(n, kc2, a, lda, b, biasAt(0), got, ldc, sc[0], sc[1])
+							for q := range n {
+								want(exp, 0, q*nr, func(c []half.BFloat16, beta float32) {
+									twin.direct(kc2, a, lda, b[q*kc2*nr:], c, ldc, sc[0], beta)
+								})
+							}
+							check("directRow", got, exp)
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAMXPackTransPanels checks the multi-panel packing of a transposed
+// op(A) (several AMX panels chunk by chunk of k) against packAMXAGo panel
+// by panel, into panels holding garbage.
+func TestAMXPackTransPanels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(81, 82))
+	for _, rows := range []int{1, 32, 64, 70, 101, 160} {
+		for _, kc := range []int{1, 32, 64, 65, 100, 255, 513} {
+			kc2 := gemmCeilDiv((kc+1)/2, amxTileK)*amxTileK + amxTileK
+			ld := rows + 3
+			src := make([]half.BFloat16, kc*ld)
+			for i := range src {
+				src[i] = half.BFloat16(rng.Uint32())
+			}
+			panels := gemmCeilDiv(rows, amxMR)
+			got := make([]uint32, panels*amxMR*kc2)
+			for i := range got {
+				got[i] = rng.Uint32()
+			}
+			want := slices.Clone(got)
+			if !packAMXATransPanels(got, src, ld, kc, kc2, rows) {
+				t.Skip("no AVX-512")
+			}
+			for q := range panels {
+				packAMXAGo(want[q*amxMR*kc2:][:amxMR*kc2], src[q*amxMR:], ld, kc, kc2, min(amxMR, rows-q*amxMR), false)
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("rows=%d kc=%d: word %d = %#x, want %#x", rows, kc, i, got[i], want[i])
 				}
 			}
 		}

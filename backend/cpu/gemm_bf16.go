@@ -24,10 +24,17 @@ import (
 // KC = 4096 beat 1024 by 10–15 % at K = 2048–4096 (and 2048 by 0–10 %)
 // although its B micro-panel (up to 256 KB) streams from L2. For K ≤ 1024
 // the value does not matter. MC and NC are the float32 ones.
-// gemmBF16RowOrderWords bounds the packed B panels (in words, 256 KB) of a
-// task that runs its tiles row by row instead of column by column (a
-// variable so that benchmarks can compare the two orders).
-var gemmBF16RowOrderWords = 1 << 16
+// gemmBF16RowOrderWords bounds the packed B panels (in words) of a chunk
+// of a task's columns that it runs row by row, chunk after chunk, instead
+// of column by column; with fewer than 8 panels to a chunk the task runs
+// column by column (a variable so that benchmarks can compare the two
+// orders).
+var gemmBF16RowOrderWords = 1 << 18
+
+// gemmBF16ColumnSplitPanels is the most row panels for which the workers
+// split the columns of an in-place product rather than its rows (a
+// variable so that benchmarks can compare the two).
+var gemmBF16ColumnSplitPanels = 8
 
 const (
 	gemmBF16KC = 4096
@@ -65,13 +72,16 @@ type gemmBF16Kernel struct {
 	// storeN and directN, where set, are store and direct for n tiles down
 	// a column of C (c[r*mr*ldc:] for r < n) from n consecutive packed A
 	// panels (a[r*mr*kc2:]) or row panels in place (a[r*mr*lda:]) and one
-	// B panel: the same bits as n calls, at less cost per tile.
-	storeN  func(n, kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
-	directN func(n, kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
+	// B panel: the same bits as n calls, at less cost per tile. A bias
+	// that is not nil holds the nr columns' bias, which every row of the
+	// tiles starts from instead of C (beta is then ignored): the bits of
+	// copying it into each row of C first and running with beta 1.
+	storeN  func(n, kc2 int, a, b []uint32, bias, c []half.BFloat16, ldc int, alpha, beta float32)
+	directN func(n, kc2 int, a []half.BFloat16, lda int, b []uint32, bias, c []half.BFloat16, ldc int, alpha, beta float32)
 	// directRow, where set, is direct for n tiles across a row of C
 	// (c[q*nr:]) from one row panel of A in place and n consecutive B
-	// panels (b[q*nr*kc2:]).
-	directRow func(n, kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
+	// panels (b[q*nr*kc2:]); a bias holds the n·nr columns' bias.
+	directRow func(n, kc2 int, a []half.BFloat16, lda int, b []uint32, bias, c []half.BFloat16, ldc int, alpha, beta float32)
 }
 
 // goTwin returns the pure-Go kernel that k equals bit for bit (NaN payloads
@@ -339,6 +349,8 @@ type gemmBF16Call struct {
 	bias []half.BFloat16
 
 	bPack []uint32
+	// packOwn is set when each task packs its own B panels (see run).
+	packOwn bool
 	// acc holds the float32 partial sums of the current column block when
 	// sliced: row stride accLd, whole tiles.
 	acc   []float32
@@ -365,7 +377,11 @@ var (
 				g.packGrain = max(g.packGrain, g.nPanels/(2*g.workers))
 			}
 		}
-		g.packFn = g.packPanels
+		g.packFn = func(lo, hi int) {
+			if !g.packOwn {
+				g.packPanels(lo, hi)
+			}
+		}
 		g.taskFn = func(lo, hi int) {
 			for t := lo; t < hi; t++ {
 				g.task(t)
@@ -387,6 +403,14 @@ func grow[T any](buf []T, n int) []T {
 func (g *gemmBF16Call) run(m, n, k, workers int) {
 	mr, nr := g.kern.mr, g.kern.nr
 	g.plan(m, n, k, mr, nr, workers, gemmSizes{kc: gemmBF16KC, mc: gemmBF16MC, nc: gemmBF16NC, evenK: true})
+	// Few rows that the kernel reads in place (k in one slice of whole k
+	// tiles): the workers split the columns instead (one row task), each
+	// packing the B panels it uses, so that they stay in its own L2
+	// rather than every worker reading every panel, packed by both.
+	g.packOwn = false
+	if g.workers > 1 && g.mPanels <= gemmBF16ColumnSplitPanels && g.kern.directRow != nil && !g.transA && !g.sliced && k%(2*g.kern.tileK) == 0 {
+		g.tm, g.packOwn = 1, true
+	}
 	g.bPack = grow(g.bPack, g.pairSteps(g.kcMax)*gemmCeilDiv(g.ncMax, nr)*nr)
 	if g.sliced {
 		g.accLd = gemmCeilDiv(g.ncMax, nr) * nr
@@ -526,6 +550,9 @@ func (g *gemmBF16Call) packBPanel(q int) {
 func (g *gemmBF16Call) packA(dst []uint32, i0, rows int) {
 	mr := g.kern.mr
 	if g.kern.rowsA {
+		if g.transA && packAMXATransPanels(dst, g.a[g.pc*g.lda+i0:], g.lda, g.kc, g.kc2, rows) {
+			return
+		}
 		for q := 0; q*mr < rows; q++ {
 			d := dst[q*g.kc2*mr:][:g.kc2*mr]
 			r0 := i0 + q*mr
@@ -587,6 +614,9 @@ func (g *gemmBF16Call) task(t int) {
 	if mp0 >= mp1 || np0 >= np1 {
 		return
 	}
+	if g.packOwn {
+		g.packPanels(np0, np1)
+	}
 	s := gemmBF16Scratches.Get().(*gemmBF16Scratch)
 	kc2 := g.kc2
 	s.aPack = grow(s.aPack, (mp1-mp0)*mr*kc2)
@@ -604,33 +634,15 @@ func (g *gemmBF16Call) task(t int) {
 
 	kern := g.kern.fn
 	c, ldc := g.c, g.ldc
-	if direct && g.kern.directRow != nil && np1-np0 >= 8 && (np1-np0)*kc2*nr <= gemmBF16RowOrderWords {
-		// Row by row where the task's B panels are small enough to stay in
-		// L2 and many enough to fill a call: a row panel of A stays in L1
-		// while they go by, and the whole tiles of a row take one call.
-		fullQ := min(np1, (g.n-g.jc)/nr)
-		for r := mp0; r < mp1; r++ {
-			i := r * mr
-			q := np0
-			if i+mr <= g.m && fullQ > q {
-				j := g.jc + q*nr
-				g.fillBias(i, j, mr, (fullQ-q)*nr)
-				g.kern.directRow(fullQ-q, kc2, g.a[i*g.lda+g.pc:], g.lda, g.bPack[q*kc2*nr:], c[i*ldc+j:], ldc, g.alpha, g.beta)
-				q = fullQ
-			}
-			for ; q < np1; q++ {
-				bp := g.bPack[q*kc2*nr:][:kc2*nr]
-				j := g.jc + q*nr
-				cols := min(nr, g.n-j)
-				if i+mr <= g.m {
-					g.storeDirect(s, bp, i, j, cols)
-					continue
-				}
-				rows := g.m - i
-				ap := s.aPack[(r-mp0)*kc2*mr:][:kc2*mr]
-				kern(kc2, ap, bp, s.tile, nr, false)
-				g.store(s, s.tile, nr, i, j, rows, cols)
-			}
+	if chunk := gemmBF16RowOrderWords / (kc2 * nr); direct && g.kern.directRow != nil && np1-np0 >= 8 && chunk >= 8 {
+		// Row by row over chunks of B panels small enough to stay in L2
+		// and many enough to fill a call: a row panel of A stays in L1
+		// while a chunk goes by, and the whole tiles of a row of the chunk
+		// take one call.
+		nch := gemmCeilDiv(np1-np0, chunk)
+		for ch := range nch {
+			q0, q1 := np0+ch*(np1-np0)/nch, np0+(ch+1)*(np1-np0)/nch
+			g.rowOrder(s, mp0, mp1, q0, q1)
 		}
 		gemmBF16Scratches.Put(s)
 		return
@@ -643,12 +655,10 @@ func (g *gemmBF16Call) task(t int) {
 		// Whole tiles down the column at once where the kernel can.
 		if full := min(mp1, g.m/mr); cols == nr && full > r {
 			if direct && g.kern.directN != nil {
-				g.fillBias(r*mr, j, (full-r)*mr, nr)
-				g.kern.directN(full-r, kc2, g.a[r*mr*g.lda+g.pc:], g.lda, bp, c[r*mr*ldc+j:], ldc, g.alpha, g.beta)
+				g.kern.directN(full-r, kc2, g.a[r*mr*g.lda+g.pc:], g.lda, bp, g.biasAt(j), c[r*mr*ldc+j:], ldc, g.alpha, g.beta)
 				r = full
 			} else if !direct && !g.sliced && g.kern.storeN != nil {
-				g.fillBias(r*mr, j, (full-r)*mr, nr)
-				g.kern.storeN(full-r, kc2, s.aPack[(r-mp0)*kc2*mr:], bp, c[r*mr*ldc+j:], ldc, g.alpha, g.beta)
+				g.kern.storeN(full-r, kc2, s.aPack[(r-mp0)*kc2*mr:], bp, g.biasAt(j), c[r*mr*ldc+j:], ldc, g.alpha, g.beta)
 				r = full
 			}
 		}
@@ -682,6 +692,45 @@ func (g *gemmBF16Call) task(t int) {
 	gemmBF16Scratches.Put(s)
 }
 
+// rowOrder computes the task's tiles of rows [mp0, mp1) and columns
+// [np0, np1) of the current block row by row, reading A in place (direct).
+func (g *gemmBF16Call) rowOrder(s *gemmBF16Scratch, mp0, mp1, np0, np1 int) {
+	mr, nr, kc2 := g.kern.mr, g.kern.nr, g.kc2
+	c, ldc := g.c, g.ldc
+	fullQ := min(np1, (g.n-g.jc)/nr)
+	for r := mp0; r < mp1; r++ {
+		i := r * mr
+		q := np0
+		if i+mr <= g.m && fullQ > q {
+			j := g.jc + q*nr
+			g.kern.directRow(fullQ-q, kc2, g.a[i*g.lda+g.pc:], g.lda, g.bPack[q*kc2*nr:], g.biasAt(j), c[i*ldc+j:], ldc, g.alpha, g.beta)
+			q = fullQ
+		}
+		for ; q < np1; q++ {
+			bp := g.bPack[q*kc2*nr:][:kc2*nr]
+			j := g.jc + q*nr
+			cols := min(nr, g.n-j)
+			if i+mr <= g.m {
+				g.storeDirect(s, bp, i, j, cols)
+				continue
+			}
+			rows := g.m - i
+			// The last, partial row panel of the task was packed.
+			ap := s.aPack[(r-mp0)*kc2*mr:][:kc2*mr]
+			g.kern.fn(kc2, ap, bp, s.tile, nr, false)
+			g.store(s, s.tile, nr, i, j, rows, cols)
+		}
+	}
+}
+
+// biasAt returns the bias from column j on, nil without one.
+func (g *gemmBF16Call) biasAt(j int) []half.BFloat16 {
+	if g.bias == nil {
+		return nil
+	}
+	return g.bias[j:]
+}
+
 // fillBias copies the bias row, if any, into the rows×cols block of C at
 // (i, j).
 func (g *gemmBF16Call) fillBias(i, j, rows, cols int) {
@@ -701,6 +750,10 @@ func (g *gemmBF16Call) storeDirect(s *gemmBF16Scratch, bp []uint32, i, j, cols i
 	mr, nr := g.kern.mr, g.kern.nr
 	a := g.a[i*g.lda+g.pc:]
 	c, ldc := g.c, g.ldc
+	if cols == nr && g.kern.directN != nil {
+		g.kern.directN(1, g.kc2, a, g.lda, bp, g.biasAt(j), c[i*ldc+j:], ldc, g.alpha, g.beta)
+		return
+	}
 	g.fillBias(i, j, mr, cols)
 	if cols == nr {
 		g.kern.direct(g.kc2, a, g.lda, bp, c[i*ldc+j:], ldc, g.alpha, g.beta)

@@ -1056,18 +1056,20 @@ gemmAMXKernel32x32_done:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	RET
 
-// func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep, aPanel int, b *uint32, bPanel int, c *half.BFloat16, ldc, cPanel, n int, cfg *[64]byte, alpha, beta float32)
+// func gemmAMXKernel32x32BF16(kt int, a *uint32, aRow, aStep, aPanel int, b *uint32, bPanel int, c *half.BFloat16, ldc, cPanel, n int, cfg *[64]byte, alpha, beta float32, bias *half.BFloat16, biasPanel int)
 // n tiles of C, one tile configuration for all: the
 // float32 tile goes through 4 KB of the frame (not NOSPLIT: the prologue
 // grows the stack as needed), 4096(SP) holds the current C tile, 4104(SP)
-// the current B panel.
-TEXT ·gemmAMXKernel32x32BF16(SB), $4112-104
+// the current B panel, 4112(SP) the current bias columns.
+TEXT ·gemmAMXKernel32x32BF16(SB), $4120-120
 	NO_LOCAL_POINTERS
 	MOVQ cfg+88(FP), AX
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg (%rax)
 	MOVQ a+8(FP), R14 // the current A panel
 	MOVQ b+40(FP), AX
 	MOVQ AX, 4104(SP)
+	MOVQ bias+104(FP), AX
+	MOVQ AX, 4112(SP)
 	MOVQ aRow+16(FP), R9
 	MOVQ aStep+24(FP), R12
 	MOVQ R9, R13
@@ -1108,13 +1110,36 @@ gemmAMXKernel32x32BF16_panel:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero %tmm3
+	CMPQ bPanel+48(FP), $0
+	JNE gemmAMXKernel32x32BF16_row
 	TESTQ CX, CX
-	JZ gemmAMXKernel32x32BF16_done
+	JZ gemmAMXKernel32x32BF16_col_done
 
-gemmAMXKernel32x32BF16_loop:
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+gemmAMXKernel32x32BF16_col_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloaddt1 (%rsi,%r9,1), %tmm4
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
+	LEAQ (SI)(R13*1), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloaddt1 (%rbx,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
+	ADDQ R12, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_col_loop
+
+gemmAMXKernel32x32BF16_col_done:
+	JMP gemmAMXKernel32x32BF16_looped
+gemmAMXKernel32x32BF16_row:
+	TESTQ CX, CX
+	JZ gemmAMXKernel32x32BF16_row_done
+
+gemmAMXKernel32x32BF16_row_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloaddt1 (%rdi,%r10,1), %tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloaddt1 64(%rdi,%r10,1), %tmm7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
 	LEAQ (SI)(R13*1), BX
@@ -1124,9 +1149,10 @@ gemmAMXKernel32x32BF16_loop:
 	ADDQ R12, SI
 	ADDQ $2048, DI
 	DECQ CX
-	JNZ gemmAMXKernel32x32BF16_loop
+	JNZ gemmAMXKernel32x32BF16_row_loop
 
-gemmAMXKernel32x32BF16_done:
+gemmAMXKernel32x32BF16_row_done:
+gemmAMXKernel32x32BF16_looped:
 	LEAQ (SP), BX // the tile scratch
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x13 // tilestored %tmm0, (%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x13; BYTE $0x40 // tilestored %tmm1, 64(%rbx,%r10,1)
@@ -1170,13 +1196,36 @@ gemmAMXKernel32x32BF16_p_panel:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero %tmm3
+	CMPQ bPanel+48(FP), $0
+	JNE gemmAMXKernel32x32BF16_p_row
 	TESTQ CX, CX
-	JZ gemmAMXKernel32x32BF16_p_done
+	JZ gemmAMXKernel32x32BF16_p_col_done
 
-gemmAMXKernel32x32BF16_p_loop:
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+gemmAMXKernel32x32BF16_p_col_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloaddt1 (%rsi,%r9,1), %tmm4
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
+	LEAQ (SI)(R13*1), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloaddt1 (%rbx,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
+	ADDQ R12, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_p_col_loop
+
+gemmAMXKernel32x32BF16_p_col_done:
+	JMP gemmAMXKernel32x32BF16_p_looped
+gemmAMXKernel32x32BF16_p_row:
+	TESTQ CX, CX
+	JZ gemmAMXKernel32x32BF16_p_row_done
+
+gemmAMXKernel32x32BF16_p_row_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloaddt1 (%rdi,%r10,1), %tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloaddt1 64(%rdi,%r10,1), %tmm7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
 	LEAQ (SI)(R13*1), BX
@@ -1186,9 +1235,10 @@ gemmAMXKernel32x32BF16_p_loop:
 	ADDQ R12, SI
 	ADDQ $2048, DI
 	DECQ CX
-	JNZ gemmAMXKernel32x32BF16_p_loop
+	JNZ gemmAMXKernel32x32BF16_p_row_loop
 
-gemmAMXKernel32x32BF16_p_done:
+gemmAMXKernel32x32BF16_p_row_done:
+gemmAMXKernel32x32BF16_p_looped:
 	LEAQ (SP), BX // the tile scratch
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x13 // tilestored %tmm0, (%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x13; BYTE $0x40 // tilestored %tmm1, 64(%rbx,%r10,1)
@@ -1198,9 +1248,18 @@ gemmAMXKernel32x32BF16_p_done:
 	MOVQ $32, CX
 
 gemmAMXKernel32x32BF16_p_rows:
-	VMOVUPS (BX), Z0
-	VMOVUPS 64(BX), Z1
+	VMOVUPS 0(BX), Z0
 	VMULPS Z24, Z0, Z0
+	VMOVUPS 64(BX), Z1
+	VMULPS Z24, Z1, Z1
+	BYTE $0x62; BYTE $0xf3; BYTE $0x7d; BYTE $0x48; BYTE $0x66; BYTE $0xd0; BYTE $0x20 // vfpclassps $0x20, %zmm0, %k2
+	BYTE $0x62; BYTE $0xf3; BYTE $0x7d; BYTE $0x48; BYTE $0x66; BYTE $0xd9; BYTE $0x20 // vfpclassps $0x20, %zmm1, %k3
+	BYTE $0xc5; BYTE $0xf8; BYTE $0x98; BYTE $0xda // kortestw %k2, %k3
+	JNZ gemmAMXKernel32x32BF16_p_denormal
+	BYTE $0x62; BYTE $0xf2; BYTE $0x77; BYTE $0x48; BYTE $0x72; BYTE $0xd0 // vcvtne2ps2bf16 %zmm0, %zmm1, %zmm2
+	VMOVDQU16 Z2, (DX)
+	JMP gemmAMXKernel32x32BF16_p_stored
+gemmAMXKernel32x32BF16_p_denormal:
 	VPSRLD $16, Z0, Z30
 	VPANDD Z27, Z30, Z30
 	VPADDD Z26, Z30, Z30
@@ -1210,7 +1269,6 @@ gemmAMXKernel32x32BF16_p_rows:
 	VPSRLD $16, Z0, K1, Z30
 	VPORD Z28, Z30, K1, Z30
 	VPMOVDW Z30, 0(DX)
-	VMULPS Z24, Z1, Z1
 	VPSRLD $16, Z1, Z30
 	VPANDD Z27, Z30, Z30
 	VPADDD Z26, Z30, Z30
@@ -1220,6 +1278,7 @@ gemmAMXKernel32x32BF16_p_rows:
 	VPSRLD $16, Z1, K1, Z30
 	VPORD Z28, Z30, K1, Z30
 	VPMOVDW Z30, 32(DX)
+gemmAMXKernel32x32BF16_p_stored:
 	ADDQ $128, BX
 	ADDQ R8, DX
 	DECQ CX
@@ -1240,6 +1299,10 @@ gemmAMXKernel32x32BF16_p_end:
 	RET
 
 gemmAMXKernel32x32BF16_beta:
+	// A bias (beta 1) replaces C.
+	MOVQ bias+104(FP), AX
+	TESTQ AX, AX
+	JNZ gemmAMXKernel32x32BF16_bias
 	TESTQ R11, R11
 	JZ gemmAMXKernel32x32BF16_b_end
 
@@ -1251,13 +1314,36 @@ gemmAMXKernel32x32BF16_b_panel:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero %tmm3
+	CMPQ bPanel+48(FP), $0
+	JNE gemmAMXKernel32x32BF16_b_row
 	TESTQ CX, CX
-	JZ gemmAMXKernel32x32BF16_b_done
+	JZ gemmAMXKernel32x32BF16_b_col_done
 
-gemmAMXKernel32x32BF16_b_loop:
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+gemmAMXKernel32x32BF16_b_col_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloaddt1 (%rsi,%r9,1), %tmm4
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
+	LEAQ (SI)(R13*1), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloaddt1 (%rbx,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
+	ADDQ R12, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_b_col_loop
+
+gemmAMXKernel32x32BF16_b_col_done:
+	JMP gemmAMXKernel32x32BF16_b_looped
+gemmAMXKernel32x32BF16_b_row:
+	TESTQ CX, CX
+	JZ gemmAMXKernel32x32BF16_b_row_done
+
+gemmAMXKernel32x32BF16_b_row_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloaddt1 (%rdi,%r10,1), %tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloaddt1 64(%rdi,%r10,1), %tmm7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
 	LEAQ (SI)(R13*1), BX
@@ -1267,9 +1353,10 @@ gemmAMXKernel32x32BF16_b_loop:
 	ADDQ R12, SI
 	ADDQ $2048, DI
 	DECQ CX
-	JNZ gemmAMXKernel32x32BF16_b_loop
+	JNZ gemmAMXKernel32x32BF16_b_row_loop
 
-gemmAMXKernel32x32BF16_b_done:
+gemmAMXKernel32x32BF16_b_row_done:
+gemmAMXKernel32x32BF16_b_looped:
 	LEAQ (SP), BX // the tile scratch
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x13 // tilestored %tmm0, (%rbx,%r10,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x13; BYTE $0x40 // tilestored %tmm1, 64(%rbx,%r10,1)
@@ -1279,13 +1366,26 @@ gemmAMXKernel32x32BF16_b_done:
 	MOVQ $32, CX
 
 gemmAMXKernel32x32BF16_b_rows:
-	VMOVUPS (BX), Z0
-	VMOVUPS 64(BX), Z1
+	VMOVUPS 0(BX), Z0
 	VMULPS Z24, Z0, Z0
 	VPMOVZXWD 0(DX), Z29
 	VPSLLD $16, Z29, Z29
 	VMULPS Z25, Z29, Z29
 	VADDPS Z29, Z0, Z0
+	VMOVUPS 64(BX), Z1
+	VMULPS Z24, Z1, Z1
+	VPMOVZXWD 32(DX), Z29
+	VPSLLD $16, Z29, Z29
+	VMULPS Z25, Z29, Z29
+	VADDPS Z29, Z1, Z1
+	BYTE $0x62; BYTE $0xf3; BYTE $0x7d; BYTE $0x48; BYTE $0x66; BYTE $0xd0; BYTE $0x20 // vfpclassps $0x20, %zmm0, %k2
+	BYTE $0x62; BYTE $0xf3; BYTE $0x7d; BYTE $0x48; BYTE $0x66; BYTE $0xd9; BYTE $0x20 // vfpclassps $0x20, %zmm1, %k3
+	BYTE $0xc5; BYTE $0xf8; BYTE $0x98; BYTE $0xda // kortestw %k2, %k3
+	JNZ gemmAMXKernel32x32BF16_b_denormal
+	BYTE $0x62; BYTE $0xf2; BYTE $0x77; BYTE $0x48; BYTE $0x72; BYTE $0xd0 // vcvtne2ps2bf16 %zmm0, %zmm1, %zmm2
+	VMOVDQU16 Z2, (DX)
+	JMP gemmAMXKernel32x32BF16_b_stored
+gemmAMXKernel32x32BF16_b_denormal:
 	VPSRLD $16, Z0, Z30
 	VPANDD Z27, Z30, Z30
 	VPADDD Z26, Z30, Z30
@@ -1295,11 +1395,6 @@ gemmAMXKernel32x32BF16_b_rows:
 	VPSRLD $16, Z0, K1, Z30
 	VPORD Z28, Z30, K1, Z30
 	VPMOVDW Z30, 0(DX)
-	VMULPS Z24, Z1, Z1
-	VPMOVZXWD 32(DX), Z29
-	VPSLLD $16, Z29, Z29
-	VMULPS Z25, Z29, Z29
-	VADDPS Z29, Z1, Z1
 	VPSRLD $16, Z1, Z30
 	VPANDD Z27, Z30, Z30
 	VPADDD Z26, Z30, Z30
@@ -1309,6 +1404,7 @@ gemmAMXKernel32x32BF16_b_rows:
 	VPSRLD $16, Z1, K1, Z30
 	VPORD Z28, Z30, K1, Z30
 	VPMOVDW Z30, 32(DX)
+gemmAMXKernel32x32BF16_b_stored:
 	ADDQ $128, BX
 	ADDQ R8, DX
 	DECQ CX
@@ -1324,6 +1420,130 @@ gemmAMXKernel32x32BF16_b_rows:
 	JNZ gemmAMXKernel32x32BF16_b_panel
 
 gemmAMXKernel32x32BF16_b_end:
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+	VZEROUPPER
+	RET
+
+gemmAMXKernel32x32BF16_bias:
+	TESTQ R11, R11
+	JZ gemmAMXKernel32x32BF16_c_end
+
+gemmAMXKernel32x32BF16_c_panel:
+	MOVQ kt+0(FP), CX
+	MOVQ R14, SI
+	MOVQ 4104(SP), DI
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero %tmm1
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero %tmm3
+	CMPQ bPanel+48(FP), $0
+	JNE gemmAMXKernel32x32BF16_c_row
+	TESTQ CX, CX
+	JZ gemmAMXKernel32x32BF16_c_col_done
+
+gemmAMXKernel32x32BF16_c_col_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloaddt1 (%rsi,%r9,1), %tmm4
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd (%rdi,%r10,1), %tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd 64(%rdi,%r10,1), %tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
+	LEAQ (SI)(R13*1), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloaddt1 (%rbx,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
+	ADDQ R12, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_c_col_loop
+
+gemmAMXKernel32x32BF16_c_col_done:
+	JMP gemmAMXKernel32x32BF16_c_looped
+gemmAMXKernel32x32BF16_c_row:
+	TESTQ CX, CX
+	JZ gemmAMXKernel32x32BF16_c_row_done
+
+gemmAMXKernel32x32BF16_c_row_loop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd (%rsi,%r9,1), %tmm4
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloaddt1 (%rdi,%r10,1), %tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x79; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloaddt1 64(%rdi,%r10,1), %tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps %tmm6, %tmm4, %tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps %tmm7, %tmm4, %tmm1
+	LEAQ (SI)(R13*1), BX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x0b // tileloadd (%rbx,%r9,1), %tmm5
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps %tmm6, %tmm5, %tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps %tmm7, %tmm5, %tmm3
+	ADDQ R12, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_c_row_loop
+
+gemmAMXKernel32x32BF16_c_row_done:
+gemmAMXKernel32x32BF16_c_looped:
+	LEAQ (SP), BX // the tile scratch
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x13 // tilestored %tmm0, (%rbx,%r10,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x13; BYTE $0x40 // tilestored %tmm1, 64(%rbx,%r10,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x94; BYTE $0x13; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored %tmm2, 2048(%rbx,%r10,1)
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x9c; BYTE $0x13; BYTE $0x40; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tilestored %tmm3, 2112(%rbx,%r10,1)
+	MOVQ 4112(SP), AX // the tile's 32 bias values, widened
+	VPMOVZXWD (AX), Z20
+	VPSLLD $16, Z20, Z20
+	VPMOVZXWD 32(AX), Z21
+	VPSLLD $16, Z21, Z21
+	MOVQ 4096(SP), DX
+	MOVQ $32, CX
+
+gemmAMXKernel32x32BF16_c_rows:
+	VMOVUPS 0(BX), Z0
+	VMULPS Z24, Z0, Z0
+	VADDPS Z20, Z0, Z0
+	VMOVUPS 64(BX), Z1
+	VMULPS Z24, Z1, Z1
+	VADDPS Z21, Z1, Z1
+	BYTE $0x62; BYTE $0xf3; BYTE $0x7d; BYTE $0x48; BYTE $0x66; BYTE $0xd0; BYTE $0x20 // vfpclassps $0x20, %zmm0, %k2
+	BYTE $0x62; BYTE $0xf3; BYTE $0x7d; BYTE $0x48; BYTE $0x66; BYTE $0xd9; BYTE $0x20 // vfpclassps $0x20, %zmm1, %k3
+	BYTE $0xc5; BYTE $0xf8; BYTE $0x98; BYTE $0xda // kortestw %k2, %k3
+	JNZ gemmAMXKernel32x32BF16_c_denormal
+	BYTE $0x62; BYTE $0xf2; BYTE $0x77; BYTE $0x48; BYTE $0x72; BYTE $0xd0 // vcvtne2ps2bf16 %zmm0, %zmm1, %zmm2
+	VMOVDQU16 Z2, (DX)
+	JMP gemmAMXKernel32x32BF16_c_stored
+gemmAMXKernel32x32BF16_c_denormal:
+	VPSRLD $16, Z0, Z30
+	VPANDD Z27, Z30, Z30
+	VPADDD Z26, Z30, Z30
+	VPADDD Z0, Z30, Z30
+	VPSRLD $16, Z30, Z30
+	VCMPPS $3, Z0, Z0, K1
+	VPSRLD $16, Z0, K1, Z30
+	VPORD Z28, Z30, K1, Z30
+	VPMOVDW Z30, 0(DX)
+	VPSRLD $16, Z1, Z30
+	VPANDD Z27, Z30, Z30
+	VPADDD Z26, Z30, Z30
+	VPADDD Z1, Z30, Z30
+	VPSRLD $16, Z30, Z30
+	VCMPPS $3, Z1, Z1, K1
+	VPSRLD $16, Z1, K1, Z30
+	VPORD Z28, Z30, K1, Z30
+	VPMOVDW Z30, 32(DX)
+gemmAMXKernel32x32BF16_c_stored:
+	ADDQ $128, BX
+	ADDQ R8, DX
+	DECQ CX
+	JNZ gemmAMXKernel32x32BF16_c_rows
+	ADDQ aPanel+32(FP), R14
+	MOVQ 4096(SP), DX
+	ADDQ cPanel+72(FP), DX
+	MOVQ DX, 4096(SP)
+	MOVQ 4104(SP), DX
+	ADDQ bPanel+48(FP), DX
+	MOVQ DX, 4104(SP)
+	MOVQ 4112(SP), DX
+	ADDQ biasPanel+112(FP), DX
+	MOVQ DX, 4112(SP)
+	DECQ R11
+	JNZ gemmAMXKernel32x32BF16_c_panel
+
+gemmAMXKernel32x32BF16_c_end:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	VZEROUPPER
 	RET

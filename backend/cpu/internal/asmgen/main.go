@@ -391,17 +391,19 @@ func (g *gen) amx() {
 
 	name = "gemmAMXKernel32x32BF16"
 	g.p("")
-	g.p("// func %s(kt int, a *uint32, aRow, aStep, aPanel int, b *uint32, bPanel int, c *half.BFloat16, ldc, cPanel, n int, cfg *[64]byte, alpha, beta float32)", name)
+	g.p("// func %s(kt int, a *uint32, aRow, aStep, aPanel int, b *uint32, bPanel int, c *half.BFloat16, ldc, cPanel, n int, cfg *[64]byte, alpha, beta float32, bias *half.BFloat16, biasPanel int)", name)
 	g.p("// n tiles of C, one tile configuration for all: the")
 	g.p("// float32 tile goes through 4 KB of the frame (not NOSPLIT: the prologue")
-	g.p("// grows the stack as needed), 4096(SP) holds the current C tile, 4104(SP)\n// the current B panel.")
-	g.p("TEXT ·%s(SB), $4112-104", name)
+	g.p("// grows the stack as needed), 4096(SP) holds the current C tile, 4104(SP)\n// the current B panel, 4112(SP) the current bias columns.")
+	g.p("TEXT ·%s(SB), $4120-120", name)
 	g.p("\tNO_LOCAL_POINTERS")
 	g.p("\tMOVQ cfg+88(FP), AX")
 	g.gnu("ldtilecfg (%rax)")
 	g.p("\tMOVQ a+8(FP), R14 // the current A panel")
 	g.p("\tMOVQ b+40(FP), AX")
 	g.p("\tMOVQ AX, 4104(SP)")
+	g.p("\tMOVQ bias+104(FP), AX")
+	g.p("\tMOVQ AX, 4112(SP)")
 	g.p("\tMOVQ aRow+16(FP), R9")
 	g.p("\tMOVQ aStep+24(FP), R12")
 	g.p("\tMOVQ R9, R13")
@@ -420,8 +422,7 @@ func (g *gen) amx() {
 	g.p("\tVUCOMISS alpha+96(FP), X0")
 	g.p("\tJNE %s_plain", name)
 	g.p("\tJPS %s_plain", name)
-	for _, mode := range []string{"fast", "plain", "beta"} {
-		withBeta := mode == "beta"
+	for _, mode := range []string{"fast", "plain", "beta", "bias"} {
 		lbl := name
 		switch mode {
 		case "plain":
@@ -432,6 +433,14 @@ func (g *gen) amx() {
 			lbl = name + "_b"
 			g.p("")
 			g.p("%s_beta:", name)
+			g.p("\t// A bias (beta 1) replaces C.")
+			g.p("\tMOVQ bias+104(FP), AX")
+			g.p("\tTESTQ AX, AX")
+			g.p("\tJNZ %s_bias", name)
+		case "bias":
+			lbl = name + "_c"
+			g.p("")
+			g.p("%s_bias:", name)
 		}
 		g.p("\tTESTQ R11, R11")
 		g.p("\tJZ %s_end", lbl)
@@ -443,12 +452,28 @@ func (g *gen) amx() {
 		for t := range 4 {
 			g.gnu(fmt.Sprintf("tilezero %%tmm%d", t))
 		}
-		g.amxLoop(lbl)
+		// The operand that each tile reads afresh is loaded with the
+		// non-temporal hint, so that the one the next tile reads again
+		// stays in L1: A down a column of tiles (bPanel 0), B across a row.
+		g.p("\tCMPQ bPanel+48(FP), $0")
+		g.p("\tJNE %s_row", lbl)
+		g.amxLoopHint(lbl+"_col", true)
+		g.p("\tJMP %s_looped", lbl)
+		g.p("%s_row:", lbl)
+		g.amxLoopHint(lbl+"_row", false)
+		g.p("%s_looped:", lbl)
 		g.p("\tLEAQ (SP), BX // the tile scratch")
 		g.gnu("tilestored %tmm0, (%rbx,%r10,1)")
 		g.gnu("tilestored %tmm1, 64(%rbx,%r10,1)")
 		g.gnu("tilestored %tmm2, 2048(%rbx,%r10,1)")
 		g.gnu("tilestored %tmm3, 2112(%rbx,%r10,1)")
+		if mode == "bias" {
+			g.p("\tMOVQ 4112(SP), AX // the tile's 32 bias values, widened")
+			g.p("\tVPMOVZXWD (AX), Z%d", zBiasLo)
+			g.p("\tVPSLLD $16, Z%d, Z%d", zBiasLo, zBiasLo)
+			g.p("\tVPMOVZXWD 32(AX), Z%d", zBiasHi)
+			g.p("\tVPSLLD $16, Z%d, Z%d", zBiasHi, zBiasHi)
+		}
 		g.p("\tMOVQ 4096(SP), DX")
 		g.p("\tMOVQ $%d, CX", 32)
 		g.p("")
@@ -458,10 +483,7 @@ func (g *gen) amx() {
 			g.gnu("vcvtne2ps2bf16 (%rbx), %zmm1, %zmm0")
 			g.p("\tVMOVDQU16 Z0, (DX)")
 		} else {
-			g.p("\tVMOVUPS (BX), Z0")
-			g.p("\tVMOVUPS 64(BX), Z1")
-			g.bf16Round(0, 0, withBeta)
-			g.bf16Round(1, 32, withBeta)
+			g.amxRoundRow(lbl, mode)
 		}
 		g.p("\tADDQ $128, BX")
 		g.p("\tADDQ R8, DX")
@@ -474,6 +496,11 @@ func (g *gen) amx() {
 		g.p("\tMOVQ 4104(SP), DX")
 		g.p("\tADDQ bPanel+48(FP), DX")
 		g.p("\tMOVQ DX, 4104(SP)")
+		if mode == "bias" {
+			g.p("\tMOVQ 4112(SP), DX")
+			g.p("\tADDQ biasPanel+112(FP), DX")
+			g.p("\tMOVQ DX, 4112(SP)")
+		}
 		g.p("\tDECQ R11")
 		g.p("\tJNZ %s_panel", lbl)
 		g.p("")
@@ -492,6 +519,52 @@ func (g *gen) amx() {
 	g.p("\tORQ DX, AX")
 	g.p("\tMOVQ AX, ret+0(FP)")
 	g.p("\tRET")
+}
+
+// Registers of the AMX store's bias mode: the tile's 32 bias values as
+// float32.
+const zBiasLo, zBiasHi = 20, 21
+
+// amxRoundRow stores row BX of the float32 tile scratch (32 values) to the
+// bf16 C row at DX as bf16Out does: v = alpha·t, plus beta·C (mode "beta")
+// or the bias columns (mode "bias", beta 1), then VCVTNE2PS2BF16 where no
+// v is a float32 denormal (the only values on which it differs from
+// half.BFloat16FromFloat32: it reads them as zero), the integer rounding of
+// bf16Round otherwise.
+func (g *gen) amxRoundRow(lbl, mode string) {
+	for v := range 2 {
+		g.p("\tVMOVUPS %d(BX), Z%d", 64*v, v)
+		g.p("\tVMULPS Z%d, Z%d, Z%d", zAlpha, v, v)
+		switch mode {
+		case "beta":
+			g.p("\tVPMOVZXWD %d(DX), Z%d", 32*v, zOld)
+			g.p("\tVPSLLD $16, Z%d, Z%d", zOld, zOld)
+			g.p("\tVMULPS Z%d, Z%d, Z%d", zBeta, zOld, zOld)
+			g.p("\tVADDPS Z%d, Z%d, Z%d", zOld, v, v)
+		case "bias":
+			g.p("\tVADDPS Z%d, Z%d, Z%d", zBiasLo+v, v, v)
+		}
+	}
+	g.gnu("vfpclassps $0x20, %zmm0, %k2")
+	g.gnu("vfpclassps $0x20, %zmm1, %k3")
+	g.gnu("kortestw %k2, %k3")
+	g.p("\tJNZ %s_denormal", lbl)
+	g.gnu("vcvtne2ps2bf16 %zmm0, %zmm1, %zmm2")
+	g.p("\tVMOVDQU16 Z2, (DX)")
+	g.p("\tJMP %s_stored", lbl)
+	g.p("%s_denormal:", lbl)
+	for v := range 2 {
+		g.p("\tVPSRLD $16, Z%d, Z%d", v, zR)
+		g.p("\tVPANDD Z%d, Z%d, Z%d", zOne, zR, zR)
+		g.p("\tVPADDD Z%d, Z%d, Z%d", zBias, zR, zR)
+		g.p("\tVPADDD Z%d, Z%d, Z%d", v, zR, zR)
+		g.p("\tVPSRLD $16, Z%d, Z%d", zR, zR)
+		g.p("\tVCMPPS $3, Z%d, Z%d, K1", v, v)
+		g.p("\tVPSRLD $16, Z%d, K1, Z%d", v, zR)
+		g.p("\tVPORD Z%d, Z%d, K1, Z%d", zQuiet, zR, zR)
+		g.p("\tVPMOVDW Z%d, %d(DX)", zR, 32*v)
+	}
+	g.p("%s_stored:", lbl)
 }
 
 // amxSetup loads the tile configuration and the kernel's arguments: CX k
@@ -541,6 +614,34 @@ func (g *gen) amxLoop(name string) {
 	g.gnu("tdpbf16ps %tmm7, %tmm4, %tmm1")
 	g.p("\tLEAQ (SI)(R13*1), BX")
 	g.gnu("tileloadd (%rbx,%r9,1), %tmm5")
+	g.gnu("tdpbf16ps %tmm6, %tmm5, %tmm2")
+	g.gnu("tdpbf16ps %tmm7, %tmm5, %tmm3")
+	g.p("\tADDQ R12, SI")
+	g.p("\tADDQ $2048, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
+}
+
+// amxLoopHint is amxLoop loading the A tiles (streamA) or the B tiles with
+// TILELOADDT1, the non-temporal hint.
+func (g *gen) amxLoopHint(name string, streamA bool) {
+	ldA, ldB := "tileloadd", "tileloaddt1"
+	if streamA {
+		ldA, ldB = ldB, ldA
+	}
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.p("")
+	g.p("%s_loop:", name)
+	g.gnu(ldA + " (%rsi,%r9,1), %tmm4")
+	g.gnu(ldB + " (%rdi,%r10,1), %tmm6")
+	g.gnu(ldB + " 64(%rdi,%r10,1), %tmm7")
+	g.gnu("tdpbf16ps %tmm6, %tmm4, %tmm0")
+	g.gnu("tdpbf16ps %tmm7, %tmm4, %tmm1")
+	g.p("\tLEAQ (SI)(R13*1), BX")
+	g.gnu(ldA + " (%rbx,%r9,1), %tmm5")
 	g.gnu("tdpbf16ps %tmm6, %tmm5, %tmm2")
 	g.gnu("tdpbf16ps %tmm7, %tmm5, %tmm3")
 	g.p("\tADDQ R12, SI")
