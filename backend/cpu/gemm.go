@@ -28,6 +28,12 @@ const (
 	gemmSerialFlops = 1 << 21
 )
 
+// gemmRowOrderWords, when positive, makes a task run its tiles row panel by
+// row panel over chunks of at most that many words of packed B panels (at
+// least one panel; 1 MB, half of a Sapphire Rapids L2); 0 runs them B panel
+// by B panel. A variable so that benchmarks and tests can compare the orders.
+var gemmRowOrderWords = 1 << 18
+
 // gemmKernel is a register-blocked micro-kernel together with the packing
 // format it reads. fn(kc, a, b, c, ldc) adds to c[i*ldc+j], for i < mr and
 // j < nr, the product of an A micro-panel a[p*mr+i] and a B micro-panel
@@ -468,70 +474,96 @@ func (g *gemmCall[T]) task(t int) {
 	}
 	// fill: the first k slice starts each tile of C from the bias row.
 	fill := g.pc == 0 && g.bias != nil
-	negZero := T(math.Copysign(0, -1))
-	for q := np0; q < np1; q++ {
-		bp := g.bPack[q*kc*nr:][:kc*nr]
-		j := g.jc + q*nr
-		cols := min(nr, g.n-j)
-		for r := mp0; r < mp1; r++ {
-			ap := s.aPack[(r-mp0)*kc*mr:][:kc*mr]
-			i := r * mr
-			rows := min(mr, g.m-i)
-			if direct && rows == mr {
-				ar := g.a[i*g.lda+g.pc:]
-				if cols == nr {
-					if fill {
-						g.fillBias(i, j, mr, nr)
-					}
-					direct1(kc, ar, g.lda, bp, c[i*ldc+j:], ldc)
-					continue
-				}
-				e := s.edge
-				for x := range e {
-					e[x] = negZero
-				}
-				g.kern.direct(kc, ar, g.lda, bp, e, nr)
-				for ii := range rows {
-					dst := c[(i+ii)*ldc+j:][:cols]
-					if zero {
-						clear(dst)
-					} else if fill {
-						copy(dst, g.bias[j:][:cols])
-					}
-					for jj, v := range e[ii*nr:][:cols] {
-						dst[jj] += v
-					}
-				}
-				continue
+	// Row order: each row panel of A (12×KC, 24 KB, stays in L1) against a
+	// chunk of B micro-panels (stays in L2); column order: each B
+	// micro-panel (32×KC, 64 KB, more than L1) against every row panel of
+	// the task. The schedule alone: every tile gets the same kernel calls.
+	if gemmRowOrderWords <= 0 {
+		for q := np0; q < np1; q++ {
+			for r := mp0; r < mp1; r++ {
+				g.tile(s, r, q, mp0, direct, zero, fill, kern, direct1)
 			}
-			if rows == mr && cols == nr {
-				if fill {
-					g.fillBias(i, j, mr, nr)
-				}
-				kern(kc, ap, bp, c[i*ldc+j:], ldc)
-				continue
-			}
-			// Edge tile: run the kernel on a scratch tile of -0 (so that the
-			// kernel leaves exactly its accumulators there, signed zeros
-			// included) and add the valid part: this rounds exactly as a
-			// direct update of C would.
-			e := s.edge
-			for x := range e {
-				e[x] = negZero
-			}
-			g.kern.fn(kc, ap, bp, e, nr)
-			for ii := range rows {
-				dst := c[(i+ii)*ldc+j:][:cols]
-				if zero {
-					clear(dst)
-				} else if fill {
-					copy(dst, g.bias[j:][:cols])
-				}
-				for jj, v := range e[ii*nr:][:cols] {
-					dst[jj] += v
+		}
+	} else {
+		chunk := max(1, gemmRowOrderWords/(kc*nr))
+		for q0 := np0; q0 < np1; q0 += chunk {
+			q1 := min(np1, q0+chunk)
+			for r := mp0; r < mp1; r++ {
+				for q := q0; q < q1; q++ {
+					g.tile(s, r, q, mp0, direct, zero, fill, kern, direct1)
 				}
 			}
 		}
 	}
 	sp.Put(s)
+}
+
+// tile runs the kernel on micro-tile (r, q) of the current block for task
+// rows from panel mp0, as task decided: direct reads A in place, zero and
+// fill say how the first k slice starts C, kern and direct1 are the
+// kernels for whole tiles.
+func (g *gemmCall[T]) tile(s *gemmScratch[T], r, q, mp0 int, direct, zero, fill bool, kern func(int, []T, []T, []T, int), direct1 func(int, []T, int, []T, []T, int)) {
+	mr, nr, kc := g.kern.mr, g.kern.nr, g.kc
+	c, ldc := g.c, g.ldc
+	negZero := T(math.Copysign(0, -1))
+	bp := g.bPack[q*kc*nr:][:kc*nr]
+	j := g.jc + q*nr
+	cols := min(nr, g.n-j)
+	ap := s.aPack[(r-mp0)*kc*mr:][:kc*mr]
+	i := r * mr
+	rows := min(mr, g.m-i)
+	if direct && rows == mr {
+		ar := g.a[i*g.lda+g.pc:]
+		if cols == nr {
+			if fill {
+				g.fillBias(i, j, mr, nr)
+			}
+			direct1(kc, ar, g.lda, bp, c[i*ldc+j:], ldc)
+			return
+		}
+		e := s.edge
+		for x := range e {
+			e[x] = negZero
+		}
+		g.kern.direct(kc, ar, g.lda, bp, e, nr)
+		for ii := range rows {
+			dst := c[(i+ii)*ldc+j:][:cols]
+			if zero {
+				clear(dst)
+			} else if fill {
+				copy(dst, g.bias[j:][:cols])
+			}
+			for jj, v := range e[ii*nr:][:cols] {
+				dst[jj] += v
+			}
+		}
+		return
+	}
+	if rows == mr && cols == nr {
+		if fill {
+			g.fillBias(i, j, mr, nr)
+		}
+		kern(kc, ap, bp, c[i*ldc+j:], ldc)
+		return
+	}
+	// Edge tile: run the kernel on a scratch tile of -0 (so that the
+	// kernel leaves exactly its accumulators there, signed zeros
+	// included) and add the valid part: this rounds exactly as a
+	// direct update of C would.
+	e := s.edge
+	for x := range e {
+		e[x] = negZero
+	}
+	g.kern.fn(kc, ap, bp, e, nr)
+	for ii := range rows {
+		dst := c[(i+ii)*ldc+j:][:cols]
+		if zero {
+			clear(dst)
+		} else if fill {
+			copy(dst, g.bias[j:][:cols])
+		}
+		for jj, v := range e[ii*nr:][:cols] {
+			dst[jj] += v
+		}
+	}
 }
