@@ -289,6 +289,19 @@ func (g *gemmCall[T]) fillBias(i, j, rows, cols int) {
 type gemmScratch[T float32 | float64] struct {
 	aPack []T
 	edge  []T
+	// negZero is an edge tile of -0, copied into edge before each use.
+	negZero []T
+}
+
+// growEdge sizes the edge tile (and its -0 original) to n elements.
+func (s *gemmScratch[T]) growEdge(n int) {
+	s.edge = gemmGrow(s.edge, n)
+	if len(s.negZero) != n {
+		s.negZero = gemmGrow(s.negZero, n)
+		for x := range s.negZero {
+			s.negZero[x] = T(math.Copysign(0, -1))
+		}
+	}
 }
 
 var (
@@ -378,7 +391,7 @@ func (g *gemmCall[T]) colTask(t int) {
 	sp := gemmScratchPool[T]()
 	s := sp.Get().(*gemmScratch[T])
 	s.aPack = gemmGrow(s.aPack, mr*g.kcMax)
-	s.edge = gemmGrow(s.edge, mr*nr)
+	s.growEdge(mr * nr)
 	mPanels := g.mPanels
 	lastRow := (mPanels - 1) * mr
 	partial := g.m-lastRow < mr
@@ -546,7 +559,7 @@ func (g *gemmCall[T]) task(t int) {
 	s := sp.Get().(*gemmScratch[T])
 	kc := g.kc
 	s.aPack = gemmGrow(s.aPack, (mp1-mp0)*mr*kc)
-	s.edge = gemmGrow(s.edge, mr*nr)
+	s.growEdge(mr * nr)
 	// The kernel reads whole row panels of A in place where it can (no
 	// transpose, no scaling): only a last, partial panel is packed then.
 	direct := g.kern.direct != nil && !g.transA && g.alpha == 1
@@ -594,7 +607,6 @@ func (g *gemmCall[T]) task(t int) {
 func (g *gemmCall[T]) tile(s *gemmScratch[T], i, j int, ap, bp []T, pc, kc int, direct, zero, fill bool, kern func(int, []T, []T, []T, int), direct1 func(int, []T, int, []T, []T, int)) {
 	mr, nr := g.kern.mr, g.kern.nr
 	c, ldc := g.c, g.ldc
-	negZero := T(math.Copysign(0, -1))
 	cols := min(nr, g.n-j)
 	rows := min(mr, g.m-i)
 	if direct && rows == mr {
@@ -607,9 +619,7 @@ func (g *gemmCall[T]) tile(s *gemmScratch[T], i, j int, ap, bp []T, pc, kc int, 
 			return
 		}
 		e := s.edge
-		for x := range e {
-			e[x] = negZero
-		}
+		copy(e, s.negZero)
 		g.kern.direct(kc, ar, g.lda, bp, e, nr)
 		for ii := range rows {
 			dst := c[(i+ii)*ldc+j:][:cols]
@@ -636,9 +646,7 @@ func (g *gemmCall[T]) tile(s *gemmScratch[T], i, j int, ap, bp []T, pc, kc int, 
 	// included) and add the valid part: this rounds exactly as a
 	// direct update of C would.
 	e := s.edge
-	for x := range e {
-		e[x] = negZero
-	}
+	copy(e, s.negZero)
 	g.kern.fn(kc, ap, bp, e, nr)
 	for ii := range rows {
 		dst := c[(i+ii)*ldc+j:][:cols]
