@@ -28,6 +28,19 @@ const (
 	gemmSerialFlops = 1 << 21
 )
 
+// gemmRowOrderWords, when positive, makes a task run its tiles row panel by
+// row panel over chunks of at most that many words of packed B panels (at
+// least one panel; 1 MB, half of a Sapphire Rapids L2); 0 runs them B panel
+// by B panel. A variable so that benchmarks and tests can compare the orders.
+var gemmRowOrderWords = 1 << 18
+
+// Products of at most gemmColMaxM rows whose op(A) the kernel reads in
+// place run as gemmColTasksPerWorker column tasks per worker (see colTask);
+// gemmColMaxM is a variable so that tests and benchmarks can turn them off.
+var gemmColMaxM = 2 * gemmMC
+
+const gemmColTasksPerWorker = 4
+
 // gemmKernel is a register-blocked micro-kernel together with the packing
 // format it reads. fn(kc, a, b, c, ldc) adds to c[i*ldc+j], for i < mr and
 // j < nr, the product of an A micro-panel a[p*mr+i] and a B micro-panel
@@ -256,6 +269,12 @@ type gemmCall[T float32 | float64] struct {
 	bias []T
 
 	bPack []T
+
+	// colTasks, where positive, is the number of column tasks of a call run
+	// by colTask instead of the shared blocking loop; colTaskFn runs a range
+	// of them.
+	colTasks  int
+	colTaskFn func(lo, hi int)
 }
 
 // fillBias copies the bias row into the rows×cols block of C at (i, j).
@@ -270,6 +289,19 @@ func (g *gemmCall[T]) fillBias(i, j, rows, cols int) {
 type gemmScratch[T float32 | float64] struct {
 	aPack []T
 	edge  []T
+	// negZero is an edge tile of -0, copied into edge before each use.
+	negZero []T
+}
+
+// growEdge sizes the edge tile (and its -0 original) to n elements.
+func (s *gemmScratch[T]) growEdge(n int) {
+	s.edge = gemmGrow(s.edge, n)
+	if len(s.negZero) != n {
+		s.negZero = gemmGrow(s.negZero, n)
+		for x := range s.negZero {
+			s.negZero[x] = T(math.Copysign(0, -1))
+		}
+	}
 }
 
 var (
@@ -289,6 +321,11 @@ func newGemmCallPool[T float32 | float64]() *sync.Pool {
 		g.taskFn = func(lo, hi int) {
 			for t := lo; t < hi; t++ {
 				g.task(t)
+			}
+		}
+		g.colTaskFn = func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				g.colTask(t)
 			}
 		}
 		return g
@@ -325,48 +362,118 @@ func (g *gemmCall[T]) run(m, n, k, workers int) {
 	mr, nr := g.kern.mr, g.kern.nr
 	g.plan(m, n, k, mr, nr, workers, gemmSizes{kc: gemmKC, mc: gemmMC, nc: gemmNC})
 	g.bPack = gemmGrow(g.bPack, g.kcMax*gemmCeilDiv(g.ncMax, nr)*nr)
+	// Few rows read in place (the MLP's forward and input-gradient
+	// products): column tasks, each over every k slice, instead of the
+	// loop's two parallel phases (pack B, then row tasks) per k slice.
+	nPanels := gemmCeilDiv(n, nr)
+	if workers > 1 && m <= gemmColMaxM && n <= gemmNC && g.kern.direct != nil && !g.transA && g.alpha == 1 && nPanels >= 2*workers {
+		g.colTasks = min(nPanels/2, gemmColTasksPerWorker*workers)
+		ParallelFor(g.colTasks, 1, g.colTaskFn)
+		return
+	}
 	g.loop()
+}
+
+// colTask computes column task t of a call with column tasks: all m rows
+// of C by a share of its NR-column micro-panels, slice by k slice in
+// ascending order. It packs its own B panels and reads every row panel of A
+// in place (packing only a partial last one), so that the call needs one
+// parallel phase; each tile gets the kernel calls of the blocking loop in
+// the same order, so the result has the same bits.
+func (g *gemmCall[T]) colTask(t int) {
+	mr, nr := g.kern.mr, g.kern.nr
+	nPanels := gemmCeilDiv(g.n, nr)
+	np0, np1 := t*nPanels/g.colTasks, (t+1)*nPanels/g.colTasks
+	if np0 >= np1 {
+		return
+	}
+	j0, j1 := np0*nr, min(np1*nr, g.n)
+	sp := gemmScratchPool[T]()
+	s := sp.Get().(*gemmScratch[T])
+	s.aPack = gemmGrow(s.aPack, mr*g.kcMax)
+	s.growEdge(mr * nr)
+	mPanels := g.mPanels
+	lastRow := (mPanels - 1) * mr
+	partial := g.m-lastRow < mr
+	chunk := np1 - np0
+	if w := gemmRowOrderWords; w > 0 {
+		chunk = max(1, w/(g.kcMax*nr))
+	}
+	for pc := 0; pc < g.k; pc += g.kcMax {
+		kc := min(g.kcMax, g.k-pc)
+		zero := pc == 0 && g.beta == 0 && g.kern.fnZero != nil && g.kern.directZero != nil
+		if pc == 0 && !zero {
+			gemmScale(g.m, j1-j0, g.beta, g.c[j0:], g.ldc)
+		}
+		for q := np0; q < np1; q++ {
+			g.packB(g.bPack[q*g.kcMax*nr:][:kc*nr], q*nr, pc, kc)
+		}
+		var ap []T
+		if partial {
+			ap = s.aPack[:kc*mr]
+			g.packA(ap, lastRow, g.m-lastRow, pc, kc)
+		}
+		kern, direct1 := g.kern.fn, g.kern.direct
+		if zero {
+			kern, direct1 = g.kern.fnZero, g.kern.directZero
+		}
+		fill := pc == 0 && g.bias != nil
+		for q0 := np0; q0 < np1; q0 += chunk {
+			q1 := min(np1, q0+chunk)
+			for r := range mPanels {
+				for q := q0; q < q1; q++ {
+					g.tile(s, r*mr, q*nr, ap, g.bPack[q*g.kcMax*nr:][:kc*nr], pc, kc, true, zero, fill, kern, direct1)
+				}
+			}
+		}
+	}
+	sp.Put(s)
 }
 
 // packBPanel packs micro-panel q of the current B block:
 // bPack[q*kc*nr + p*nr + j] = op(B)[pc+p][jc+q*nr+j], zero beyond n.
 func (g *gemmCall[T]) packBPanel(q int) {
 	nr, kc := g.kern.nr, g.kc
-	dst := g.bPack[q*kc*nr:][:kc*nr]
-	j0 := g.jc + q*nr
+	g.packB(g.bPack[q*kc*nr:][:kc*nr], g.jc+q*nr, g.pc, kc)
+}
+
+// packB packs the B micro-panel of columns [j0, j0+nr), depth [pc, pc+kc):
+// dst[p*nr + j] = op(B)[pc+p][j0+j], zero beyond n.
+func (g *gemmCall[T]) packB(dst []T, j0, pc, kc int) {
+	nr := g.kern.nr
 	cols := min(nr, g.n-j0)
 	b, ldb := g.b, g.ldb
 	if !g.transB {
 		if g.kern.packRows != nil {
-			g.kern.packRows(dst, b[g.pc*ldb+j0:], ldb, kc, cols)
+			g.kern.packRows(dst, b[pc*ldb+j0:], ldb, kc, cols)
 			return
 		}
 		for p := range kc {
 			d := dst[p*nr:][:nr]
-			copy(d, b[(g.pc+p)*ldb+j0:][:cols])
+			copy(d, b[(pc+p)*ldb+j0:][:cols])
 			clear(d[cols:])
 		}
 		return
 	}
 	if g.kern.packTrans != nil && cols == nr {
-		g.kern.packTrans(dst, b[j0*ldb+g.pc:], ldb, kc)
+		g.kern.packTrans(dst, b[j0*ldb+pc:], ldb, kc)
 		return
 	}
 	// op(B)[p][j] = B[j][p]: walk four stored rows at once, scattering with
 	// stride nr.
 	j := 0
 	for ; j+4 <= cols; j += 4 {
-		s0 := b[(j0+j)*ldb+g.pc:][:kc]
-		s1 := b[(j0+j+1)*ldb+g.pc:][:len(s0)]
-		s2 := b[(j0+j+2)*ldb+g.pc:][:len(s0)]
-		s3 := b[(j0+j+3)*ldb+g.pc:][:len(s0)]
+		s0 := b[(j0+j)*ldb+pc:][:kc]
+		s1 := b[(j0+j+1)*ldb+pc:][:len(s0)]
+		s2 := b[(j0+j+2)*ldb+pc:][:len(s0)]
+		s3 := b[(j0+j+3)*ldb+pc:][:len(s0)]
 		for p := range s0 {
 			d := dst[p*nr+j:][:4]
 			d[0], d[1], d[2], d[3] = s0[p], s1[p], s2[p], s3[p]
 		}
 	}
 	for ; j < cols; j++ {
-		for p, v := range b[(j0+j)*ldb+g.pc:][:kc] {
+		for p, v := range b[(j0+j)*ldb+pc:][:kc] {
 			dst[p*nr+j] = v
 		}
 	}
@@ -380,8 +487,8 @@ func (g *gemmCall[T]) packBPanel(q int) {
 // packA packs rows [i0, i0+rows) of op(A), depth [pc, pc+kc), scaled by
 // alpha, into mr-row micro-panels: dst[q*kc*mr + p*mr + i] =
 // alpha·op(A)[i0+q*mr+i][pc+p], zero beyond the last row.
-func (g *gemmCall[T]) packA(dst []T, i0, rows int) {
-	mr, kc, alpha := g.kern.mr, g.kc, g.alpha
+func (g *gemmCall[T]) packA(dst []T, i0, rows, pc, kc int) {
+	mr, alpha := g.kern.mr, g.alpha
 	a, lda := g.a, g.lda
 	for q := 0; q*mr < rows; q++ {
 		d := dst[q*kc*mr:][:kc*mr]
@@ -392,17 +499,17 @@ func (g *gemmCall[T]) packA(dst []T, i0, rows int) {
 			// per p.
 			i := 0
 			for ; i+4 <= nrow; i += 4 {
-				s0 := a[(r0+i)*lda+g.pc:][:kc]
-				s1 := a[(r0+i+1)*lda+g.pc:][:len(s0)]
-				s2 := a[(r0+i+2)*lda+g.pc:][:len(s0)]
-				s3 := a[(r0+i+3)*lda+g.pc:][:len(s0)]
+				s0 := a[(r0+i)*lda+pc:][:kc]
+				s1 := a[(r0+i+1)*lda+pc:][:len(s0)]
+				s2 := a[(r0+i+2)*lda+pc:][:len(s0)]
+				s3 := a[(r0+i+3)*lda+pc:][:len(s0)]
 				for p := range s0 {
 					dd := d[p*mr+i:][:4]
 					dd[0], dd[1], dd[2], dd[3] = alpha*s0[p], alpha*s1[p], alpha*s2[p], alpha*s3[p]
 				}
 			}
 			for ; i < nrow; i++ {
-				for p, v := range a[(r0+i)*lda+g.pc:][:kc] {
+				for p, v := range a[(r0+i)*lda+pc:][:kc] {
 					d[p*mr+i] = alpha * v
 				}
 			}
@@ -415,12 +522,12 @@ func (g *gemmCall[T]) packA(dst []T, i0, rows int) {
 		}
 		// op(A)[i][p] = A[p][i]: each stored row gives one p for all i.
 		if g.kern.packATrans != nil && !math.IsNaN(float64(alpha)) {
-			g.kern.packATrans(d, a[g.pc*lda+r0:], lda, kc, nrow, alpha)
+			g.kern.packATrans(d, a[pc*lda+r0:], lda, kc, nrow, alpha)
 			continue
 		}
 		for p := range kc {
 			dd := d[p*mr:][:mr]
-			src := a[(g.pc+p)*lda+r0:][:nrow]
+			src := a[(pc+p)*lda+r0:][:nrow]
 			for i, v := range src {
 				dd[i] = alpha * v
 			}
@@ -452,14 +559,14 @@ func (g *gemmCall[T]) task(t int) {
 	s := sp.Get().(*gemmScratch[T])
 	kc := g.kc
 	s.aPack = gemmGrow(s.aPack, (mp1-mp0)*mr*kc)
-	s.edge = gemmGrow(s.edge, mr*nr)
+	s.growEdge(mr * nr)
 	// The kernel reads whole row panels of A in place where it can (no
 	// transpose, no scaling): only a last, partial panel is packed then.
 	direct := g.kern.direct != nil && !g.transA && g.alpha == 1
 	if !direct {
-		g.packA(s.aPack, i0, i1-i0)
+		g.packA(s.aPack, i0, i1-i0, g.pc, kc)
 	} else if last := (mp1 - 1) * mr; i1-last < mr {
-		g.packA(s.aPack[(mp1-1-mp0)*kc*mr:], last, i1-last)
+		g.packA(s.aPack[(mp1-1-mp0)*kc*mr:], last, i1-last, g.pc, kc)
 	}
 
 	kern, direct1 := g.kern.fn, g.kern.direct
@@ -468,70 +575,88 @@ func (g *gemmCall[T]) task(t int) {
 	}
 	// fill: the first k slice starts each tile of C from the bias row.
 	fill := g.pc == 0 && g.bias != nil
-	negZero := T(math.Copysign(0, -1))
-	for q := np0; q < np1; q++ {
-		bp := g.bPack[q*kc*nr:][:kc*nr]
-		j := g.jc + q*nr
-		cols := min(nr, g.n-j)
-		for r := mp0; r < mp1; r++ {
-			ap := s.aPack[(r-mp0)*kc*mr:][:kc*mr]
-			i := r * mr
-			rows := min(mr, g.m-i)
-			if direct && rows == mr {
-				ar := g.a[i*g.lda+g.pc:]
-				if cols == nr {
-					if fill {
-						g.fillBias(i, j, mr, nr)
-					}
-					direct1(kc, ar, g.lda, bp, c[i*ldc+j:], ldc)
-					continue
-				}
-				e := s.edge
-				for x := range e {
-					e[x] = negZero
-				}
-				g.kern.direct(kc, ar, g.lda, bp, e, nr)
-				for ii := range rows {
-					dst := c[(i+ii)*ldc+j:][:cols]
-					if zero {
-						clear(dst)
-					} else if fill {
-						copy(dst, g.bias[j:][:cols])
-					}
-					for jj, v := range e[ii*nr:][:cols] {
-						dst[jj] += v
-					}
-				}
-				continue
+	// Row order: each row panel of A (12×KC, 24 KB, stays in L1) against a
+	// chunk of B micro-panels (stays in L2); column order: each B
+	// micro-panel (32×KC, 64 KB, more than L1) against every row panel of
+	// the task. The schedule alone: every tile gets the same kernel calls.
+	if gemmRowOrderWords <= 0 {
+		for q := np0; q < np1; q++ {
+			for r := mp0; r < mp1; r++ {
+				g.tile(s, r*mr, g.jc+q*nr, s.aPack[(r-mp0)*kc*mr:][:kc*mr], g.bPack[q*kc*nr:][:kc*nr], g.pc, kc, direct, zero, fill, kern, direct1)
 			}
-			if rows == mr && cols == nr {
-				if fill {
-					g.fillBias(i, j, mr, nr)
-				}
-				kern(kc, ap, bp, c[i*ldc+j:], ldc)
-				continue
-			}
-			// Edge tile: run the kernel on a scratch tile of -0 (so that the
-			// kernel leaves exactly its accumulators there, signed zeros
-			// included) and add the valid part: this rounds exactly as a
-			// direct update of C would.
-			e := s.edge
-			for x := range e {
-				e[x] = negZero
-			}
-			g.kern.fn(kc, ap, bp, e, nr)
-			for ii := range rows {
-				dst := c[(i+ii)*ldc+j:][:cols]
-				if zero {
-					clear(dst)
-				} else if fill {
-					copy(dst, g.bias[j:][:cols])
-				}
-				for jj, v := range e[ii*nr:][:cols] {
-					dst[jj] += v
+		}
+	} else {
+		chunk := max(1, gemmRowOrderWords/(kc*nr))
+		for q0 := np0; q0 < np1; q0 += chunk {
+			q1 := min(np1, q0+chunk)
+			for r := mp0; r < mp1; r++ {
+				for q := q0; q < q1; q++ {
+					g.tile(s, r*mr, g.jc+q*nr, s.aPack[(r-mp0)*kc*mr:][:kc*mr], g.bPack[q*kc*nr:][:kc*nr], g.pc, kc, direct, zero, fill, kern, direct1)
 				}
 			}
 		}
 	}
 	sp.Put(s)
+}
+
+// tile runs the kernel on the micro-tile of C at (i, j), depth [pc, pc+kc),
+// with B micro-panel bp and, where A is not read in place, A micro-panel ap
+// (unused, and may be nil, for whole rows read in place): direct reads A in
+// place, zero and fill say how the first k slice starts C, kern and direct1
+// are the kernels for whole tiles.
+func (g *gemmCall[T]) tile(s *gemmScratch[T], i, j int, ap, bp []T, pc, kc int, direct, zero, fill bool, kern func(int, []T, []T, []T, int), direct1 func(int, []T, int, []T, []T, int)) {
+	mr, nr := g.kern.mr, g.kern.nr
+	c, ldc := g.c, g.ldc
+	cols := min(nr, g.n-j)
+	rows := min(mr, g.m-i)
+	if direct && rows == mr {
+		ar := g.a[i*g.lda+pc:]
+		if cols == nr {
+			if fill {
+				g.fillBias(i, j, mr, nr)
+			}
+			direct1(kc, ar, g.lda, bp, c[i*ldc+j:], ldc)
+			return
+		}
+		e := s.edge
+		copy(e, s.negZero)
+		g.kern.direct(kc, ar, g.lda, bp, e, nr)
+		for ii := range rows {
+			dst := c[(i+ii)*ldc+j:][:cols]
+			if zero {
+				clear(dst)
+			} else if fill {
+				copy(dst, g.bias[j:][:cols])
+			}
+			for jj, v := range e[ii*nr:][:cols] {
+				dst[jj] += v
+			}
+		}
+		return
+	}
+	if rows == mr && cols == nr {
+		if fill {
+			g.fillBias(i, j, mr, nr)
+		}
+		kern(kc, ap, bp, c[i*ldc+j:], ldc)
+		return
+	}
+	// Edge tile: run the kernel on a scratch tile of -0 (so that the
+	// kernel leaves exactly its accumulators there, signed zeros
+	// included) and add the valid part: this rounds exactly as a
+	// direct update of C would.
+	e := s.edge
+	copy(e, s.negZero)
+	g.kern.fn(kc, ap, bp, e, nr)
+	for ii := range rows {
+		dst := c[(i+ii)*ldc+j:][:cols]
+		if zero {
+			clear(dst)
+		} else if fill {
+			copy(dst, g.bias[j:][:cols])
+		}
+		for jj, v := range e[ii*nr:][:cols] {
+			dst[jj] += v
+		}
+	}
 }

@@ -125,13 +125,14 @@ func BenchmarkGemmBF16Store(b *testing.B) {
 }
 
 // BenchmarkGemmLinear1 is BenchmarkGemmLinear's bf16 and float32 GEMMs on
-// one worker (bf16col: bf16 with every task's tiles column by column),
+// one worker (f32col, bf16col: with every task's tiles column by column),
 // reporting the thread's CPU time per op (cpu-ns/op) besides
 // ns/op: on a machine shared with other work the CPU time is the steadier
 // figure for comparing two builds.
 func BenchmarkGemmLinear1(b *testing.B) {
 	for _, sh := range []struct{ rows, in, out int }{
 		{2048, 128, 384}, {2048, 128, 512}, {2048, 512, 128}, {256, 784, 1024}, {256, 1024, 1024},
+		{2048, 512, 1536}, {2048, 512, 2048}, {2048, 2048, 512},
 	} {
 		rng := rand.New(rand.NewPCG(uint64(sh.rows), uint64(sh.out)))
 		x, w, dy := make([]float32, sh.rows*sh.in), make([]float32, sh.out*sh.in), make([]float32, sh.rows*sh.out)
@@ -164,7 +165,11 @@ func BenchmarkGemmLinear1(b *testing.B) {
 			for _, p := range []struct {
 				name string
 				run  func()
-			}{{"f32", c.f32}, {"bf16", c.bf16}, {"bf16col", func() {
+			}{{"f32", c.f32}, {"f32col", func() {
+				defer func(w int) { gemmRowOrderWords = w }(gemmRowOrderWords)
+				gemmRowOrderWords = 0
+				c.f32()
+			}}, {"bf16", c.bf16}, {"bf16col", func() {
 				defer func(w int) { gemmBF16RowOrderWords = w }(gemmBF16RowOrderWords)
 				gemmBF16RowOrderWords = 0
 				c.bf16()

@@ -342,6 +342,52 @@ func TestGemmDeterministic(t *testing.T) {
 	}
 }
 
+// TestGemmRowOrder checks that the order of the tiles within a task (row
+// panel by row panel over chunks of B panels, or B panel by B panel) and
+// the column tasks of products with few rows leave the same bits, on edge
+// tiles, several k slices, in-place and packed A, the zero-storing first
+// slice (beta 0), a scaled C and a bias.
+func TestGemmRowOrder(t *testing.T) {
+	defer func(w, m int) { gemmRowOrderWords, gemmColMaxM = w, m }(gemmRowOrderWords, gemmColMaxM)
+	colMaxM := gemmColMaxM
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, sh := range []gemmShape{{300, 200, 1100}, {37, 413, 71}, {150, 700, 40}, {256, 300, 600}, {288, 130, 20}} {
+		for _, transA := range []bool{false, true} {
+			for _, beta := range []float32{0, 0.5} {
+				for _, withBias := range []bool{false, true} {
+					g := newGemmCase(rng, sh)
+					a, lda := gemmStore[float32](g.opA, sh.m, sh.k, transA, 0)
+					b, ldb := gemmStore[float32](g.opB, sh.k, sh.n, true, 0)
+					c0, ldc := gemmStore[float32](g.c0, sh.m, sh.n, false, 0)
+					var bias []float32
+					if withBias {
+						bias, _ = gemmStore[float32](g.c0[:sh.n], 1, sh.n, false, 0)
+					}
+					var want []float32
+					for x, w := range []int{0, 1, 3 * gemmKC * 32, 1 << 18, 0, 1, 1 << 18} {
+						gemmRowOrderWords, gemmColMaxM = w, 0
+						if x >= 4 {
+							gemmColMaxM = colMaxM
+						}
+						c := append([]float32(nil), c0...)
+						gemmWithBias(gemmKernel32, 2, transA, true, sh.m, sh.n, sh.k, 1, a, lda, b, ldb, beta, bias, c, ldc)
+						if want == nil {
+							want = c
+							continue
+						}
+						for i := range c {
+							if math.Float32bits(want[i]) != math.Float32bits(c[i]) {
+								t.Fatalf("%v transA=%v beta=%v bias=%v, row order %d words, column tasks up to %d rows: element %d is %v, column order %v",
+									sh, transA, beta, withBias, w, gemmColMaxM, i, c[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 type gemmJob struct {
 	a, b, c0, want []float32
 	m, n, k        int

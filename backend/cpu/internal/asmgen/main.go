@@ -34,6 +34,16 @@ const (
 	nr = 16 * nv
 )
 
+// The float32 kernels prefetch the B micro-panel f32PrefB bytes (eight k
+// steps) ahead into L1, and the C tile before their last f32TailK steps: B
+// streams from L2 (a 512-step panel is 64 KB) and C from L2 or further.
+// Other distances (256, 512 bytes; 48 steps) and PREFETCHW for the tiles
+// that are only stored measured the same within noise.
+const (
+	f32PrefB = 1024
+	f32TailK = 16
+)
+
 func main() {
 	out := flag.String("o", "gemm_bf16_amd64.s", "output file")
 	flag.Parse()
@@ -54,6 +64,7 @@ func main() {
 	g.packA12T()
 	g.packPairsWide()
 	g.amxPackRows()
+	g.f32Kernel(false, false)
 	src, err := g.resolve()
 	if err != nil {
 		log.Fatal(err)
@@ -717,15 +728,15 @@ func (g *gen) amxPackTrans() {
 }
 
 // f32Direct emits gemmKernel12x32DirectAVX512, the float32 12×32 FMA
-// micro-kernel of gemm_amd64.s reading its 12 rows of A in place (row
+// micro-kernel (gemmKernel12x32PackedAVX512) reading its 12 rows of A in place (row
 // stride lda bytes) instead of from a packed panel: rows 0–3 from SI, 4–7
 // from R11, 8–11 from R12, each base stepping one element per k. Its
 // arithmetic is the packed kernel's, FMA for FMA.
 func (g *gen) f32Direct() { g.f32Kernel(true, false) }
 
 // f32Kernel emits the float32 12×32 FMA micro-kernel reading A in place
-// (direct, as f32Direct) or from a packed panel (a[p*12+i], as
-// gemmKernel12x32AVX512 in gemm_amd64.s). With zero set it does not read C:
+// (direct, as f32Direct) or from a packed panel (a[p*12+i]:
+// gemmKernel12x32PackedAVX512). With zero set it does not read C:
 // it stores +0 + the sum (VADDPS of a zeroed register), which is what the
 // other kernels leave on a C of +0s, signed zeros and NaNs included.
 func (g *gen) f32Kernel(direct, zero bool) {
@@ -735,6 +746,9 @@ func (g *gen) f32Kernel(direct, zero bool) {
 	}
 	if zero {
 		name += "Zero"
+	}
+	if !direct && !zero {
+		name += "Packed"
 	}
 	name += "AVX512"
 	g.p("")
@@ -762,34 +776,35 @@ func (g *gen) f32Kernel(direct, zero bool) {
 	for z := range 24 {
 		g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
 	}
+	// The last f32TailK steps run as a loop of their own, after a prefetch
+	// of the C tile, so that C is in L1 when the tile is added or stored.
+	g.p("\tMOVQ CX, BX")
+	g.p("\tSUBQ $%d, BX", f32TailK)
+	g.p("\tJLE %s_tail", name)
+	g.p("\tMOVQ $%d, CX", f32TailK)
+	g.p("")
+	g.p("%s_loop:", name)
+	g.f32Step(direct)
+	g.p("\tDECQ BX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("")
+	g.p("%s_tail:", name)
+	g.p("\tMOVQ DX, AX")
+	for i := range 12 {
+		if i > 0 {
+			g.p("\tADDQ R8, AX")
+		}
+		for v := range 2 {
+			g.p("\tPREFETCHT0 %d(AX)", 64*v)
+		}
+	}
 	g.p("\tTESTQ CX, CX")
 	g.p("\tJZ %s_store", name)
 	g.p("")
-	g.p("%s_loop:", name)
-	g.p("\tVMOVUPS 0(DI), Z24")
-	g.p("\tVMOVUPS 64(DI), Z25")
-	bases := []string{"SI", "R11", "R12"}
-	offs := []string{"", "(R9*1)", "(R9*2)", "(R10*1)"}
-	for i := range 12 {
-		r := 26 + i%6
-		if direct {
-			g.p("\tVBROADCASTSS (%s)%s, Z%d", bases[i/4], offs[i%4], r)
-		} else {
-			g.p("\tVBROADCASTSS %d(SI), Z%d", 4*i, r)
-		}
-		g.p("\tVFMADD231PS Z24, Z%d, Z%d", r, 2*i)
-		g.p("\tVFMADD231PS Z25, Z%d, Z%d", r, 2*i+1)
-	}
-	if direct {
-		g.p("\tADDQ $4, SI")
-		g.p("\tADDQ $4, R11")
-		g.p("\tADDQ $4, R12")
-	} else {
-		g.p("\tADDQ $48, SI")
-	}
-	g.p("\tADDQ $128, DI")
+	g.p("%s_tailloop:", name)
+	g.f32Step(direct)
 	g.p("\tDECQ CX")
-	g.p("\tJNZ %s_loop", name)
+	g.p("\tJNZ %s_tailloop", name)
 	g.p("")
 	g.p("%s_store:", name)
 	if zero {
@@ -810,6 +825,36 @@ func (g *gen) f32Kernel(direct, zero bool) {
 	}
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
+}
+
+// f32Step emits one k step of the float32 12×32 kernel: load the B row,
+// broadcast each A element and multiply-accumulate, advance the pointers.
+// It prefetches the B micro-panel f32PrefB bytes ahead.
+func (g *gen) f32Step(direct bool) {
+	g.p("\tVMOVUPS 0(DI), Z24")
+	g.p("\tVMOVUPS 64(DI), Z25")
+	g.p("\tPREFETCHT0 %d(DI)", f32PrefB)
+	g.p("\tPREFETCHT0 %d(DI)", f32PrefB+64)
+	bases := []string{"SI", "R11", "R12"}
+	offs := []string{"", "(R9*1)", "(R9*2)", "(R10*1)"}
+	for i := range 12 {
+		r := 26 + i%6
+		if direct {
+			g.p("\tVBROADCASTSS (%s)%s, Z%d", bases[i/4], offs[i%4], r)
+		} else {
+			g.p("\tVBROADCASTSS %d(SI), Z%d", 4*i, r)
+		}
+		g.p("\tVFMADD231PS Z24, Z%d, Z%d", r, 2*i)
+		g.p("\tVFMADD231PS Z25, Z%d, Z%d", r, 2*i+1)
+	}
+	if direct {
+		g.p("\tADDQ $4, SI")
+		g.p("\tADDQ $4, R11")
+		g.p("\tADDQ $4, R12")
+	} else {
+		g.p("\tADDQ $48, SI")
+	}
+	g.p("\tADDQ $128, DI")
 }
 
 // transpose16 emits a 16×16 dword transpose of Z0–Z15 (row r in Zr) in
