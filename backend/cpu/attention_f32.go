@@ -59,7 +59,8 @@ type attnWork[L attnLow] struct {
 	masked     bool
 	diag       int
 	lse, delta []float32 // per row of the head
-	// Rows gathered from float16 operands whose rows are not contiguous.
+	// Rows gathered from, or rounded for, operands whose rows are not contiguous.
+	bfRows []half.BFloat16
 	hfRows []half.Float16
 	// bf16 products.
 	kern  *gemmBF16Kernel
@@ -454,7 +455,7 @@ func (w *attnWork[L]) widen(dst []float32, s *storage, p attnPlace, h int) {
 
 // flush stores head h's float32 result buf (contiguous, from attnOut) into s (place
 // p) unless attnOut placed it in s itself. Half rows that are not contiguous are
-// rounded row by row into place.
+// rounded in one call and then scattered.
 func (w *attnWork[L]) flush(s *storage, p attnPlace, h int, buf []float32) {
 	t, d := w.t, w.d
 	switch {
@@ -462,16 +463,13 @@ func (w *attnWork[L]) flush(s *storage, p attnPlace, h int, buf []float32) {
 	case p.row == d:
 		store(s, p.at(h), 1, buf[:t*d])
 	case s.dt == backend.BFloat16:
-		// Each row rounded straight into place: no staging copy to scatter.
-		dst := s.bf16()[p.at(h):]
-		for r := range t {
-			half.Float32ToBFloat16(dst[r*p.row:][:d], buf[r*d:(r+1)*d])
-		}
+		w.bfRows = grow(w.bfRows, t*d)
+		half.Float32ToBFloat16(w.bfRows[:t*d], buf[:t*d])
+		attnScatter(s.bf16()[p.at(h):], p.row, w.bfRows, t, d)
 	case s.dt == backend.Float16:
-		dst := s.f16()[p.at(h):]
-		for r := range t {
-			half.Float32ToFloat16(dst[r*p.row:][:d], buf[r*d:(r+1)*d])
-		}
+		w.hfRows = grow(w.hfRows, t*d)
+		half.Float32ToFloat16(w.hfRows[:t*d], buf[:t*d])
+		attnScatter(s.f16()[p.at(h):], p.row, w.hfRows, t, d)
 	default:
 		attnStore(s, p, h, t, d, buf)
 	}
@@ -481,6 +479,13 @@ func (w *attnWork[L]) flush(s *storage, p attnPlace, h int, buf []float32) {
 func attnGather[T any](dst, src []T, ld, t, d int) {
 	for r := range t {
 		copy(dst[r*d:(r+1)*d], src[r*ld:][:d])
+	}
+}
+
+// attnScatter copies the contiguous src (t rows of d) into dst with row stride ld.
+func attnScatter[T any](dst []T, ld int, src []T, t, d int) {
+	for r := range t {
+		copy(dst[r*ld:][:d], src[r*d:(r+1)*d])
 	}
 }
 
