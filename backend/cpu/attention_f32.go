@@ -541,10 +541,7 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, x *attnHead[L], ou
 				w.lse[i] = ninf
 				continue
 			}
-			inv := 1 / w.l[r]
-			for c := range ar {
-				ar[c] *= inv
-			}
+			vecScalar(vecMulS, ar, ar, 1/w.l[r])
 			w.lse[i] = w.m[r] + float32(math.Log(float64(w.l[r])))
 		}
 	}
@@ -631,9 +628,7 @@ func (w *attnWork[L]) update(r int, mNew, sum float32, ar []float32) {
 	if w.l[r] != 0 {
 		alpha := float32(math.Exp(float64(w.m[r] - mNew)))
 		if alpha != 1 {
-			for c := range ar {
-				ar[c] *= alpha
-			}
+			vecScalar(vecMulS, ar, ar, alpha)
 		}
 		w.l[r] = w.l[r]*alpha + sum
 	} else {
