@@ -428,6 +428,11 @@ func attnForwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, pl []at
 			defer attnAMXRelease()
 		}
 		for h := lo; h < hi; h++ {
+			if h+1 < hi {
+				attnPrefetch(q, pl[0], h+1, t, d)
+				attnPrefetch(k, pl[1], h+1, t, d)
+				attnPrefetch(v, pl[2], h+1, t, d)
+			}
 			var x attnHead[L]
 			x.q, x.lq = w.view(q, pl[0], h, &w.qb)
 			x.k, x.lk = w.view(k, pl[1], h, &w.kb)
@@ -473,6 +478,22 @@ func (w *attnWork[L]) flush(s *storage, p attnPlace, h int, buf []float32) {
 	default:
 		attnStore(s, p, h, t, d, buf)
 	}
+}
+
+// attnPrefetch hints head h of s (place p, t rows of d) toward the cache: the next
+// head's operands load while the current head computes. It changes nothing.
+func attnPrefetch(s *storage, p attnPlace, h, t, d int) {
+	if t == 0 || d == 0 {
+		return
+	}
+	sz := s.dt.Size()
+	off := p.at(h) * sz
+	raw := s.rawBytes()
+	if off >= len(raw) {
+		return
+	}
+	// One line more than a row covers: a row need not start on a line.
+	attnPrefetchRows(&raw[off], p.row*sz, t, (d*sz+63)/64+1)
 }
 
 // attnGather copies t rows of d from src (row stride ld) into the contiguous dst.
@@ -649,6 +670,11 @@ func attnBackwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, pl []a
 			defer attnAMXRelease()
 		}
 		for h := lo; h < hi; h++ {
+			if h+1 < hi {
+				for i, s := range []*storage{q, k, v, o, gO} {
+					attnPrefetch(s, pl[i], h+1, t, d)
+				}
+			}
 			load(w.lse[:t], lseS, h*t, 1)
 			var x attnHead[L]
 			x.q, x.lq = w.view(q, pl[0], h, &w.qb)

@@ -4805,6 +4805,33 @@ vecLnRow2AVX512_done:
 	VZEROUPPER
 	RET
 
+// func attnPrefetchRows(p *byte, stride, rows, lines int)
+TEXT ·attnPrefetchRows(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), SI
+	MOVQ stride+8(FP), DX
+	MOVQ rows+16(FP), CX
+	MOVQ lines+24(FP), BX
+	TESTQ CX, CX
+	JZ attnPrefetchRows_done
+	TESTQ BX, BX
+	JZ attnPrefetchRows_done
+
+attnPrefetchRows_row:
+	MOVQ SI, DI
+	MOVQ BX, AX
+
+attnPrefetchRows_line:
+	PREFETCHT0 (DI)
+	ADDQ $64, DI
+	DECQ AX
+	JNZ attnPrefetchRows_line
+	ADDQ DX, SI
+	DECQ CX
+	JNZ attnPrefetchRows_row
+
+attnPrefetchRows_done:
+	RET
+
 // func vecLnRow2WAVX512(s *[64]float64, gw, gb *float64, w, g0, gy0, x0, g1, gy1, x1 *float32, m0, is0, m1, is1 float64, n int)
 TEXT ·vecLnRow2WAVX512(SB), NOSPLIT, $0-120
 	MOVQ s+0(FP), DI
