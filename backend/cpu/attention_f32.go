@@ -492,8 +492,15 @@ func attnPrefetch(s *storage, p attnPlace, h, t, d int) {
 	if off >= len(raw) {
 		return
 	}
-	// One line more than a row covers: a row need not start on a line.
-	attnPrefetchRows(&raw[off], p.row*sz, t, (d*sz+63)/64+1)
+	// The lines a row covers from its offset in its first line: the same for every
+	// row when the row stride is a whole number of lines, else one more for rows
+	// that start further in.
+	stride := p.row * sz
+	lines := (off%64 + d*sz + 63) / 64
+	if stride%64 != 0 {
+		lines++
+	}
+	attnPrefetchRows(&raw[off], stride, t, lines)
 }
 
 // attnGather copies t rows of d from src (row stride ld) into the contiguous dst.
