@@ -2,7 +2,7 @@
 
 package cpu
 
-// attnPrefetchRows issues a PREFETCHT0 for each of the first lines 64-byte lines of
+// attnPrefetchRows issues a PREFETCHT1 (to L2) for each of the first lines 64-byte lines of
 // rows rows, row r at p + r·stride bytes (vecgen's prefetchRows). It changes nothing.
 //
 //go:noescape

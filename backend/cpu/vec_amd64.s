@@ -4821,7 +4821,7 @@ attnPrefetchRows_row:
 	MOVQ BX, AX
 
 attnPrefetchRows_line:
-	PREFETCHT0 (DI)
+	PREFETCHT1 (DI)
 	ADDQ $64, DI
 	DECQ AX
 	JNZ attnPrefetchRows_line

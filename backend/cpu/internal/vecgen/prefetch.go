@@ -1,9 +1,9 @@
 package main
 
 // prefetchRows emits attnPrefetchRows(p *byte, stride, rows, lines int): a
-// PREFETCHT0 of each of the first lines 64-byte lines of rows rows, row r at
+// PREFETCHT1 (to L2) of each of the first lines 64-byte lines of rows rows, row r at
 // p + r·stride. It reads nothing into registers and writes nothing: a hint
-// that brings the next attention head's operands toward L1 while the
+// that brings the next attention head's operands into L2 while the
 // current head computes (a prefetch never faults).
 func (g *gen) prefetchRows() {
 	const name = "attnPrefetchRows"
@@ -24,7 +24,7 @@ func (g *gen) prefetchRows() {
 	g.p("\tMOVQ BX, AX")
 	g.p("")
 	g.p("%s_line:", name)
-	g.p("\tPREFETCHT0 (DI)")
+	g.p("\tPREFETCHT1 (DI)")
 	g.p("\tADDQ $64, DI")
 	g.p("\tDECQ AX")
 	g.p("\tJNZ %s_line", name)
