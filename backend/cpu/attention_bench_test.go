@@ -53,9 +53,14 @@ func BenchmarkAttention(b *testing.B) {
 // tensor.SelfAttention passes them: Q, K and V (and their gradients) in one packed
 // [32, 128, 3, 4, 32] storage, O and dO in [32, 128, 4·32].
 func attnBenchPacked(b *testing.B, dt backend.DType) backend.AttentionArgs {
+	return attnBenchPackedShape(b, dt, 32, 4, 128, 32, true)
+}
+
+// attnBenchPackedShape is attnBenchPacked's layout for batch n, heads heads of width d
+// and sequence length t.
+func attnBenchPackedShape(b *testing.B, dt backend.DType, n, heads, t, d int, causal bool) backend.AttentionArgs {
 	be, _ := New(0)
-	const n, heads, t, d = 32, 4, 128, 32
-	const hd = heads * d
+	hd := heads * d
 	rng := rand.New(rand.NewPCG(1, 2))
 	mk := func(size int, fill bool) backend.Storage {
 		s, err := be.Alloc(dt, size)
@@ -82,7 +87,24 @@ func attnBenchPacked(b *testing.B, dt backend.DType) backend.AttentionArgs {
 	lay.GO = lay.O
 	return backend.AttentionArgs{Q: qkv, K: qkv, V: qkv, O: mk(n*t*hd, false), LSE: lse,
 		GO: mk(n*t*hd, true), GQ: gx, GK: gx, GV: gx,
-		BH: n * heads, T: t, D: d, Scale: 1 / math.Sqrt(d), Causal: true, Layout: lay}
+		BH: n * heads, T: t, D: d, Scale: 1 / math.Sqrt(float64(d)), Causal: causal, Layout: lay}
+}
+
+// BenchmarkAttentionLarge times the forward and the backward pass of ampbench
+// transformer-large's attention (16 × 8 heads, T = 128, D = 64, not causal) on the
+// packed layout of tensor.SelfAttention.
+func BenchmarkAttentionLarge(b *testing.B) {
+	be, _ := New(0)
+	for _, dt := range []backend.DType{backend.Float32, backend.BFloat16} {
+		a := attnBenchPackedShape(b, dt, 16, 8, 128, 64, false)
+		b.Run(dt.String()+"/forward", func(b *testing.B) {
+			attnCPUTime(b, func() { be.Attention(a) })
+		})
+		b.Run(dt.String()+"/backward", func(b *testing.B) {
+			be.Attention(a)
+			attnCPUTime(b, func() { be.AttentionBackward(a) })
+		})
+	}
 }
 
 // BenchmarkAttentionPass times the forward and the backward pass of chargpt's attention

@@ -428,6 +428,11 @@ func attnForwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, pl []at
 			defer attnAMXRelease()
 		}
 		for h := lo; h < hi; h++ {
+			if h+1 < hi {
+				attnPrefetch(q, pl[0], h+1, t, d)
+				attnPrefetch(k, pl[1], h+1, t, d)
+				attnPrefetch(v, pl[2], h+1, t, d)
+			}
 			var x attnHead[L]
 			x.q, x.lq = w.view(q, pl[0], h, &w.qb)
 			x.k, x.lk = w.view(k, pl[1], h, &w.kb)
@@ -473,6 +478,29 @@ func (w *attnWork[L]) flush(s *storage, p attnPlace, h int, buf []float32) {
 	default:
 		attnStore(s, p, h, t, d, buf)
 	}
+}
+
+// attnPrefetch hints head h of s (place p, t rows of d) toward the cache: the next
+// head's operands load while the current head computes. It changes nothing.
+func attnPrefetch(s *storage, p attnPlace, h, t, d int) {
+	if t == 0 || d == 0 {
+		return
+	}
+	sz := s.dt.Size()
+	off := p.at(h) * sz
+	raw := s.rawBytes()
+	if off >= len(raw) {
+		return
+	}
+	// The lines a row covers from its offset in its first line: the same for every
+	// row when the row stride is a whole number of lines, else one more for rows
+	// that start further in.
+	stride := p.row * sz
+	lines := (off%64 + d*sz + 63) / 64
+	if stride%64 != 0 {
+		lines++
+	}
+	attnPrefetchRows(&raw[off], stride, t, lines)
 }
 
 // attnGather copies t rows of d from src (row stride ld) into the contiguous dst.
@@ -541,10 +569,7 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, x *attnHead[L], ou
 				w.lse[i] = ninf
 				continue
 			}
-			inv := 1 / w.l[r]
-			for c := range ar {
-				ar[c] *= inv
-			}
+			vecScalar(vecMulS, ar, ar, 1/w.l[r])
 			w.lse[i] = w.m[r] + float32(math.Log(float64(w.l[r])))
 		}
 	}
@@ -631,9 +656,7 @@ func (w *attnWork[L]) update(r int, mNew, sum float32, ar []float32) {
 	if w.l[r] != 0 {
 		alpha := float32(math.Exp(float64(w.m[r] - mNew)))
 		if alpha != 1 {
-			for c := range ar {
-				ar[c] *= alpha
-			}
+			vecScalar(vecMulS, ar, ar, alpha)
 		}
 		w.l[r] = w.l[r]*alpha + sum
 	} else {
@@ -654,6 +677,11 @@ func attnBackwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, pl []a
 			defer attnAMXRelease()
 		}
 		for h := lo; h < hi; h++ {
+			if h+1 < hi {
+				for i, s := range []*storage{q, k, v, o, gO} {
+					attnPrefetch(s, pl[i], h+1, t, d)
+				}
+			}
 			load(w.lse[:t], lseS, h*t, 1)
 			var x attnHead[L]
 			x.q, x.lq = w.view(q, pl[0], h, &w.qb)

@@ -173,7 +173,12 @@ func indexAddGroups[C numeric, I indexInt](d, s *storage, idx []I, order, starts
 				a[c] = float64(v)
 			}
 			for _, j := range order[starts[g]:starts[g+1]] {
-				for c, v := range sr.read(buf[:w], (o*m+j)*inner+c0) {
+				x := sr.read(buf[:w], (o*m+j)*inner+c0)
+				if xf, ok := any(x).([]float32); ok {
+					vecAccF64(a, xf) // the loop below, on the vector layer
+					continue
+				}
+				for c, v := range x {
 					a[c] += float64(v)
 				}
 			}

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/gamp-ml/gamp/backend"
 )
@@ -761,6 +762,10 @@ func (b *Backend) LayerNormBackward(a backend.NormArgs) {
 	}
 }
 
+// lnPartials holds LayerNormBackward's per-block GWeight/GBias partial sums between
+// calls.
+var lnPartials = sync.Pool{New: func() any { return new([]float64) }}
+
 func layerNormBackward[C numeric](a *backend.NormArgs, x, gyS, gxS *storage, p *bnParams) {
 	rows, cols := a.N, a.C
 	if rows == 0 {
@@ -774,11 +779,23 @@ func layerNormBackward[C numeric](a *backend.NormArgs, x, gyS, gxS *storage, p *
 	per := (rows + nb - 1) / nb
 	nb = (rows + per - 1) / per
 	var pgw, pgb []float64
-	if p.gw != nil {
-		pgw = make([]float64, nb*cols)
-	}
-	if p.gb != nil {
-		pgb = make([]float64, nb*cols)
+	if p.gw != nil || p.gb != nil {
+		// The partial sums come from a pool, cleared: fresh heap memory would page
+		// fault on first touch inside the row pass.
+		ps := lnPartials.Get().(*[]float64)
+		defer lnPartials.Put(ps)
+		need := 2 * nb * cols
+		if cap(*ps) < need {
+			*ps = make([]float64, need)
+		}
+		buf := (*ps)[:need]
+		clear(buf)
+		if p.gw != nil {
+			pgw = buf[:nb*cols]
+		}
+		if p.gb != nil {
+			pgb = buf[nb*cols:]
+		}
 	}
 	xrun, gyrun, gxrun := elemRunOf[C](x), elemRunOf[C](gyS), elemRunOf[C](gxS)
 	// GX is written in place unless it is X or GY, which the row pass reads after it

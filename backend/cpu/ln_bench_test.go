@@ -9,14 +9,14 @@ import (
 )
 
 // BenchmarkLayerNorm times LayerNorm forward and backward on transformer blocks' shapes
-// (2048 tokens of width 128, the ampbench transformer's, and 4096, chargpt's; affine),
+// (2048 tokens of width 128, the ampbench transformer's, 4096, chargpt's, and 2048 of
+// width 512, transformer-large's; affine),
 // float32 and bfloat16 activations.
 func BenchmarkLayerNorm(b *testing.B) {
 	be, err := cpu.New(0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	const cols = 128
 	alloc := func(dt backend.DType, n int) backend.Storage {
 		s, err := be.Alloc(dt, n)
 		if err != nil {
@@ -25,10 +25,15 @@ func BenchmarkLayerNorm(b *testing.B) {
 		be.RandNormal(s, n, backend.RNG{Seed: 1}, 0, 1)
 		return s
 	}
-	w, bias := alloc(backend.Float32, cols), alloc(backend.Float32, cols)
-	gw, gb := alloc(backend.Float32, cols), alloc(backend.Float32, cols)
-	for _, rows := range []int{2048, 4096} {
-		b.Run(fmt.Sprint(rows), func(b *testing.B) { benchLayerNorm(b, be, alloc, rows, cols, w, bias, gw, gb) })
+	for _, sh := range [][2]int{{2048, 128}, {4096, 128}, {2048, 512}} {
+		rows, cols := sh[0], sh[1]
+		w, bias := alloc(backend.Float32, cols), alloc(backend.Float32, cols)
+		gw, gb := alloc(backend.Float32, cols), alloc(backend.Float32, cols)
+		name := fmt.Sprint(rows)
+		if cols != 128 {
+			name = fmt.Sprintf("%dx%d", rows, cols)
+		}
+		b.Run(name, func(b *testing.B) { benchLayerNorm(b, be, alloc, rows, cols, w, bias, gw, gb) })
 	}
 }
 

@@ -82,3 +82,49 @@ func TestLayerNormBackward2Rows(t *testing.T) {
 		}
 	}
 }
+
+// TestVecLnRow2W pins vecLnRow2W to its twin, vecBinary's products and then
+// vecLnRowGo on row 0 and on row 1, bit for bit: the products g, the sums of each row
+// and the column sums gw, gb, over vecInputs (NaN, ±Inf, subnormals among them).
+func TestVecLnRow2W(t *testing.T) {
+	rng := rand.New(rand.NewPCG(75, 76))
+	for _, n := range vecLens {
+		for mis := range 3 {
+			in := func() []float32 { return vecInputs(rng, n+mis)[mis:] }
+			w, gy0, x0, gy1, x1 := in(), in(), in(), in(), in()
+			m0, is0 := rng.Float64()*2-1, rng.Float64()*3
+			m1, is1 := rng.Float64()*2-1, rng.Float64()*3
+			gw0, gb0 := make([]float64, n), make([]float64, n)
+			for i := range gw0 {
+				gw0[i], gb0[i] = rng.NormFloat64(), rng.NormFloat64()
+			}
+			wg0, wg1 := make([]float32, n), make([]float32, n)
+			vecOpGo(vecMul, wg0, gy0, w)
+			vecOpGo(vecMul, wg1, gy1, w)
+			wgw, wgb := append([]float64(nil), gw0...), append([]float64(nil), gb0...)
+			var w0, w1 [32]float64
+			vecLnRowGo(&w0, wgw, wgb, wg0, gy0, x0, m0, is0)
+			vecLnRowGo(&w1, wgw, wgb, wg1, gy1, x1, m1, is1)
+			want := []float64{vecFold((*[16]float64)(w0[:16])), vecFold((*[16]float64)(w0[16:])),
+				vecFold((*[16]float64)(w1[:16])), vecFold((*[16]float64)(w1[16:]))}
+			g0, g1 := make([]float32, n), make([]float32, n)
+			ggw, ggb := append([]float64(nil), gw0...), append([]float64(nil), gb0...)
+			a1, a2, b1, b2 := vecLnRow2W(ggw, ggb, w, g0, gy0, x0, g1, gy1, x1, m0, is0, m1, is1)
+			for i := range n {
+				if math.Float32bits(g0[i]) != math.Float32bits(wg0[i]) || math.Float32bits(g1[i]) != math.Float32bits(wg1[i]) {
+					t.Fatalf("vecLnRow2W n=%d: g[%d] %v %v, twin %v %v", n, i, g0[i], g1[i], wg0[i], wg1[i])
+				}
+			}
+			for k, v := range []float64{a1, a2, b1, b2} {
+				if !sameBits64(v, want[k]) {
+					t.Fatalf("vecLnRow2W n=%d sum %d: %v, twin %v", n, k, v, want[k])
+				}
+			}
+			for i := range wgw {
+				if !sameBits64(ggw[i], wgw[i]) || !sameBits64(ggb[i], wgb[i]) {
+					t.Fatalf("vecLnRow2W n=%d: [%d] gw %v gb %v, twin %v %v", n, i, ggw[i], ggb[i], wgw[i], wgb[i])
+				}
+			}
+		}
+	}
+}
