@@ -2497,6 +2497,42 @@ gemmPackRows32_done:
 	VZEROUPPER
 	RET
 
+// func gemmPackRows32Wide(dst, src *float32, ld, rows, panels, pstride int)
+TEXT ·gemmPackRows32Wide(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	MOVQ rows+24(FP), CX
+	MOVQ panels+32(FP), DX
+	MOVQ pstride+40(FP), R10
+	TESTQ CX, CX
+	JZ gemmPackRows32Wide_done
+	TESTQ DX, DX
+	JZ gemmPackRows32Wide_done
+
+gemmPackRows32Wide_row:
+	MOVQ SI, AX
+	MOVQ DI, BX
+	MOVQ DX, R11
+
+gemmPackRows32Wide_panel:
+	VMOVDQU32 (AX), Z0
+	VMOVDQU32 64(AX), Z1
+	VMOVDQU32 Z0, (BX)
+	VMOVDQU32 Z1, 64(BX)
+	ADDQ $128, AX
+	ADDQ R10, BX
+	DECQ R11
+	JNZ gemmPackRows32Wide_panel
+	ADDQ R8, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ gemmPackRows32Wide_row
+
+gemmPackRows32Wide_done:
+	VZEROUPPER
+	RET
+
 // func gemmKernel12x32ZeroAVX512(kc int, a, b, c *float32, ldc int)
 TEXT ·gemmKernel12x32ZeroAVX512(SB), NOSPLIT, $0-40
 	MOVQ kc+0(FP), CX

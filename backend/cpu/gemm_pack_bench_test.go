@@ -33,25 +33,28 @@ func BenchmarkGemmPack(b *testing.B) {
 			transB bool
 			n, k   int
 		}{{"fwd", true, out, in}, {"dx", false, in, out}} {
-			b.Run(fmt.Sprintf("%dx%dx%d/%s/f32", rows, in, out, c.name), func(b *testing.B) {
-				g := new(gemmCall[float32])
-				g.kern = gemmKernel32
-				g.transB, g.b, g.ldb = c.transB, w, in
-				g.plan(256, c.n, c.k, g.kern.mr, g.kern.nr, 1, gemmSizes{kc: gemmKC, mc: gemmMC, nc: gemmNC})
-				g.bPack = make([]float32, g.kcMax*gemmCeilDiv(g.ncMax, g.nr)*g.nr)
-				b.SetBytes(int64(4 * len(w)))
-				for b.Loop() {
-					for jc := 0; jc < g.n; jc += g.ncMax {
-						g.jc, g.nc = jc, min(g.ncMax, g.n-jc)
-						for pc := 0; pc < g.k; pc += g.kcMax {
-							g.pc, g.kc = pc, min(g.kcMax, g.k-pc)
-							for q := range gemmCeilDiv(g.nc, g.nr) {
-								g.packBPanel(q)
+			for _, panels := range []int{1, 4, 8, 32} {
+				b.Run(fmt.Sprintf("%dx%dx%d/%s/f32/p%d", rows, in, out, c.name, panels), func(b *testing.B) {
+					g := new(gemmCall[float32])
+					g.kern = gemmKernel32
+					g.transB, g.b, g.ldb = c.transB, w, in
+					g.plan(256, c.n, c.k, g.kern.mr, g.kern.nr, 1, gemmSizes{kc: gemmKC, mc: gemmMC, nc: gemmNC})
+					g.bPack = make([]float32, g.kcMax*gemmCeilDiv(g.ncMax, g.nr)*g.nr)
+					b.SetBytes(int64(4 * len(w)))
+					for b.Loop() {
+						for jc := 0; jc < g.n; jc += g.ncMax {
+							g.jc, g.nc = jc, min(g.ncMax, g.n-jc)
+							for pc := 0; pc < g.k; pc += g.kcMax {
+								g.pc, g.kc = pc, min(g.kcMax, g.k-pc)
+								np := gemmCeilDiv(g.nc, g.nr)
+								for q := 0; q < np; q += panels {
+									g.packBPanels(g.bPack[q*g.kc*g.nr:], g.kc*g.nr, g.jc/g.nr+q, g.jc/g.nr+min(q+panels, np), g.pc, g.kc)
+								}
 							}
 						}
 					}
-				}
-			})
+				})
+			}
 			b.Run(fmt.Sprintf("%dx%dx%d/%s/bf16", rows, in, out, c.name), func(b *testing.B) {
 				g := new(gemmBF16Call)
 				g.kern = gemmBF16KernelBest

@@ -21,11 +21,11 @@ import (
 func TestGemmPackB(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	for _, kern := range gemmKernels32() {
-		if kern.packRows == nil && kern.packTrans == nil && kern.fnZero == nil && kern.packATrans == nil {
+		if kern.packRows == nil && kern.packRowsWide == nil && kern.packTrans == nil && kern.fnZero == nil && kern.packATrans == nil {
 			continue
 		}
 		plain := *kern
-		plain.packRows, plain.packTrans, plain.packATrans = nil, nil, nil
+		plain.packRows, plain.packRowsWide, plain.packTrans, plain.packATrans = nil, nil, nil, nil
 		plain.fnZero, plain.directZero = nil, nil
 		for _, sh := range []gemmShape{{1, 1, 1}, {13, 33, 15}, {12, 32, 16}, {37, 64, 47}, {25, 100, 530}, {256, 1024, 784}, {3, 4100, 40}} {
 			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
@@ -357,6 +357,40 @@ func TestGemmBF16Store(t *testing.T) {
 					if g.c[x] != want && !(g.c[x].IsNaN() && want.IsNaN() && sc != [2]float32{1, 0}) {
 						t.Fatalf("%v sliced=%v: C[%d][%d] = %#04x, want %#04x", sc, sliced, r, cc, uint16(g.c[x]), uint16(want))
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestGemmPackRowsWide checks each kernel's packRowsWide against packRows
+// panel by panel, bit for bit, gaps between the panels untouched.
+func TestGemmPackRowsWide(t *testing.T) {
+	rng := rand.New(rand.NewPCG(43, 44))
+	for _, kern := range gemmKernels32() {
+		if kern.packRowsWide == nil {
+			continue
+		}
+		nr := kern.nr
+		for _, c := range []struct{ kc, panels, extra, ld int }{{1, 1, 0, 32}, {7, 3, 5, 100}, {512, 25, 0, 784}, {392, 4, 1, 1027}} {
+			src := make([]float32, (c.kc-1)*c.ld+c.panels*nr)
+			for i := range src {
+				src[i] = rng.Float32()*2 - 1
+			}
+			stride := c.kc*nr + c.extra
+			got := make([]float32, c.panels*stride)
+			want := make([]float32, len(got))
+			for i := range got {
+				got[i] = float32(i)
+				want[i] = float32(i)
+			}
+			kern.packRowsWide(got, src, c.ld, c.kc, c.panels, stride)
+			for q := range c.panels {
+				kern.packRows(want[q*stride:], src[q*nr:], c.ld, c.kc, nr)
+			}
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s %+v: dst[%d] = %v, want %v", kern.name, c, i, got[i], want[i])
 				}
 			}
 		}
