@@ -349,8 +349,6 @@ type gemmBF16Call struct {
 	bias []half.BFloat16
 
 	bPack []uint32
-	// packOwn is set when each task packs its own B panels (see run).
-	packOwn bool
 	// acc holds the float32 partial sums of the current column block when
 	// sliced: row stride accLd, whole tiles.
 	acc   []float32
@@ -377,11 +375,7 @@ var (
 				g.packGrain = max(g.packGrain, g.nPanels/(2*g.workers))
 			}
 		}
-		g.packFn = func(lo, hi int) {
-			if !g.packOwn {
-				g.packPanels(lo, hi)
-			}
-		}
+		g.packFn = g.packPanels
 		g.taskFn = func(lo, hi int) {
 			for t := lo; t < hi; t++ {
 				g.task(t)
@@ -407,9 +401,9 @@ func (g *gemmBF16Call) run(m, n, k, workers int) {
 	// tiles): the workers split the columns instead (one row task), each
 	// packing the B panels it uses, so that they stay in its own L2
 	// rather than every worker reading every panel, packed by both.
-	g.packOwn = false
+	g.ownPack = false
 	if g.workers > 1 && g.mPanels <= gemmBF16ColumnSplitPanels && g.kern.directRow != nil && !g.transA && !g.sliced && k%(2*g.kern.tileK) == 0 {
-		g.tm, g.packOwn = 1, true
+		g.tm, g.ownPack = 1, true
 	}
 	g.bPack = grow(g.bPack, g.pairSteps(g.kcMax)*gemmCeilDiv(g.ncMax, nr)*nr)
 	if g.sliced {
@@ -614,7 +608,7 @@ func (g *gemmBF16Call) task(t int) {
 	if mp0 >= mp1 || np0 >= np1 {
 		return
 	}
-	if g.packOwn {
+	if g.ownPack {
 		g.packPanels(np0, np1)
 	}
 	s := gemmBF16Scratches.Get().(*gemmBF16Scratch)

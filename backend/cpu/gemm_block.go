@@ -37,6 +37,10 @@ type gemmBlocks struct {
 	// may change it.
 	packGrain int
 
+	// ownPack is set when each task packs the B panels it uses: the loop
+	// then runs no packing phase.
+	ownPack bool
+
 	onBlock func()
 	packFn  func(lo, hi int)
 	taskFn  func(lo, hi int)
@@ -78,11 +82,16 @@ func (g *gemmBlocks) loop() {
 			g.pc, g.kc = pc, min(g.kcMax, g.k-pc)
 			g.last = pc+g.kc == g.k
 			g.onBlock()
-			if g.workers > 1 {
-				ParallelFor(g.nPanels, g.packGrain, g.packFn)
+			switch {
+			case g.workers > 1:
+				if !g.ownPack {
+					ParallelFor(g.nPanels, g.packGrain, g.packFn)
+				}
 				ParallelFor(g.tm*g.tn, 1, g.taskFn)
-			} else {
-				g.packFn(0, g.nPanels)
+			default:
+				if !g.ownPack {
+					g.packFn(0, g.nPanels)
+				}
 				g.taskFn(0, g.tm*g.tn)
 			}
 		}
