@@ -113,9 +113,9 @@ func main() {
 	g.maxPool2x2Rows(isas[0], false)
 	g.maxPool2x2Rows(isas[0], true)
 	g.lnStats()
-	g.lnRow2()       // the LayerNorm backward's two-row pass
+	g.lnRow2(false)  // the LayerNorm backward's two-row pass
 	g.prefetchRows() // attention's next-head prefetch
-	g.lnRow2W()      // the same with the weight product fused in
+	g.lnRow2(true)   // the same with the weight product fused in
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}

@@ -177,25 +177,33 @@ func (g *gen) lnAffine(x isa) {
 // g0, gy0, x0, m0, is0) and then on row 1 (s[32:], g1, gy1, x1, m1, is1), with the
 // column sums gw and gb loaded and stored once for both rows: each column still
 // adds row 0's term, then row 1's.
-func (g *gen) lnRow2() {
-	const name = "vecLnRow2AVX512"
+//
+// With withW it emits vecLnRow2WAVX512(s *[64]float64, gw, gb *float64, w, g0, gy0,
+// x0, g1, gy1, x1 *float32, m0, is0, m1, is1 float64, n int) instead: g0[i] =
+// gy0[i]·w[i] and g1[i] = gy1[i]·w[i] (float32 products, stored), then the pass above
+// on those g: LayerNorm backward's weight product and row pass over two rows in one
+// loop, the products reused from registers rather than read back.
+func (g *gen) lnRow2(withW bool) {
+	name, sig, frame, off := "vecLnRow2AVX512", "", 112, 0
+	if withW {
+		name, sig, frame, off = "vecLnRow2WAVX512", "w, ", 120, 8
+	}
 	g.p("")
-	g.p("// func %s(s *[64]float64, gw, gb *float64, g0, gy0, x0, g1, gy1, x1 *float32, m0, is0, m1, is1 float64, n int)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-112", name)
+	g.p("// func %s(s *[64]float64, gw, gb *float64, %sg0, gy0, x0, g1, gy1, x1 *float32, m0, is0, m1, is1 float64, n int)", name, sig)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
 	g.p("\tMOVQ s+0(FP), DI")
 	g.p("\tMOVQ gw+8(FP), R9")
 	g.p("\tMOVQ gb+16(FP), R10")
-	g.p("\tMOVQ g0+24(FP), DX")
-	g.p("\tMOVQ gy0+32(FP), R8")
-	g.p("\tMOVQ x0+40(FP), SI")
-	g.p("\tMOVQ g1+48(FP), AX")
-	g.p("\tMOVQ gy1+56(FP), BX")
-	g.p("\tMOVQ x1+64(FP), R11")
-	g.p("\tVBROADCASTSD m0+72(FP), Z8")
-	g.p("\tVBROADCASTSD is0+80(FP), Z9")
-	g.p("\tVBROADCASTSD m1+88(FP), Z10")
-	g.p("\tVBROADCASTSD is1+96(FP), Z11")
-	g.p("\tMOVQ n+104(FP), CX")
+	if withW {
+		g.p("\tMOVQ w+24(FP), R12")
+	}
+	for i, a := range [][2]string{{"g0", "DX"}, {"gy0", "R8"}, {"x0", "SI"}, {"g1", "AX"}, {"gy1", "BX"}, {"x1", "R11"}} {
+		g.p("\tMOVQ %s+%d(FP), %s", a[0], 24+off+i*8, a[1])
+	}
+	for i, a := range []string{"m0", "is0", "m1", "is1"} {
+		g.p("\tVBROADCASTSD %s+%d(FP), Z%d", a, 72+off+i*8, 8+i)
+	}
+	g.p("\tMOVQ n+%d(FP), CX", 104+off)
 	// Z0-Z3: row 0's s (two sums, two FMA sums); Z4-Z7: row 1's.
 	for r := range 8 {
 		g.p("\tVMOVUPD %d(DI), Z%d", r*64, r)
@@ -205,85 +213,15 @@ func (g *gen) lnRow2() {
 	g.p("\tTESTQ CX, CX")
 	g.p("\tJZ %s_done", name)
 	rows := [2]struct{ x, gv, gy string }{{"SI", "DX", "R8"}, {"R11", "AX", "BX"}}
-	for h := range 2 {
-		o32, o64 := h*32, h*64
+	if withW {
+		// Z22: w; Z23, Z24: the rows' products g, stored; Z25: a product's upper half.
+		g.p("\tVMOVUPS (R12), Z22")
 		for k, rw := range rows {
-			acc := 4 * k
-			mean, inv := 8+2*k, 9+2*k
-			xh, gv, gy, p := 12+4*k, 13+4*k, 14+4*k, 15+4*k
-			g.p("\tVCVTPS2PD %d(%s), Z%d", o32, rw.x, xh)
-			g.p("\tVSUBPD Z%d, Z%d, Z%d", mean, xh, xh)
-			g.p("\tVMULPD Z%d, Z%d, Z%d // xh", inv, xh, xh)
-			g.p("\tVCVTPS2PD %d(%s), Z%d", o32, rw.gv, gv)
-			g.p("\tVADDPD Z%d, Z%d, Z%d", gv, acc+h, acc+h)
-			g.p("\tVFMADD231PD Z%d, Z%d, Z%d", xh, gv, acc+2+h)
-			g.p("\tVCVTPS2PD %d(%s), Z%d", o32, rw.gy, gy)
-			g.p("\tVMULPD Z%d, Z%d, Z%d", xh, gy, p)
+			// gy first, w second, as vecBinary's vecMul has them (the NaN payload kept).
+			g.p("\tVMOVUPS (%s), Z%d", rw.gy, 23+k)
+			g.p("\tVMULPS Z22, Z%d, Z%d", 23+k, 23+k)
+			g.p("\tVMOVUPS Z%d, (%s)", 23+k, rw.gv)
 		}
-		g.p("\tVADDPD %d(R9), Z15, Z20", o64)
-		g.p("\tVADDPD Z19, Z20, Z20")
-		g.p("\tVMOVUPD Z20, %d(R9)", o64)
-		g.p("\tVADDPD %d(R10), Z14, Z21", o64)
-		g.p("\tVADDPD Z18, Z21, Z21")
-		g.p("\tVMOVUPD Z21, %d(R10)", o64)
-	}
-	for _, r := range []string{"SI", "DX", "R8", "R11", "AX", "BX"} {
-		g.p("\tADDQ $64, %s", r)
-	}
-	g.p("\tADDQ $128, R9")
-	g.p("\tADDQ $128, R10")
-	g.p("\tSUBQ $16, CX")
-	g.p("\tJMP %s_loop", name)
-	g.p("")
-	g.p("%s_done:", name)
-	for r := range 8 {
-		g.p("\tVMOVUPD Z%d, %d(DI)", r, r*64)
-	}
-	g.p("\tVZEROUPPER")
-	g.p("\tRET")
-}
-
-// lnRow2W emits vecLnRow2WAVX512(s *[64]float64, gw, gb *float64, w, g0, gy0, x0,
-// g1, gy1, x1 *float32, m0, is0, m1, is1 float64, n int): g0[i] = gy0[i]·w[i] and
-// g1[i] = gy1[i]·w[i] (float32 products, stored), then vecLnRow2AVX512 on those g:
-// LayerNorm backward's weight product and row pass over two rows in one loop, the
-// products reused from registers rather than read back.
-func (g *gen) lnRow2W() {
-	const name = "vecLnRow2WAVX512"
-	g.p("")
-	g.p("// func %s(s *[64]float64, gw, gb *float64, w, g0, gy0, x0, g1, gy1, x1 *float32, m0, is0, m1, is1 float64, n int)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-120", name)
-	g.p("\tMOVQ s+0(FP), DI")
-	g.p("\tMOVQ gw+8(FP), R9")
-	g.p("\tMOVQ gb+16(FP), R10")
-	g.p("\tMOVQ w+24(FP), R12")
-	g.p("\tMOVQ g0+32(FP), DX")
-	g.p("\tMOVQ gy0+40(FP), R8")
-	g.p("\tMOVQ x0+48(FP), SI")
-	g.p("\tMOVQ g1+56(FP), AX")
-	g.p("\tMOVQ gy1+64(FP), BX")
-	g.p("\tMOVQ x1+72(FP), R11")
-	g.p("\tVBROADCASTSD m0+80(FP), Z8")
-	g.p("\tVBROADCASTSD is0+88(FP), Z9")
-	g.p("\tVBROADCASTSD m1+96(FP), Z10")
-	g.p("\tVBROADCASTSD is1+104(FP), Z11")
-	g.p("\tMOVQ n+112(FP), CX")
-	// Z0-Z3: row 0's s (two sums, two FMA sums); Z4-Z7: row 1's.
-	for r := range 8 {
-		g.p("\tVMOVUPD %d(DI), Z%d", r*64, r)
-	}
-	g.p("")
-	g.p("%s_loop:", name)
-	g.p("\tTESTQ CX, CX")
-	g.p("\tJZ %s_done", name)
-	rows := [2]struct{ x, gv, gy string }{{"SI", "DX", "R8"}, {"R11", "AX", "BX"}}
-	// Z22: w; Z23, Z24: the rows' products g, stored; Z25: a product's upper half.
-	g.p("\tVMOVUPS (R12), Z22")
-	for k, rw := range rows {
-		// gy first, w second, as vecBinary's vecMul has them (the NaN payload kept).
-		g.p("\tVMOVUPS (%s), Z%d", rw.gy, 23+k)
-		g.p("\tVMULPS Z22, Z%d, Z%d", 23+k, 23+k)
-		g.p("\tVMOVUPS Z%d, (%s)", 23+k, rw.gv)
 	}
 	for h := range 2 {
 		o32, o64 := h*32, h*64
@@ -294,9 +232,12 @@ func (g *gen) lnRow2W() {
 			g.p("\tVCVTPS2PD %d(%s), Z%d", o32, rw.x, xh)
 			g.p("\tVSUBPD Z%d, Z%d, Z%d", mean, xh, xh)
 			g.p("\tVMULPD Z%d, Z%d, Z%d // xh", inv, xh, xh)
-			if h == 0 {
+			switch {
+			case !withW:
+				g.p("\tVCVTPS2PD %d(%s), Z%d", o32, rw.gv, gv)
+			case h == 0:
 				g.p("\tVCVTPS2PD Y%d, Z%d", 23+k, gv)
-			} else {
+			default:
 				g.p("\tVEXTRACTF32X8 $1, Z%d, Y25", 23+k)
 				g.p("\tVCVTPS2PD Y25, Z%d", gv)
 			}
@@ -312,7 +253,11 @@ func (g *gen) lnRow2W() {
 		g.p("\tVADDPD Z18, Z21, Z21")
 		g.p("\tVMOVUPD Z21, %d(R10)", o64)
 	}
-	for _, r := range []string{"SI", "DX", "R8", "R11", "AX", "BX", "R12"} {
+	ptrs := []string{"SI", "DX", "R8", "R11", "AX", "BX"}
+	if withW {
+		ptrs = append(ptrs, "R12")
+	}
+	for _, r := range ptrs {
 		g.p("\tADDQ $64, %s", r)
 	}
 	g.p("\tADDQ $128, R9")
