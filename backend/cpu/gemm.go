@@ -642,17 +642,7 @@ func (g *gemmCall[T]) tile(s *gemmScratch[T], i, j int, ap, bp []T, pc, kc int, 
 		e := s.edge
 		copy(e, s.negZero)
 		g.kern.direct(kc, ar, g.lda, bp, e, nr)
-		for ii := range rows {
-			dst := c[(i+ii)*ldc+j:][:cols]
-			if zero {
-				clear(dst)
-			} else if fill {
-				copy(dst, g.bias[j:][:cols])
-			}
-			for jj, v := range e[ii*nr:][:cols] {
-				dst[jj] += v
-			}
-		}
+		g.addEdge(e, nr, i, j, rows, cols, zero, fill)
 		return
 	}
 	if rows == mr && cols == nr {
@@ -669,8 +659,15 @@ func (g *gemmCall[T]) tile(s *gemmScratch[T], i, j int, ap, bp []T, pc, kc int, 
 	e := s.edge
 	copy(e, s.negZero)
 	g.kern.fn(kc, ap, bp, e, nr)
+	g.addEdge(e, nr, i, j, rows, cols, zero, fill)
+}
+
+// addEdge adds the rows×cols valid part of an edge tile e (row stride nr) to
+// C at (i, j), clearing C there first when zero is set or filling it with the
+// bias when fill is: the update a kernel would have made on a whole tile.
+func (g *gemmCall[T]) addEdge(e []T, nr, i, j, rows, cols int, zero, fill bool) {
 	for ii := range rows {
-		dst := c[(i+ii)*ldc+j:][:cols]
+		dst := g.c[(i+ii)*g.ldc+j:][:cols]
 		if zero {
 			clear(dst)
 		} else if fill {
