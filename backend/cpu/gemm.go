@@ -82,12 +82,28 @@ type gemmKernel[T float32 | float64] struct {
 	// slice when beta is 0 instead of clearing C first.
 	fnZero     func(kc int, a, b, c []T, ldc int)
 	directZero func(kc int, a []T, lda int, b, c []T, ldc int)
+
+	// rowsFn and rowsDirect, where set, are fn and direct for the first
+	// rows (0 < rows < mr) rows of a tile, with the same arithmetic for each
+	// element: rowsFn reads only those rows of a packed mr-row panel
+	// (a[p*mr+i], i < rows), rowsDirect only the rows rows of A in place,
+	// and c covers rows rows. With start nil they add the sums to C as fn
+	// does; otherwise they store start[j] + the sum for column j, C not
+	// read: start is nr values, +0s for what fnZero leaves (fnZero adds the
+	// sum to +0), a bias row for what fn leaves on C filled with it. Gemm
+	// runs them on the last row panel when m is not a multiple of mr, which
+	// then computes no padding rows and, where A is read in place, packs
+	// nothing.
+	rowsFn     func(rows, kc int, a, b, c []T, ldc int, start []T)
+	rowsDirect func(rows, kc int, a []T, lda int, b, c []T, ldc int, start []T)
 }
 
 // gemmKernelGo32 and gemmKernelGo64 are the portable micro-kernels.
 var (
 	gemmKernelGo32 = &gemmKernel[float32]{name: "go8x8", mr: 8, nr: 8, fn: func(kc int, a, b, c []float32, ldc int) {
 		gemmKernelGo(8, 8, kc, a, b, c, ldc)
+	}, rowsFn: func(rows, kc int, a, b, c []float32, ldc int, start []float32) {
+		gemmKernelGoRows(rows, 8, kc, a, 1, 8, b, c, ldc, start)
 	}}
 	gemmKernelGo64 = &gemmKernel[float64]{name: "go8x8", mr: 8, nr: 8, fn: func(kc int, a, b, c []float64, ldc int) {
 		gemmKernelGo(8, 8, kc, a, b, c, ldc)
@@ -136,6 +152,53 @@ func gemmKernelGo[T float32 | float64](mr, nr, kc int, a, b, c []T, ldc int) {
 			c1[j+1] += s11
 			c1[j+2] += s12
 			c1[j+3] += s13
+		}
+	}
+}
+
+// gemmKernelGoRows is the pure-Go twin of the kernels' rowsFn and
+// rowsDirect: gemmKernelGo's arithmetic for rows rows of an nr-column tile
+// (nr a multiple of 4), row i's value at step p read at a[i*lda+p*astep]
+// (a packed mr-row panel: lda 1, astep mr; rows of A in place: lda the row
+// stride, astep 1). For every i < rows and j < nr it computes
+//
+//	var acc T
+//	for p := 0; p < kc; p++ {
+//		acc += a[i*lda+p*astep] * b[p*nr+j]
+//	}
+//	if start == nil {
+//		c[i*ldc+j] += acc
+//	} else {
+//		c[i*ldc+j] = start[j] + acc
+//	}
+func gemmKernelGoRows[T float32 | float64](rows, nr, kc int, a []T, lda, astep int, b, c []T, ldc int, start []T) {
+	b = b[:kc*nr]
+	if start != nil {
+		start = start[:nr]
+	}
+	for i := range rows {
+		ci := c[i*ldc:][:nr]
+		for j := 0; j < nr; j += 4 {
+			var s0, s1, s2, s3 T
+			for p := range kc {
+				ai := a[i*lda+p*astep]
+				bp := b[p*nr+j:][:4]
+				s0 += ai * bp[0]
+				s1 += ai * bp[1]
+				s2 += ai * bp[2]
+				s3 += ai * bp[3]
+			}
+			if start == nil {
+				ci[j] += s0
+				ci[j+1] += s1
+				ci[j+2] += s2
+				ci[j+3] += s3
+			} else {
+				ci[j] = start[j] + s0
+				ci[j+1] = start[j+1] + s1
+				ci[j+2] = start[j+2] + s2
+				ci[j+3] = start[j+3] + s3
+			}
 		}
 	}
 }
@@ -298,6 +361,9 @@ type gemmScratch[T float32 | float64] struct {
 	edge  []T
 	// negZero is an edge tile of -0, copied into edge before each use.
 	negZero []T
+	// zeros is a row of +0s: the start row of the row kernels (rowsFn,
+	// rowsDirect) that store +0 + the sum.
+	zeros []T
 }
 
 // growEdge sizes the edge tile (and its -0 original) to n elements.
@@ -308,6 +374,13 @@ func (s *gemmScratch[T]) growEdge(n int) {
 		for x := range s.negZero {
 			s.negZero[x] = T(math.Copysign(0, -1))
 		}
+	}
+}
+
+// growZeros sizes the row of +0s to n elements.
+func (s *gemmScratch[T]) growZeros(n int) {
+	if len(s.zeros) != n {
+		s.zeros = make([]T, n)
 	}
 }
 
@@ -404,9 +477,12 @@ func (g *gemmCall[T]) colTask(t int) {
 	s := sp.Get().(*gemmScratch[T])
 	s.aPack = gemmGrow(s.aPack, mr*g.kcMax)
 	s.growEdge(mr * nr)
+	s.growZeros(nr)
 	mPanels := g.mPanels
 	lastRow := (mPanels - 1) * mr
-	partial := g.m-lastRow < mr
+	// A partial last row panel is packed unless the row kernels read it in
+	// place.
+	partial := g.m-lastRow < mr && g.kern.rowsDirect == nil
 	chunk := np1 - np0
 	if w := gemmRowOrderWords; w > 0 {
 		chunk = max(1, w/(g.kcMax*nr))
@@ -581,12 +657,14 @@ func (g *gemmCall[T]) task(t int) {
 	kc := g.kc
 	s.aPack = gemmGrow(s.aPack, (mp1-mp0)*mr*kc)
 	s.growEdge(mr * nr)
+	s.growZeros(nr)
 	// The kernel reads whole row panels of A in place where it can (no
-	// transpose, no scaling): only a last, partial panel is packed then.
+	// transpose, no scaling): only a last, partial panel is packed then,
+	// unless the row kernels read it in place too.
 	direct := g.kern.direct != nil && !g.transA && g.alpha == 1
 	if !direct {
 		g.packA(s.aPack, i0, i1-i0, g.pc, kc)
-	} else if last := (mp1 - 1) * mr; i1-last < mr {
+	} else if last := (mp1 - 1) * mr; i1-last < mr && g.kern.rowsDirect == nil {
 		g.packA(s.aPack[(mp1-1-mp0)*kc*mr:], last, i1-last, g.pc, kc)
 	}
 
@@ -645,6 +723,10 @@ func (g *gemmCall[T]) tile(s *gemmScratch[T], i, j int, ap, bp []T, pc, kc int, 
 		g.addEdge(e, nr, i, j, rows, cols, zero, fill)
 		return
 	}
+	if rows < mr && (g.kern.rowsFn != nil || direct && g.kern.rowsDirect != nil) {
+		g.tileRows(s, i, j, rows, cols, ap, bp, pc, kc, direct && g.kern.rowsDirect != nil, zero, fill)
+		return
+	}
 	if rows == mr && cols == nr {
 		if fill {
 			g.fillBias(i, j, mr, nr)
@@ -660,6 +742,32 @@ func (g *gemmCall[T]) tile(s *gemmScratch[T], i, j int, ap, bp []T, pc, kc int, 
 	copy(e, s.negZero)
 	g.kern.fn(kc, ap, bp, e, nr)
 	g.addEdge(e, nr, i, j, rows, cols, zero, fill)
+}
+
+// tileRows is tile for a tile of rows < mr rows, with the row kernels: in
+// place (A read in place) or from the packed panel ap. A whole-width tile
+// is updated in C, from +0 (zero) or the bias (fill) on the first k slice;
+// a narrower one goes through the edge tile as in tile.
+func (g *gemmCall[T]) tileRows(s *gemmScratch[T], i, j, rows, cols int, ap, bp []T, pc, kc int, inPlace, zero, fill bool) {
+	nr := g.kern.nr
+	c, ldc := g.c[i*g.ldc+j:], g.ldc
+	var start []T
+	if cols < nr {
+		c, ldc = s.edge[:rows*nr], nr
+		copy(c, s.negZero)
+	} else if zero {
+		start = s.zeros
+	} else if fill {
+		start = g.bias[j:][:nr]
+	}
+	if inPlace {
+		g.kern.rowsDirect(rows, kc, g.a[i*g.lda+pc:], g.lda, bp, c, ldc, start)
+	} else {
+		g.kern.rowsFn(rows, kc, ap, bp, c, ldc, start)
+	}
+	if cols < nr {
+		g.addEdge(c, nr, i, j, rows, cols, zero, fill)
+	}
 }
 
 // addEdge adds the rows×cols valid part of an edge tile e (row stride nr) to

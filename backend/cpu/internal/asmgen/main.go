@@ -66,6 +66,7 @@ func main() {
 	g.packPairsWide()
 	g.amxPackRows()
 	g.f32Kernel(false, false)
+	g.f32Rows()
 	src, err := g.resolve()
 	if err != nil {
 		log.Fatal(err)
@@ -854,6 +855,125 @@ func (g *gen) f32Step(direct bool) {
 		g.p("\tADDQ $4, R12")
 	} else {
 		g.p("\tADDQ $48, SI")
+	}
+	g.p("\tADDQ $128, DI")
+}
+
+// f32Rows emits gemmKernelRowsAVX512, the float32 FMA micro-kernel for the
+// first rows (1 ≤ rows < 12) rows of a 12×32 tile: row i's value at step p
+// is read at a + i·lda + p·astep bytes (a packed 12-row panel: lda 4, astep
+// 48; rows of A in place: lda the row stride, astep 4), so that only the
+// valid rows are read and computed. Each row of C gets the 12-row kernels'
+// arithmetic, FMA for FMA in the same operand order: accumulators from +0,
+// ascending p, then added to C (start nil) or stored as start[j] + the sum
+// (start a row of 32 values, C not read). One body per row count, picked on
+// entry.
+func (g *gen) f32Rows() {
+	name := "gemmKernelRowsAVX512"
+	g.p("")
+	g.p("// func %s(rows, kc int, a *float32, lda, astep int, b, c *float32, ldc int, start *float32)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-72", name)
+	g.p("\tMOVQ rows+0(FP), AX")
+	g.p("\tMOVQ kc+8(FP), CX")
+	g.p("\tMOVQ a+16(FP), SI")
+	g.p("\tMOVQ lda+24(FP), R9")
+	g.p("\tMOVQ astep+32(FP), R13")
+	g.p("\tMOVQ b+40(FP), DI")
+	g.p("\tMOVQ c+48(FP), DX")
+	g.p("\tMOVQ ldc+56(FP), R8")
+	g.p("\tLEAQ (R9)(R9*2), R10 // 3·lda")
+	g.p("\tLEAQ (SI)(R9*4), R11 // row 4")
+	g.p("\tLEAQ (R11)(R9*4), R12 // row 8")
+	for r := 1; r < mr; r++ {
+		g.p("\tCMPQ AX, $%d", r)
+		g.p("\tJEQ %s_%d", name, r)
+	}
+	g.p("\tRET")
+	for r := 1; r < mr; r++ {
+		lbl := fmt.Sprintf("%s_%d", name, r)
+		g.p("")
+		g.p("%s:", lbl)
+		for z := range 2 * r {
+			g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
+		}
+		g.p("\tMOVQ CX, BX")
+		g.p("\tSUBQ $%d, BX", f32TailK)
+		g.p("\tJLE %s_tail", lbl)
+		g.p("\tMOVQ $%d, CX", f32TailK)
+		g.p("")
+		g.p("%s_loop:", lbl)
+		g.f32RowsStep(r)
+		g.p("\tDECQ BX")
+		g.p("\tJNZ %s_loop", lbl)
+		g.p("")
+		g.p("%s_tail:", lbl)
+		g.p("\tMOVQ DX, AX")
+		for i := range r {
+			if i > 0 {
+				g.p("\tADDQ R8, AX")
+			}
+			for v := range 2 {
+				g.p("\tPREFETCHT0 %d(AX)", 64*v)
+			}
+		}
+		g.p("\tTESTQ CX, CX")
+		g.p("\tJZ %s_store", lbl)
+		g.p("")
+		g.p("%s_tailloop:", lbl)
+		g.f32RowsStep(r)
+		g.p("\tDECQ CX")
+		g.p("\tJNZ %s_tailloop", lbl)
+		g.p("")
+		g.p("%s_store:", lbl)
+		g.p("\tMOVQ start+64(FP), AX")
+		g.p("\tTESTQ AX, AX")
+		g.p("\tJZ %s_add", lbl)
+		g.p("\tVMOVUPS 0(AX), Z24")
+		g.p("\tVMOVUPS 64(AX), Z25")
+		for i := range r {
+			if i > 0 {
+				g.p("\tADDQ R8, DX")
+			}
+			for v := range 2 {
+				g.p("\tVADDPS Z%d, Z%d, Z%d", 24+v, 2*i+v, 2*i+v)
+				g.p("\tVMOVUPS Z%d, %d(DX)", 2*i+v, 64*v)
+			}
+		}
+		g.p("\tVZEROUPPER")
+		g.p("\tRET")
+		g.p("")
+		g.p("%s_add:", lbl)
+		for i := range r {
+			if i > 0 {
+				g.p("\tADDQ R8, DX")
+			}
+			for v := range 2 {
+				g.p("\tVADDPS %d(DX), Z%d, Z%d", 64*v, 2*i+v, 2*i+v)
+				g.p("\tVMOVUPS Z%d, %d(DX)", 2*i+v, 64*v)
+			}
+		}
+		g.p("\tVZEROUPPER")
+		g.p("\tRET")
+	}
+}
+
+// f32RowsStep emits one k step of gemmKernelRowsAVX512's rows-row body: as
+// f32Step, with the A bases stepping astep (R13) bytes.
+func (g *gen) f32RowsStep(rows int) {
+	g.p("\tVMOVUPS 0(DI), Z24")
+	g.p("\tVMOVUPS 64(DI), Z25")
+	g.p("\tPREFETCHT0 %d(DI)", f32PrefB)
+	g.p("\tPREFETCHT0 %d(DI)", f32PrefB+64)
+	bases := []string{"SI", "R11", "R12"}
+	offs := []string{"", "(R9*1)", "(R9*2)", "(R10*1)"}
+	for i := range rows {
+		r := 26 + i%6
+		g.p("\tVBROADCASTSS (%s)%s, Z%d", bases[i/4], offs[i%4], r)
+		g.p("\tVFMADD231PS Z24, Z%d, Z%d", r, 2*i)
+		g.p("\tVFMADD231PS Z25, Z%d, Z%d", r, 2*i+1)
+	}
+	for b := range (rows + 3) / 4 {
+		g.p("\tADDQ R13, %s", bases[b])
 	}
 	g.p("\tADDQ $128, DI")
 }
