@@ -76,12 +76,14 @@ type gemmKernel[T float32 | float64] struct {
 	// rows ≤ mr, zero beyond, p < kc. alpha is not a NaN.
 	packATrans func(dst, src []T, ld, kc, rows int, alpha T)
 
-	// fnZero and directZero, where set, are fn and direct storing +0 plus
-	// the sum instead of adding it to C, which they do not read: what fn and
-	// direct leave on a C of +0s, bit for bit. Gemm runs them on the first k
-	// slice when beta is 0 instead of clearing C first.
-	fnZero     func(kc int, a, b, c []T, ldc int)
-	directZero func(kc int, a []T, lda int, b, c []T, ldc int)
+	// fnStart and directStart, where set, are fn and direct storing
+	// start[j] plus the sum for column j instead of adding it to C, which
+	// they do not read (start holds nr values): what fn and direct leave on
+	// a C whose rows hold start, bit for bit. Gemm runs them on the first k
+	// slice when beta is 0 (start +0s) instead of clearing C first, and
+	// with a bias (start the bias row) instead of filling C with it.
+	fnStart     func(kc int, a, b, c []T, ldc int, start []T)
+	directStart func(kc int, a []T, lda int, b, c []T, ldc int, start []T)
 
 	// rowsFn and rowsDirect, where set, are fn and direct for the first
 	// rows (0 < rows < mr) rows of a tile, with the same arithmetic for each
@@ -89,8 +91,7 @@ type gemmKernel[T float32 | float64] struct {
 	// (a[p*mr+i], i < rows), rowsDirect only the rows rows of A in place,
 	// and c covers rows rows. With start nil they add the sums to C as fn
 	// does; otherwise they store start[j] + the sum for column j, C not
-	// read: start is nr values, +0s for what fnZero leaves (fnZero adds the
-	// sum to +0), a bias row for what fn leaves on C filled with it. Gemm
+	// read: start is nr values, as for fnStart. Gemm
 	// runs them on the last row panel when m is not a multiple of mr, which
 	// then computes no padding rows and, where A is read in place, packs
 	// nothing.
@@ -489,7 +490,7 @@ func (g *gemmCall[T]) colTask(t int) {
 	}
 	for pc := 0; pc < g.k; pc += g.kcMax {
 		kc := min(g.kcMax, g.k-pc)
-		zero := pc == 0 && g.beta == 0 && g.kern.fnZero != nil && g.kern.directZero != nil
+		zero := pc == 0 && g.beta == 0 && g.kern.fnStart != nil && g.kern.directStart != nil
 		if pc == 0 && !zero {
 			gemmScale(g.m, j1-j0, g.beta, g.c[j0:], g.ldc)
 		}
@@ -499,16 +500,12 @@ func (g *gemmCall[T]) colTask(t int) {
 			ap = s.aPack[:kc*mr]
 			g.packA(ap, lastRow, g.m-lastRow, pc, kc)
 		}
-		kern, direct1 := g.kern.fn, g.kern.direct
-		if zero {
-			kern, direct1 = g.kern.fnZero, g.kern.directZero
-		}
 		fill := pc == 0 && g.bias != nil
 		for q0 := np0; q0 < np1; q0 += chunk {
 			q1 := min(np1, q0+chunk)
 			for r := range mPanels {
 				for q := q0; q < q1; q++ {
-					g.tile(s, r*mr, q*nr, ap, g.bPack[q*g.kcMax*nr:][:kc*nr], pc, kc, true, zero, fill, kern, direct1)
+					g.tile(s, r*mr, q*nr, ap, g.bPack[q*g.kcMax*nr:][:kc*nr], pc, kc, true, zero, fill)
 				}
 			}
 		}
@@ -647,7 +644,7 @@ func (g *gemmCall[T]) task(t int) {
 	// zero: the first k slice overwrites C (beta == 0) without clearing it
 	// first: whole tiles with the kernel's zero variants, edge tiles by
 	// clearing their part of C before adding.
-	zero := g.pc == 0 && g.beta == 0 && g.kern.fnZero != nil && g.kern.directZero != nil
+	zero := g.pc == 0 && g.beta == 0 && g.kern.fnStart != nil && g.kern.directStart != nil
 	if g.pc == 0 && !zero {
 		gemmScale(i1-i0, j1-j0, g.beta, c[i0*ldc+j0:], ldc)
 	}
@@ -668,10 +665,6 @@ func (g *gemmCall[T]) task(t int) {
 		g.packA(s.aPack[(mp1-1-mp0)*kc*mr:], last, i1-last, g.pc, kc)
 	}
 
-	kern, direct1 := g.kern.fn, g.kern.direct
-	if zero {
-		kern, direct1 = g.kern.fnZero, g.kern.directZero
-	}
 	// fill: the first k slice starts each tile of C from the bias row.
 	fill := g.pc == 0 && g.bias != nil
 	// Row order: each row panel of A (12×KC, 24 KB, stays in L1) against a
@@ -681,7 +674,7 @@ func (g *gemmCall[T]) task(t int) {
 	if gemmRowOrderWords <= 0 {
 		for q := np0; q < np1; q++ {
 			for r := mp0; r < mp1; r++ {
-				g.tile(s, r*mr, g.jc+q*nr, s.aPack[(r-mp0)*kc*mr:][:kc*mr], g.bPack[q*kc*nr:][:kc*nr], g.pc, kc, direct, zero, fill, kern, direct1)
+				g.tile(s, r*mr, g.jc+q*nr, s.aPack[(r-mp0)*kc*mr:][:kc*mr], g.bPack[q*kc*nr:][:kc*nr], g.pc, kc, direct, zero, fill)
 			}
 		}
 	} else {
@@ -690,7 +683,7 @@ func (g *gemmCall[T]) task(t int) {
 			q1 := min(np1, q0+chunk)
 			for r := mp0; r < mp1; r++ {
 				for q := q0; q < q1; q++ {
-					g.tile(s, r*mr, g.jc+q*nr, s.aPack[(r-mp0)*kc*mr:][:kc*mr], g.bPack[q*kc*nr:][:kc*nr], g.pc, kc, direct, zero, fill, kern, direct1)
+					g.tile(s, r*mr, g.jc+q*nr, s.aPack[(r-mp0)*kc*mr:][:kc*mr], g.bPack[q*kc*nr:][:kc*nr], g.pc, kc, direct, zero, fill)
 				}
 			}
 		}
@@ -701,37 +694,38 @@ func (g *gemmCall[T]) task(t int) {
 // tile runs the kernel on the micro-tile of C at (i, j), depth [pc, pc+kc),
 // with B micro-panel bp and, where A is not read in place, A micro-panel ap
 // (unused, and may be nil, for whole rows read in place): direct reads A in
-// place, zero and fill say how the first k slice starts C, kern and direct1
-// are the kernels for whole tiles.
-func (g *gemmCall[T]) tile(s *gemmScratch[T], i, j int, ap, bp []T, pc, kc int, direct, zero, fill bool, kern func(int, []T, []T, []T, int), direct1 func(int, []T, int, []T, []T, int)) {
+// place, zero and fill say how the first k slice starts C (from +0s, from
+// the bias row).
+func (g *gemmCall[T]) tile(s *gemmScratch[T], i, j int, ap, bp []T, pc, kc int, direct, zero, fill bool) {
 	mr, nr := g.kern.mr, g.kern.nr
 	c, ldc := g.c, g.ldc
 	cols := min(nr, g.n-j)
 	rows := min(mr, g.m-i)
-	if direct && rows == mr {
-		ar := g.a[i*g.lda+pc:]
-		if cols == nr {
-			if fill {
-				g.fillBias(i, j, mr, nr)
-			}
-			direct1(kc, ar, g.lda, bp, c[i*ldc+j:], ldc)
-			return
-		}
-		e := s.edge
-		copy(e, s.negZero)
-		g.kern.direct(kc, ar, g.lda, bp, e, nr)
-		g.addEdge(e, nr, i, j, rows, cols, zero, fill)
-		return
-	}
 	if rows < mr && (g.kern.rowsFn != nil || direct && g.kern.rowsDirect != nil) {
 		g.tileRows(s, i, j, rows, cols, ap, bp, pc, kc, direct && g.kern.rowsDirect != nil, zero, fill)
 		return
 	}
 	if rows == mr && cols == nr {
-		if fill {
+		// A whole tile: the kernel updates C, or stores start + the sum on
+		// a first k slice from +0s or the bias.
+		var start []T
+		if zero {
+			start = s.zeros
+		} else if fill && g.kern.fnStart != nil && g.kern.directStart != nil {
+			start = g.bias[j:][:nr]
+		} else if fill {
 			g.fillBias(i, j, mr, nr)
 		}
-		kern(kc, ap, bp, c[i*ldc+j:], ldc)
+		switch {
+		case direct && start != nil:
+			g.kern.directStart(kc, g.a[i*g.lda+pc:], g.lda, bp, c[i*ldc+j:], ldc, start)
+		case direct:
+			g.kern.direct(kc, g.a[i*g.lda+pc:], g.lda, bp, c[i*ldc+j:], ldc)
+		case start != nil:
+			g.kern.fnStart(kc, ap, bp, c[i*ldc+j:], ldc, start)
+		default:
+			g.kern.fn(kc, ap, bp, c[i*ldc+j:], ldc)
+		}
 		return
 	}
 	// Edge tile: run the kernel on a scratch tile of -0 (so that the
@@ -740,7 +734,11 @@ func (g *gemmCall[T]) tile(s *gemmScratch[T], i, j int, ap, bp []T, pc, kc int, 
 	// direct update of C would.
 	e := s.edge
 	copy(e, s.negZero)
-	g.kern.fn(kc, ap, bp, e, nr)
+	if direct && rows == mr {
+		g.kern.direct(kc, g.a[i*g.lda+pc:], g.lda, bp, e, nr)
+	} else {
+		g.kern.fn(kc, ap, bp, e, nr)
+	}
 	g.addEdge(e, nr, i, j, rows, cols, zero, fill)
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/gamp-ml/gamp/backend"
@@ -215,6 +216,43 @@ func BenchmarkLinearBias(b *testing.B) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkGemmBiasStart times single-worker float32 products with a bias
+// (the transformer's and the MLP's forward shapes, Y = X·Wᵀ + bias) in
+// thread CPU time: start, the kernels storing bias + sum (fnStart,
+// directStart), against fill, the bias copied into each tile of C before
+// the kernel adds to it.
+func BenchmarkGemmBiasStart(b *testing.B) {
+	kern := gemmKernel32
+	if kern.fnStart == nil {
+		b.Skip("no start-store kernels")
+	}
+	fill := *kern
+	fill.fnStart, fill.directStart = nil, nil
+	for _, sh := range []gemmShape{{2048, 512, 512}, {2048, 1536, 512}, {2048, 512, 2048}, {256, 1024, 784}} {
+		rng := rand.New(rand.NewPCG(uint64(sh.m), uint64(sh.n)))
+		x, w, bias, y := make([]float32, sh.m*sh.k), make([]float32, sh.n*sh.k), make([]float32, sh.n), make([]float32, sh.m*sh.n)
+		for _, s := range [][]float32{x, w, bias} {
+			for i := range s {
+				s[i] = rng.Float32() - 0.5
+			}
+		}
+		for _, v := range []struct {
+			name string
+			kern *gemmKernel[float32]
+		}{{"start", kern}, {"fill", &fill}} {
+			b.Run(fmt.Sprintf("%dx%dx%d/%s", sh.m, sh.n, sh.k, v.name), func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				t0 := gemmThreadCPU()
+				for b.Loop() {
+					gemmWithBias(v.kern, 1, false, true, sh.m, sh.n, sh.k, 1, x, sh.k, w, sh.k, 0, bias, y, sh.n)
+				}
+				b.ReportMetric(float64(gemmThreadCPU()-t0)/float64(b.N), "cpu-ns/op")
+			})
 		}
 	}
 }

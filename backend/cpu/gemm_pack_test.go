@@ -11,8 +11,8 @@ import (
 )
 
 // TestGemmPackB runs whole float32 products through each micro-kernel that
-// has fast B packing (packRows, packTrans) or zero-store variants (fnZero,
-// directZero) and through the same kernel without them, bit for bit: the
+// has fast B packing (packRows, packTrans) or start-store variants (fnStart,
+// directStart) and through the same kernel without them, bit for bit: the
 // packed panels must hold the same words, and a first k slice stored
 // without clearing C the same values. The shapes cover partial panels (n
 // not a multiple of 32, m not of 12), k not a multiple of 16, several k
@@ -21,12 +21,12 @@ import (
 func TestGemmPackB(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	for _, kern := range gemmKernels32() {
-		if kern.packRows == nil && kern.packRowsWide == nil && kern.packTrans == nil && kern.fnZero == nil && kern.packATrans == nil {
+		if kern.packRows == nil && kern.packRowsWide == nil && kern.packTrans == nil && kern.fnStart == nil && kern.packATrans == nil {
 			continue
 		}
 		plain := *kern
 		plain.packRows, plain.packRowsWide, plain.packTrans, plain.packATrans = nil, nil, nil, nil
-		plain.fnZero, plain.directZero = nil, nil
+		plain.fnStart, plain.directStart = nil, nil
 		for _, sh := range []gemmShape{{1, 1, 1}, {13, 33, 15}, {12, 32, 16}, {37, 64, 47}, {25, 100, 530}, {256, 1024, 784}, {3, 4100, 40}} {
 			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 				transA, transB := tr[0], tr[1]
@@ -146,16 +146,24 @@ func TestGemmPackTrans32(t *testing.T) {
 	}
 }
 
-// TestGemmMicroKernelZero checks each kernel's zero-store variants against
-// fn and direct run on a C of +0s, bit for bit, on garbage C (NaN, -0):
-// sums of -0 (zero rows of A) must come out +0, NaN sums NaN.
-func TestGemmMicroKernelZero(t *testing.T) {
+// TestGemmMicroKernelStart checks each kernel's start-store variants
+// against fn run on a C whose rows hold the start row, bit for
+// bit, on garbage C (NaN, -0): with a start of +0s, sums of -0 (zero rows
+// of A) must come out +0, NaN sums NaN; with a bias row (holding -0 and a
+// NaN), what fn leaves on C filled with the bias.
+func TestGemmMicroKernelStart(t *testing.T) {
 	rng := rand.New(rand.NewPCG(45, 46))
 	for _, kern := range gemmKernels32() {
-		if kern.fnZero == nil {
+		if kern.fnStart == nil {
 			continue
 		}
 		mr, nr := kern.mr, kern.nr
+		bias := make([]float32, nr)
+		for j := range bias {
+			bias[j] = rng.Float32()*2 - 1
+		}
+		bias[1] = float32(math.Copysign(0, -1))
+		bias[2] = float32(math.NaN())
 		for _, kc := range []int{0, 1, 7, 64} {
 			const ldc, pad = 45, 3
 			lda := kc + pad
@@ -188,20 +196,31 @@ func TestGemmMicroKernelZero(t *testing.T) {
 				}
 				return c
 			}
-			for _, direct := range []bool{false, true} {
-				got, want := garbage(), make([]float32, (mr-1)*ldc+nr)
-				if direct {
-					kern.directZero(kc, a, lda, bp, got, ldc)
-					kern.direct(kc, a, lda, bp, want, ldc)
-				} else {
-					kern.fnZero(kc, ap, bp, got, ldc)
+			for _, start := range [][]float32{make([]float32, nr), bias} {
+				for _, direct := range []bool{false, true} {
+					got, want := garbage(), make([]float32, (mr-1)*ldc+nr)
+					for i := range mr {
+						copy(want[i*ldc:][:nr], start)
+					}
+					// The reference is fn for both forms: direct does
+					// nothing at all for kc = 0, where fn adds +0 sums.
 					kern.fn(kc, ap, bp, want, ldc)
-				}
-				for i := range mr {
-					for j := range nr {
-						g, w := got[i*ldc+j], want[i*ldc+j]
-						if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
-							t.Fatalf("%s kc=%d direct=%v: C[%d][%d] = %v (%#x), want %v (%#x)", kern.name, kc, direct, i, j, g, math.Float32bits(g), w, math.Float32bits(w))
+					if direct {
+						kern.directStart(kc, a, lda, bp, got, ldc, start)
+					} else {
+						kern.fnStart(kc, ap, bp, got, ldc, start)
+					}
+					for i := range mr {
+						for j := range nr {
+							g, w := got[i*ldc+j], want[i*ldc+j]
+							if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+								t.Fatalf("%s kc=%d direct=%v start[0]=%v: C[%d][%d] = %v (%#x), want %v (%#x)", kern.name, kc, direct, start[0], i, j, g, math.Float32bits(g), w, math.Float32bits(w))
+							}
+						}
+						for j := nr; j < ldc && i*ldc+j < len(got); j++ {
+							if g := got[i*ldc+j]; math.Float32bits(g) != math.Float32bits(garbage()[i*ldc+j]) {
+								t.Fatalf("%s kc=%d direct=%v: wrote outside the tile at (%d,%d)", kern.name, kc, direct, i, j)
+							}
 						}
 					}
 				}

@@ -738,25 +738,32 @@ func (g *gen) f32Direct() { g.f32Kernel(true, false) }
 
 // f32Kernel emits the float32 12×32 FMA micro-kernel reading A in place
 // (direct, as f32Direct) or from a packed panel (a[p*12+i]:
-// gemmKernel12x32PackedAVX512). With zero set it does not read C:
-// it stores +0 + the sum (VADDPS of a zeroed register), which is what the
-// other kernels leave on a C of +0s, signed zeros and NaNs included.
-func (g *gen) f32Kernel(direct, zero bool) {
+// gemmKernel12x32PackedAVX512). With start set it does not read C: it
+// stores start[j] + the sum for column j (start a row of 32 values, its
+// address the last argument), which is what the other kernels leave on a C
+// whose rows hold start, signed zeros and NaNs included: +0s for the first
+// k slice of a product that overwrites C, the bias row for one that starts
+// from it.
+func (g *gen) f32Kernel(direct, start bool) {
 	name := "gemmKernel12x32"
 	if direct {
 		name += "Direct"
 	}
-	if zero {
-		name += "Zero"
+	if start {
+		name += "Start"
 	}
-	if !direct && !zero {
+	if !direct && !start {
 		name += "Packed"
 	}
 	name += "AVX512"
 	g.p("")
+	startArg, frame := "", 0
+	if start {
+		startArg, frame = ", start *float32", 8
+	}
 	if direct {
-		g.p("// func %s(kc int, a *float32, lda int, b, c *float32, ldc int)", name)
-		g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+		g.p("// func %s(kc int, a *float32, lda int, b, c *float32, ldc int%s)", name, startArg)
+		g.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, 48+frame)
 		g.p("\tMOVQ kc+0(FP), CX")
 		g.p("\tMOVQ a+8(FP), SI")
 		g.p("\tMOVQ lda+16(FP), R9")
@@ -767,8 +774,8 @@ func (g *gen) f32Kernel(direct, zero bool) {
 		g.p("\tLEAQ (SI)(R9*4), R11 // row 4")
 		g.p("\tLEAQ (R11)(R9*4), R12 // row 8")
 	} else {
-		g.p("// func %s(kc int, a, b, c *float32, ldc int)", name)
-		g.p("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+		g.p("// func %s(kc int, a, b, c *float32, ldc int%s)", name, startArg)
+		g.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, 40+frame)
 		g.p("\tMOVQ kc+0(FP), CX")
 		g.p("\tMOVQ a+8(FP), SI")
 		g.p("\tMOVQ b+16(FP), DI")
@@ -809,16 +816,22 @@ func (g *gen) f32Kernel(direct, zero bool) {
 	g.p("\tJNZ %s_tailloop", name)
 	g.p("")
 	g.p("%s_store:", name)
-	if zero {
-		g.p("\tVPXORD Z24, Z24, Z24")
+	if start {
+		if direct {
+			g.p("\tMOVQ start+48(FP), AX")
+		} else {
+			g.p("\tMOVQ start+40(FP), AX")
+		}
+		g.p("\tVMOVUPS 0(AX), Z24")
+		g.p("\tVMOVUPS 64(AX), Z25")
 	}
 	for i := range 12 {
 		if i > 0 {
 			g.p("\tADDQ R8, DX")
 		}
 		for v := range 2 {
-			if zero {
-				g.p("\tVADDPS Z24, Z%d, Z%d", 2*i+v, 2*i+v)
+			if start {
+				g.p("\tVADDPS Z%d, Z%d, Z%d", 24+v, 2*i+v, 2*i+v)
 			} else {
 				g.p("\tVADDPS %d(DX), Z%d, Z%d", 64*v, 2*i+v, 2*i+v)
 			}
