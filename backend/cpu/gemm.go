@@ -243,9 +243,10 @@ func gemmWith[T float32 | float64](kern *gemmKernel[T], workers int, transA, tra
 
 // gemmWithBias is gemmWith where bias, if not nil, holds n values that every row
 // of C starts from instead of its old contents (beta is then ignored): the bits
-// of copying bias into each row of C and running with beta 1. Each tile of C
-// takes the bias row right before the kernel first reads it, so that no pass of
-// its own writes C.
+// of copying bias into each row of C and running with beta 1. The first k
+// slice's kernels store bias + sum where they have start variants; other tiles
+// of C take the bias row right before the kernel first reads them, so that no
+// pass of its own writes C.
 func gemmWithBias[T float32 | float64](kern *gemmKernel[T], workers int, transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, bias, c []T, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(gemmArgError(fmt.Sprintf("cpu: Gemm: negative dimension m=%d n=%d k=%d", m, n, k)))
@@ -335,8 +336,8 @@ type gemmCall[T float32 | float64] struct {
 	lda, ldb, ldc  int
 	kern           *gemmKernel[T]
 	// bias, where not nil, is the row every row of C starts from (beta is
-	// then 1): the first k slice copies it into each tile right before the
-	// kernel adds to the tile.
+	// then 1): the first k slice's kernels store bias + sum, or it is
+	// copied into the tile right before the kernel adds to it.
 	bias []T
 
 	bPack []T
@@ -362,8 +363,8 @@ type gemmScratch[T float32 | float64] struct {
 	edge  []T
 	// negZero is an edge tile of -0, copied into edge before each use.
 	negZero []T
-	// zeros is a row of +0s: the start row of the row kernels (rowsFn,
-	// rowsDirect) that store +0 + the sum.
+	// zeros is a row of +0s: the start row of the kernels that store +0 +
+	// the sum (fnStart, directStart, rowsFn, rowsDirect).
 	zeros []T
 }
 
@@ -642,8 +643,9 @@ func (g *gemmCall[T]) task(t int) {
 	}
 	c, ldc := g.c, g.ldc
 	// zero: the first k slice overwrites C (beta == 0) without clearing it
-	// first: whole tiles with the kernel's zero variants, edge tiles by
-	// clearing their part of C before adding.
+	// first: whole tiles and whole-width partial row panels with the
+	// kernel's start variants from +0s, edge tiles by clearing their part
+	// of C before adding.
 	zero := g.pc == 0 && g.beta == 0 && g.kern.fnStart != nil && g.kern.directStart != nil
 	if g.pc == 0 && !zero {
 		gemmScale(i1-i0, j1-j0, g.beta, c[i0*ldc+j0:], ldc)
