@@ -128,6 +128,9 @@ func main() {
 	if err := writeHalfElem(filepath.Dir(*out)); err != nil {
 		log.Fatal(err)
 	}
+	if err := writeExpArgs(filepath.Dir(*out)); err != nil {
+		log.Fatal(err)
+	}
 }
 
 type gen struct{ buf bytes.Buffer }
