@@ -109,10 +109,10 @@ func (b *Backend) Unary(op backend.UnaryOp, dst, src backend.Storage, n int, p0,
 	if (op == backend.Gelu || op == backend.GeluTanh) && geluHalfForward(op, d, s, n) {
 		return // half data: table lookup (gelu_table.go)
 	}
-	if op == backend.Relu && d.dt == backend.BFloat16 && s.dt == backend.BFloat16 {
+	if f, ok := halfFmtOf(d.dt); ok && op == backend.Relu && s.dt == d.dt {
 		// On the words, the bits of the float32 round trip (vec_halfelem.go).
 		du, su := d.u16(), s.u16()
-		ParallelFor(n, grainElems, func(lo, hi int) { reluBF16(du[lo:hi], su[lo:hi]) })
+		ParallelFor(n, grainElems, func(lo, hi int) { reluHalf(f, du[lo:hi], su[lo:hi]) })
 		return
 	}
 	if computeF64(d.dt, s.dt) {
@@ -370,10 +370,10 @@ func (b *Backend) UnaryBackward(op backend.UnaryOp, gx, gy, x, y backend.Storage
 	if (op == backend.Gelu || op == backend.GeluTanh) && !f64 && geluHalfBackward(op, gxs, gys, a, n) {
 		return // half x: table lookup (gelu_table.go)
 	}
-	if op == backend.Relu && gxs.dt == backend.BFloat16 && gys.dt == backend.BFloat16 && a.dt == backend.BFloat16 {
+	if f, ok := halfFmtOf(gxs.dt); ok && op == backend.Relu && gys.dt == gxs.dt && a.dt == gxs.dt {
 		// On the words, the bits of the float32 round trip (vec_halfelem.go).
 		gu, gyu, xu := gxs.u16(), gys.u16(), a.u16()
-		ParallelFor(n, grainElems, func(lo, hi int) { reluGradBF16(gu[lo:hi], gyu[lo:hi], xu[lo:hi]) })
+		ParallelFor(n, grainElems, func(lo, hi int) { reluGradHalf(f, gu[lo:hi], gyu[lo:hi], xu[lo:hi]) })
 		return
 	}
 	if f64 {

@@ -2,8 +2,8 @@
 
 //go:build amd64 && !purego
 
-// AVX-512BW loops of bfloat16 ReLU on the 16-bit lanes; see the Go declarations
-// in vec_halfelem_amd64.go for the loop each one equals.
+// AVX-512BW loops of bfloat16 and float16 ReLU on the 16-bit lanes; see the Go
+// declarations in vec_halfelem_amd64.go for the loop each one equals.
 
 #include "textflag.h"
 
@@ -75,5 +75,76 @@ vecReluGradBF16AVX512_loop:
 	JMP vecReluGradBF16AVX512_loop
 
 vecReluGradBF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func vecReluF16AVX512(dst, x *uint16, n int)
+TEXT ·vecReluF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVL $0x7fff, AX
+	VPBROADCASTW AX, Z28 // magnitude mask
+	MOVL $0x7c00, AX
+	VPBROADCASTW AX, Z29 // +Inf
+	MOVL $0x0200, AX
+	VPBROADCASTW AX, Z30 // quiet bit
+	VPXORD Z31, Z31, Z31
+
+vecReluF16AVX512_loop:
+	TESTQ CX, CX
+	JZ vecReluF16AVX512_done
+	VMOVDQU16 (SI), Z0
+	VPCMPGTW Z31, Z0, K1 // x > 0 as signed words
+	VPANDD Z28, Z0, Z1
+	VPCMPUW $6, Z29, Z1, K2 // x NaN
+	VPORD Z30, Z0, Z3
+	VMOVDQU16.Z Z0, K1, Z2
+	VMOVDQU16 Z3, K2, Z2 // NaN quieted
+	VMOVDQU16 Z2, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $32, CX
+	JMP vecReluF16AVX512_loop
+
+vecReluF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func vecReluGradF16AVX512(gx, gy, x *uint16, n int)
+TEXT ·vecReluGradF16AVX512(SB), NOSPLIT, $0-32
+	MOVQ gx+0(FP), DI
+	MOVQ gy+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), CX
+	MOVL $0x7fff, AX
+	VPBROADCASTW AX, Z28 // magnitude mask
+	MOVL $0x7c00, AX
+	VPBROADCASTW AX, Z29 // +Inf
+	MOVL $0x0200, AX
+	VPBROADCASTW AX, Z30 // quiet bit
+	VPXORD Z31, Z31, Z31
+
+vecReluGradF16AVX512_loop:
+	TESTQ CX, CX
+	JZ vecReluGradF16AVX512_done
+	VMOVDQU16 (SI), Z0
+	VPCMPGTW Z31, Z0, K1 // x > 0 as signed words
+	VPCMPUW $2, Z29, Z0, K2 // x <= +Inf unsigned: not a NaN
+	KANDD K2, K1, K1
+	VMOVDQU16 (DX), Z4
+	VPANDD Z28, Z4, Z1
+	VPCMPUW $6, Z29, Z1, K2 // gy NaN
+	VPORD Z30, Z4, Z3
+	VMOVDQU16 Z3, K2, Z4 // quieted
+	VMOVDQU16.Z Z4, K1, Z2
+	ADDQ $64, DX
+	VMOVDQU16 Z2, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $32, CX
+	JMP vecReluGradF16AVX512_loop
+
+vecReluGradF16AVX512_done:
 	VZEROUPPER
 	RET

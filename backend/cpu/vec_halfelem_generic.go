@@ -6,6 +6,6 @@ package cpu
 
 func vecHalfElemOK() bool { return false }
 
-func vecReluBF16Run(dst, x *uint16, n int) { panic("cpu: no vector loops") }
+func vecReluHalfRun(f16 bool, dst, x *uint16, n int) { panic("cpu: no vector loops") }
 
-func vecReluGradBF16Run(gx, gy, x *uint16, n int) { panic("cpu: no vector loops") }
+func vecReluGradHalfRun(f16 bool, gx, gy, x *uint16, n int) { panic("cpu: no vector loops") }

@@ -9,8 +9,8 @@ import (
 	"github.com/gamp-ml/gamp/backend"
 )
 
-// reluBF16Compare fails unless got equals want bit for bit (NaNs included).
-func reluBF16Compare(t *testing.T, what string, got, want []uint16, input func(i int) string) {
+// reluHalfCompare fails unless got equals want bit for bit (NaNs included).
+func reluHalfCompare(t *testing.T, what string, got, want []uint16, input func(i int) string) {
 	t.Helper()
 	bad := 0
 	for i := range want {
@@ -25,91 +25,96 @@ func reluBF16Compare(t *testing.T, what string, got, want []uint16, input func(i
 	}
 }
 
-// TestReluBF16ForwardOldPath checks the bfloat16 ReLU on the words (Unary) against the
-// float32 path it replaces (unaryKernel: widen, ReLU, round back) on every bit pattern,
-// NaNs and ±0 included, out of place and in place.
-func TestReluBF16ForwardOldPath(t *testing.T) {
+// TestReluHalfForwardOldPath checks the bfloat16 and float16 ReLU on the words (Unary)
+// against the float32 path it replaces (unaryKernel: widen, ReLU, round back) on every
+// bit pattern, NaNs and ±0 included, out of place and in place.
+func TestReluHalfForwardOldPath(t *testing.T) {
 	b, err := New(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 1<<16 + 7 // every pattern, and a ragged tail
-	x, y, want := geluTableStorage(t, b, backend.BFloat16, n), geluTableStorage(t, b, backend.BFloat16, n), geluTableStorage(t, b, backend.BFloat16, n)
-	for i := range n {
-		x.u16()[i] = uint16(i)
+	for _, dt := range []backend.DType{backend.BFloat16, backend.Float16} {
+		x, y, want := geluTableStorage(t, b, dt, n), geluTableStorage(t, b, dt, n), geluTableStorage(t, b, dt, n)
+		for i := range n {
+			x.u16()[i] = uint16(i)
+		}
+		unaryKernel[float32](backend.Relu, want, x, n, 0, 0)
+		b.Unary(backend.Relu, y, x, n, 0, 0)
+		in := func(i int) string { return fmt.Sprintf("x = %#04x", uint16(i)) }
+		reluHalfCompare(t, dt.String()+" forward", y.u16(), want.u16(), in)
+		b.Unary(backend.Relu, x, x, n, 0, 0)
+		reluHalfCompare(t, dt.String()+" forward in place", x.u16(), want.u16(), in)
 	}
-	unaryKernel[float32](backend.Relu, want, x, n, 0, 0)
-	b.Unary(backend.Relu, y, x, n, 0, 0)
-	in := func(i int) string { return fmt.Sprintf("x = %#04x", uint16(i)) }
-	reluBF16Compare(t, "forward", y.u16(), want.u16(), in)
-	b.Unary(backend.Relu, x, x, n, 0, 0)
-	reluBF16Compare(t, "forward in place", x.u16(), want.u16(), in)
 }
 
-// TestReluBF16BackwardOldPath checks the bfloat16 ReLU backward on the words against the
-// float32 path (unaryBackwardKernel): every x with each gy of geluTableSpecial (NaNs,
-// ±0, ±Inf) and with random gy; out of place, into gy and into x.
-func TestReluBF16BackwardOldPath(t *testing.T) {
+// TestReluHalfBackwardOldPath checks the bfloat16 and float16 ReLU backward on the words
+// against the float32 path (unaryBackwardKernel): every x with each gy of
+// geluTableSpecial (NaNs, ±0, ±Inf) and with random gy; out of place, into gy and into x.
+func TestReluHalfBackwardOldPath(t *testing.T) {
 	b, err := New(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	const m = 1 << 16
-	sp := geluTableSpecial[backend.BFloat16]
-	n := m*(len(sp)+2) + 9
-	x, gy := geluTableStorage(t, b, backend.BFloat16, n), geluTableStorage(t, b, backend.BFloat16, n)
-	for i := range n {
-		x.u16()[i] = uint16(i)
-		if r := i / m; r < len(sp) {
-			gy.u16()[i] = sp[r]
-		} else {
-			gy.u16()[i] = uint16(rng.Uint32())
+	for _, dt := range []backend.DType{backend.BFloat16, backend.Float16} {
+		sp := geluTableSpecial[dt]
+		n := m*(len(sp)+2) + 9
+		x, gy := geluTableStorage(t, b, dt, n), geluTableStorage(t, b, dt, n)
+		for i := range n {
+			x.u16()[i] = uint16(i)
+			if r := i / m; r < len(sp) {
+				gy.u16()[i] = sp[r]
+			} else {
+				gy.u16()[i] = uint16(rng.Uint32())
+			}
 		}
+		xs, gys := slices.Clone(x.u16()), slices.Clone(gy.u16())
+		in := func(i int) string { return fmt.Sprintf("x = %#04x, gy = %#04x", xs[i], gys[i]) }
+		want, gx := geluTableStorage(t, b, dt, n), geluTableStorage(t, b, dt, n)
+		unaryBackwardKernel[float32](backend.Relu, want, gy, x, false, n, 0, 0)
+		b.UnaryBackward(backend.Relu, gx, gy, x, nil, n, 0, 0)
+		reluHalfCompare(t, dt.String()+" backward", gx.u16(), want.u16(), in)
+		b.UnaryBackward(backend.Relu, gy, gy, x, nil, n, 0, 0)
+		reluHalfCompare(t, dt.String()+" backward into gy", gy.u16(), want.u16(), in)
+		copy(gy.u16(), gys)
+		b.UnaryBackward(backend.Relu, x, gy, x, nil, n, 0, 0)
+		reluHalfCompare(t, dt.String()+" backward into x", x.u16(), want.u16(), in)
 	}
-	in := func(i int) string { return fmt.Sprintf("x = %#04x, gy = %#04x", x.u16()[i], gy.u16()[i]) }
-	want, gx := geluTableStorage(t, b, backend.BFloat16, n), geluTableStorage(t, b, backend.BFloat16, n)
-	unaryBackwardKernel[float32](backend.Relu, want, gy, x, false, n, 0, 0)
-	b.UnaryBackward(backend.Relu, gx, gy, x, nil, n, 0, 0)
-	reluBF16Compare(t, "backward", gx.u16(), want.u16(), in)
-
-	xs, gys := slices.Clone(x.u16()), slices.Clone(gy.u16())
-	in = func(i int) string { return fmt.Sprintf("x = %#04x, gy = %#04x", xs[i], gys[i]) }
-	b.UnaryBackward(backend.Relu, gy, gy, x, nil, n, 0, 0)
-	reluBF16Compare(t, "backward into gy", gy.u16(), want.u16(), in)
-	copy(gy.u16(), gys)
-	b.UnaryBackward(backend.Relu, x, gy, x, nil, n, 0, 0)
-	reluBF16Compare(t, "backward into x", x.u16(), want.u16(), in)
 }
 
-// TestReluBF16VecTwin pits the vector loops against their pure-Go twins over lengths
+// TestReluHalfVecTwin pits the vector loops against their pure-Go twins over lengths
 // 0…200 at misaligned starts, on words that are mostly NaNs, infinities, zeros and
-// values near them.
-func TestReluBF16VecTwin(t *testing.T) {
+// values near them, in both formats.
+func TestReluHalfVecTwin(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	special := []uint16{0, 0x8000, 1, 0x8001, 0x7f80, 0xff80, 0x7f7f, 0xff7f, 0x7f81, 0xff81, 0x7fc0, 0xffff, 0x7fff, 0x3f80, 0xbf80}
-	word := func() uint16 {
-		if rng.IntN(2) == 0 {
-			return special[rng.IntN(len(special))]
+	for _, f := range []halfFmt{bf16Fmt, f16Fmt} {
+		special := []uint16{0, 0x8000, 1, 0x8001, f.inf, f.inf | 0x8000, f.inf - 1, (f.inf - 1) | 0x8000,
+			f.inf + 1, (f.inf + 1) | 0x8000, f.inf | f.quiet, 0xffff, 0x7fff, 0x3c00, 0xbf80}
+		word := func() uint16 {
+			if rng.IntN(2) == 0 {
+				return special[rng.IntN(len(special))]
+			}
+			return uint16(rng.Uint32())
 		}
-		return uint16(rng.Uint32())
-	}
-	for n := range 201 {
-		for off := range 3 {
-			x, gy := make([]uint16, n+off), make([]uint16, n+off)
-			for i := range x {
-				x[i], gy[i] = word(), word()
-			}
-			got, want := make([]uint16, n+off), make([]uint16, n+off)
-			reluBF16(got[off:], x[off:])
-			reluBF16Go(want[off:], x[off:])
-			if !slices.Equal(got, want) {
-				t.Fatalf("reluBF16 n=%d off=%d: got %#04x, want %#04x (x %#04x)", n, off, got, want, x)
-			}
-			reluGradBF16(got[off:], gy[off:], x[off:])
-			reluGradBF16Go(want[off:], gy[off:], x[off:])
-			if !slices.Equal(got, want) {
-				t.Fatalf("reluGradBF16 n=%d off=%d: got %#04x, want %#04x (gy %#04x, x %#04x)", n, off, got, want, gy, x)
+		for n := range 201 {
+			for off := range 3 {
+				x, gy := make([]uint16, n+off), make([]uint16, n+off)
+				for i := range x {
+					x[i], gy[i] = word(), word()
+				}
+				got, want := make([]uint16, n+off), make([]uint16, n+off)
+				reluHalf(f, got[off:], x[off:])
+				reluHalfGo(f, want[off:], x[off:])
+				if !slices.Equal(got, want) {
+					t.Fatalf("reluHalf %+v n=%d off=%d: got %#04x, want %#04x (x %#04x)", f, n, off, got, want, x)
+				}
+				reluGradHalf(f, got[off:], gy[off:], x[off:])
+				reluGradHalfGo(f, want[off:], gy[off:], x[off:])
+				if !slices.Equal(got, want) {
+					t.Fatalf("reluGradHalf %+v n=%d off=%d: got %#04x, want %#04x (gy %#04x, x %#04x)", f, n, off, got, want, gy, x)
+				}
 			}
 		}
 	}

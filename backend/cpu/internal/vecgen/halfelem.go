@@ -6,10 +6,11 @@ import (
 )
 
 // halfelem.go emits vec_halfelem_amd64.s, beside vec_amd64.s: AVX-512BW loops of
-// elementwise ops on bfloat16 bits that need no arithmetic, so they run on the 16-bit
-// lanes without widening to float32 and narrowing back: ReLU forward (vecReluBF16)
-// and backward (vecReluGradBF16). Their Go declarations, with the loops they equal,
-// are in vec_halfelem_amd64.go; the pure-Go twins in vec_halfelem.go.
+// elementwise ops on bfloat16 and float16 bits that need no arithmetic, so they run on
+// the 16-bit lanes without widening to float32 and narrowing back: ReLU forward
+// (vecReluBF16, vecReluF16) and backward (vecReluGradBF16, vecReluGradF16). Their Go
+// declarations, with the loops they equal, are in vec_halfelem_amd64.go; the pure-Go
+// twins in vec_halfelem.go.
 
 // writeHalfElem writes vec_halfelem_amd64.s into dir.
 func writeHalfElem(dir string) error {
@@ -18,40 +19,51 @@ func writeHalfElem(dir string) error {
 	g.p("")
 	g.p("//go:build amd64 && !purego")
 	g.p("")
-	g.p("// AVX-512BW loops of bfloat16 ReLU on the 16-bit lanes; see the Go declarations")
-	g.p("// in vec_halfelem_amd64.go for the loop each one equals.")
+	g.p("// AVX-512BW loops of bfloat16 and float16 ReLU on the 16-bit lanes; see the Go")
+	g.p("// declarations in vec_halfelem_amd64.go for the loop each one equals.")
 	g.p("")
 	g.p("#include \"textflag.h\"")
-	g.reluBF16(false)
-	g.reluBF16(true)
+	for _, h := range halfFormats {
+		g.reluHalf(h, false)
+		g.reluHalf(h, true)
+	}
 	return os.WriteFile(filepath.Join(dir, "vec_halfelem_amd64.s"), g.buf.Bytes(), 0o644)
 }
 
-// reluBF16Consts loads the word constants of the bfloat16 ReLU loops: Z28 = 0x7fff
-// (the magnitude), Z29 = 0x7f80 (+Inf: a magnitude above it is a NaN), Z30 = 0x0040
-// (the quiet bit the float32 round trip sets in a NaN), Z31 = 0.
-func (g *gen) reluBF16Consts() {
+// halfFormat is a 16-bit float format: its name in the routines' names, the bits of
+// +Inf (a magnitude above them is a NaN) and the quiet bit the float32 round trip sets
+// in a NaN.
+type halfFormat struct {
+	name       string
+	inf, quiet int
+}
+
+var halfFormats = []halfFormat{{"BF16", 0x7f80, 0x0040}, {"F16", 0x7c00, 0x0200}}
+
+// reluHalfConsts loads the word constants of h's ReLU loops: Z28 = 0x7fff (the
+// magnitude), Z29 = +Inf, Z30 = the quiet bit, Z31 = 0.
+func (g *gen) reluHalfConsts(h halfFormat) {
 	for _, c := range []struct {
 		v   int
 		reg string
 		why string
-	}{{0x7fff, "Z28", "magnitude mask"}, {0x7f80, "Z29", "+Inf"}, {0x0040, "Z30", "quiet bit"}} {
+	}{{0x7fff, "Z28", "magnitude mask"}, {h.inf, "Z29", "+Inf"}, {h.quiet, "Z30", "quiet bit"}} {
 		g.p("\tMOVL $0x%04x, AX", c.v)
 		g.p("\tVPBROADCASTW AX, %s // %s", c.reg, c.why)
 	}
 	g.p("\tVPXORD Z31, Z31, Z31")
 }
 
-// reluBF16 emits, for grad false, vecReluBF16AVX512(dst, x *uint16, n int): dst[i] =
-// x[i] | 0x40 where x[i] is a NaN, x[i] where it is > 0 as a signed word (positive and
-// not ±0), else +0; for grad true, vecReluGradBF16AVX512(gx, gy, x *uint16, n int):
-// gx[i] = gy[i] (| 0x40 where gy[i] is a NaN) where 0 < x[i] ≤ 0x7f80 (x > 0 in
+// reluHalf emits, for grad false, vecRelu<h>AVX512(dst, x *uint16, n int): dst[i] =
+// x[i] | quiet where x[i] is a NaN, x[i] where it is > 0 as a signed word (positive and
+// not ±0), else +0; for grad true, vecReluGrad<h>AVX512(gx, gy, x *uint16, n int):
+// gx[i] = gy[i] (| quiet where gy[i] is a NaN) where 0 < x[i] ≤ +Inf (x > 0 in
 // float32: positive up to +Inf, not a NaN), else +0. n is a multiple of 32: one zmm
 // of words per iteration.
-func (g *gen) reluBF16(grad bool) {
-	name, args, frame := "vecReluBF16AVX512", "dst, x *uint16, n int", 24
+func (g *gen) reluHalf(h halfFormat, grad bool) {
+	name, args, frame := "vecRelu"+h.name+"AVX512", "dst, x *uint16, n int", 24
 	if grad {
-		name, args, frame = "vecReluGradBF16AVX512", "gx, gy, x *uint16, n int", 32
+		name, args, frame = "vecReluGrad"+h.name+"AVX512", "gx, gy, x *uint16, n int", 32
 	}
 	g.p("")
 	g.p("// func %s(%s)", name, args)
@@ -66,7 +78,7 @@ func (g *gen) reluBF16(grad bool) {
 		g.p("\tMOVQ x+8(FP), SI")
 		g.p("\tMOVQ n+16(FP), CX")
 	}
-	g.reluBF16Consts()
+	g.reluHalfConsts(h)
 	g.p("")
 	g.p("%s_loop:", name)
 	g.p("\tTESTQ CX, CX")
