@@ -109,6 +109,12 @@ func (b *Backend) Unary(op backend.UnaryOp, dst, src backend.Storage, n int, p0,
 	if (op == backend.Gelu || op == backend.GeluTanh) && geluHalfForward(op, d, s, n) {
 		return // half data: table lookup (gelu_table.go)
 	}
+	if f, ok := halfFmtOf(d.dt); ok && op == backend.Relu && s.dt == d.dt {
+		// On the words, the bits of the float32 round trip (vec_halfelem.go).
+		du, su := d.u16(), s.u16()
+		ParallelFor(n, grainElems, func(lo, hi int) { reluHalf(f, du[lo:hi], su[lo:hi]) })
+		return
+	}
 	if computeF64(d.dt, s.dt) {
 		unaryKernel[float64](op, d, s, n, p0, p1)
 	} else {
@@ -363,6 +369,12 @@ func (b *Backend) UnaryBackward(op backend.UnaryOp, gx, gy, x, y backend.Storage
 	}
 	if (op == backend.Gelu || op == backend.GeluTanh) && !f64 && geluHalfBackward(op, gxs, gys, a, n) {
 		return // half x: table lookup (gelu_table.go)
+	}
+	if f, ok := halfFmtOf(gxs.dt); ok && op == backend.Relu && gys.dt == gxs.dt && a.dt == gxs.dt {
+		// On the words, the bits of the float32 round trip (vec_halfelem.go).
+		gu, gyu, xu := gxs.u16(), gys.u16(), a.u16()
+		ParallelFor(n, grainElems, func(lo, hi int) { reluGradHalf(f, gu[lo:hi], gyu[lo:hi], xu[lo:hi]) })
+		return
 	}
 	if f64 {
 		unaryBackwardKernel[float64](op, gxs, gys, a, recompute, n, p0, p1)

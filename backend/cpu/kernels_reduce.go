@@ -367,9 +367,12 @@ func (b *Backend) Softmax(dst, src backend.Storage, outer, n int, log bool) {
 	if outer*n == 0 {
 		return
 	}
-	if computeF64(s.dt) {
+	switch {
+	case computeF64(s.dt):
 		softmaxKernel[float64](d, s, outer, n, log)
-	} else {
+	case n < 16:
+		softmaxShortRows(d, s, outer, n, log)
+	default:
 		softmaxF32(d, s, outer, n, log)
 	}
 }
@@ -431,6 +434,81 @@ func softmaxF32(d, s *storage, outer, n int, log bool) {
 				}
 				d.storeF64(off+c, o)
 			}
+		}
+	})
+}
+
+// softmaxShortRows is softmaxF32 for rows of n < 16 elements, bit for bit: there every
+// vector loop of softmaxF32 would run its pure-Go twin on the whole row, so a block of
+// rows is done at once instead — each row's maximum (vecMaxF32) and arguments x - max as
+// softmaxF32's exponential forms them, then the exponentials of the whole block on one
+// vector loop (vecExpArgsF64, expF64's bits), then each row's sum in vecExpF64's lane
+// order (element i in lane i, then vecFold), its logarithm and the results, each
+// float64 expression of vecNarrowGo (or the half store's) evaluated as there.
+func softmaxShortRows(d, s *storage, outer, n int, log bool) {
+	src := elemRunOf[float32](s)
+	ParallelFor(outer, max(1, grainElems/n), func(lo, hi int) {
+		var buf [chunk]float32
+		var args, e, o [chunk]float64
+		var mfs, cs [chunk]float64 // per row: the maximum, and log Σ (log) or Σ
+		per := chunk / n           // rows per block
+		for r0 := lo; r0 < hi; r0 += per {
+			rows := min(per, hi-r0)
+			m := rows * n
+			off := r0 * n
+			x := src.read(buf[:m], off)
+			for r := range rows {
+				xr := x[r*n : (r+1)*n]
+				mf := float64(vecMax(float32(math.Inf(-1)), vecMaxF32(xr)))
+				mfs[r] = mf
+				for i, v := range xr {
+					args[r*n+i] = float64(v) - mf
+				}
+			}
+			vecExpArgsF64(e[:m], args[:m])
+			for r := range rows {
+				var ls [16]float64
+				for i, ev := range e[r*n : (r+1)*n] {
+					ls[i] += ev
+				}
+				var sum float64
+				sum += vecFold(&ls)
+				if log {
+					sum = math.Log(sum)
+				}
+				cs[r] = sum
+			}
+			if d.dt == backend.Float32 {
+				dst := d.f32()[off : off+m]
+				for r := range rows {
+					c := cs[r]
+					if log {
+						mf := mfs[r]
+						for i, v := range x[r*n : (r+1)*n] {
+							dst[r*n+i] = float32((float64(v) - mf) - c)
+						}
+					} else {
+						for i, ev := range e[r*n : (r+1)*n] {
+							dst[r*n+i] = float32(ev / c)
+						}
+					}
+				}
+				continue
+			}
+			for r := range rows {
+				c := cs[r]
+				if log {
+					mf := mfs[r]
+					for i, v := range x[r*n : (r+1)*n] {
+						o[r*n+i] = (float64(v) - mf) - c
+					}
+				} else {
+					for i, ev := range e[r*n : (r+1)*n] {
+						o[r*n+i] = ev / c
+					}
+				}
+			}
+			d.storeF64(off, o[:m])
 		}
 	})
 }

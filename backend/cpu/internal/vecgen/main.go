@@ -125,6 +125,12 @@ func main() {
 	if err := writeOptRed(filepath.Dir(*out)); err != nil {
 		log.Fatal(err)
 	}
+	if err := writeHalfElem(filepath.Dir(*out)); err != nil {
+		log.Fatal(err)
+	}
+	if err := writeExpArgs(filepath.Dir(*out)); err != nil {
+		log.Fatal(err)
+	}
 }
 
 type gen struct{ buf bytes.Buffer }
