@@ -59,6 +59,7 @@ type attnWork[L attnLow] struct {
 	masked     bool
 	diag       int
 	lse, delta []float32 // per row of the head
+	seen       []bool    // per key block: dK and dV written (backwardHead)
 	// Rows gathered from, or rounded for, operands whose rows are not contiguous.
 	bfRows []half.BFloat16
 	hfRows []half.Float16
@@ -208,39 +209,7 @@ func (w *attnWork[L]) packB(b *attnB, x []L, ld, k, n int, trans bool) {
 			return
 		}
 		b.f = grow(b.f, np*k*nr)
-		for q := range np {
-			j0 := q * nr
-			cols := min(nr, n-j0)
-			panel := b.f[q*k*nr:][:k*nr]
-			if !trans {
-				for p := range k {
-					d := panel[p*nr:][:nr]
-					copy(d, xf[p*ld+j0:][:cols])
-					clear(d[cols:])
-				}
-				continue
-			}
-			if cols < nr {
-				clear(panel)
-			}
-			// Four stored rows at once: four read streams, one 4-wide write per p.
-			j := 0
-			for ; j+4 <= cols; j += 4 {
-				s0 := xf[(j0+j)*ld:][:k]
-				s1 := xf[(j0+j+1)*ld:][:k]
-				s2 := xf[(j0+j+2)*ld:][:k]
-				s3 := xf[(j0+j+3)*ld:][:k]
-				for p := range s0 {
-					d := panel[p*nr+j:][:4]
-					d[0], d[1], d[2], d[3] = s0[p], s1[p], s2[p], s3[p]
-				}
-			}
-			for ; j < cols; j++ {
-				for p, v := range xf[(j0+j)*ld:][:k] {
-					panel[p*nr+j] = v
-				}
-			}
-		}
+		attnPackF32(gemmKernel32, b.f, xf, ld, k, n, trans)
 		return
 	}
 	xb := any(x).([]half.BFloat16)
@@ -259,6 +228,76 @@ func (w *attnWork[L]) packB(b *attnB, x []L, ld, k, n int, trans bool) {
 			packPairs(panel, xb[j0*ld:], ld, k, cols, nr, true)
 		}
 		clear(panel[(k+1)/2*nr:])
+	}
+}
+
+// attnPackF32 packs op(X) (k×n; X row-major with stride ld, stored n×k when trans)
+// into dst as gemmCeilDiv(n, nr) panels of kern.nr columns, k steps deep, the columns
+// past n zero: attnPackF32Go's words, whole panels copied by the kernel's own packing
+// loops (packRowsWide, packRows, packTrans) where it has them.
+func attnPackF32(kern *gemmKernel[float32], dst, x []float32, ld, k, n int, trans bool) {
+	nr := kern.nr
+	if k == 0 || n == 0 {
+		return
+	}
+	q := 0
+	if !trans && kern.packRowsWide != nil && n >= nr {
+		q = n / nr
+		kern.packRowsWide(dst, x, ld, k, q, k*nr)
+	}
+	for ; q*nr < n; q++ {
+		j0 := q * nr
+		cols := min(nr, n-j0)
+		panel := dst[q*k*nr:][:k*nr]
+		switch {
+		case !trans && kern.packRows != nil:
+			kern.packRows(panel, x[j0:], ld, k, cols)
+		case trans && cols == nr && kern.packTrans != nil:
+			kern.packTrans(panel, x[j0*ld:], ld, k)
+		default:
+			attnPackPanelGo(panel, x, ld, k, j0, cols, nr, trans)
+		}
+	}
+}
+
+// attnPackF32Go is attnPackF32 in Go, panel by panel.
+func attnPackF32Go(nr int, dst, x []float32, ld, k, n int, trans bool) {
+	for q := 0; q*nr < n; q++ {
+		j0 := q * nr
+		attnPackPanelGo(dst[q*k*nr:][:k*nr], x, ld, k, j0, min(nr, n-j0), nr, trans)
+	}
+}
+
+// attnPackPanelGo packs columns [j0, j0+cols) of op(X) (see attnPackF32) into panel,
+// k rows of nr, zero beyond cols.
+func attnPackPanelGo(panel, xf []float32, ld, k, j0, cols, nr int, trans bool) {
+	if !trans {
+		for p := range k {
+			d := panel[p*nr:][:nr]
+			copy(d, xf[p*ld+j0:][:cols])
+			clear(d[cols:])
+		}
+		return
+	}
+	if cols < nr {
+		clear(panel)
+	}
+	// Four stored rows at once: four read streams, one 4-wide write per p.
+	j := 0
+	for ; j+4 <= cols; j += 4 {
+		s0 := xf[(j0+j)*ld:][:k]
+		s1 := xf[(j0+j+1)*ld:][:k]
+		s2 := xf[(j0+j+2)*ld:][:k]
+		s3 := xf[(j0+j+3)*ld:][:k]
+		for p := range s0 {
+			d := panel[p*nr+j:][:4]
+			d[0], d[1], d[2], d[3] = s0[p], s1[p], s2[p], s3[p]
+		}
+	}
+	for ; j < cols; j++ {
+		for p, v := range xf[(j0+j)*ld:][:k] {
+			panel[p*nr+j] = v
+		}
 	}
 }
 
@@ -291,7 +330,11 @@ func (w *attnWork[L]) mul(transA bool, m, n, k int, a []L, lda int, b *attnB, n0
 func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *attnB, n0, k0 int, add bool, c []float32, ldc int) {
 	kern := gemmKernel32
 	mr, nr := kern.mr, kern.nr
-	if !add {
+	// store: whole tiles run the kernel's storing forms (what the adding ones leave
+	// on a C of +0s), edge tiles clear their part of C before adding; tiles left out
+	// (masked) are not written.
+	store := !add && attnZeroKernels(kern)
+	if !add && !store {
 		for i := range m {
 			clear(c[i*ldc:][:n])
 		}
@@ -327,15 +370,24 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 				ct, ldt = w.edge, nr
 				clear(ct)
 			}
-			if direct {
+			edge := rows < mr || cols < nr
+			switch {
+			case direct && store && !edge:
+				kern.directZero(k, a[i0*lda:], lda, bp, ct, ldt)
+			case direct:
 				kern.direct(k, a[i0*lda:], lda, bp, ct, ldt)
-			} else {
+			case store && !edge:
+				kern.fnZero(k, ap, bp, ct, ldt)
+			default:
 				kern.fn(k, ap, bp, ct, ldt)
 			}
-			if rows < mr || cols < nr {
+			if edge {
 				for r := range rows {
 					src := w.edge[r*nr:][:cols]
 					dst := c[(i0+r)*ldc+j0:][:cols]
+					if store {
+						clear(dst)
+					}
 					for j, v := range src {
 						dst[j] += v
 					}
@@ -542,11 +594,17 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, x *attnHead[L], ou
 	ninf := float32(math.Inf(-1))
 	w.packB(&w.bKt, x.k, x.lk, d, t, true)
 	w.packB(&w.bV, x.v, x.lv, t, d, false)
+	// With first, the first P·V product of a query block stores its rows of out
+	// instead of adding to cleared ones: nothing reads them before (update rescales
+	// a row only once its sum is not 0).
+	first := w.storeFirst()
 	for i0 := 0; i0 < t; i0 += attnBlock {
 		rows := min(attnBlock, t-i0)
 		acc := out[i0*ldo:]
 		for r := range rows {
-			clear(acc[r*ldo:][:d])
+			if !first {
+				clear(acc[r*ldo:][:d])
+			}
 			w.m[r], w.l[r] = ninf, 0
 		}
 		end := attnKeyEnd(causal, i0, rows, t)
@@ -557,7 +615,7 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, x *attnHead[L], ou
 			w.masked = false
 			w.softmaxTile(causal, scale, i0, j0, rows, cols, acc, ldo)
 			p := w.lowTile(w.tile, w.pLow)
-			w.mul(false, rows, d, cols, p, attnBlock, &w.bV, 0, j0, true, acc, ldo)
+			w.mul(false, rows, d, cols, p, attnBlock, &w.bV, 0, j0, !first || j0 > 0, acc, ldo)
 		}
 		for r := range rows {
 			ar := acc[r*ldo:][:d]
@@ -620,6 +678,24 @@ func (w *attnWork[L]) softmaxTile(causal bool, scale float32, i0, j0, rows, cols
 
 // attnSkipMasked lets the score products leave out fully masked tiles; tests clear it.
 var attnSkipMasked = true
+
+// attnStoreFirst lets the float32 products store their first contribution to a block
+// of C (the kernel's storing forms) instead of clearing C and adding; tests clear it
+// to compare.
+var attnStoreFirst = true
+
+// attnZeroKernels reports whether kern has the storing forms mulF32 runs for a C it
+// sets (add false) and attnStoreFirst allows them.
+func attnZeroKernels(kern *gemmKernel[float32]) bool {
+	return attnStoreFirst && kern.fnZero != nil && kern.directZero != nil
+}
+
+// storeFirst reports whether forwardHead and backwardHead set each block of their
+// float32 outputs with its first product instead of clearing it and adding: L is
+// float32 and mulF32 has the storing kernels. (The bf16 products keep clearing.)
+func (w *attnWork[L]) storeFirst() bool {
+	return !w.lowBF16() && attnZeroKernels(gemmKernel32)
+}
 
 // attnTileSoftmax selects softmaxTile's whole-tile calls; tests clear it to compare
 // them with softmaxRows.
@@ -793,9 +869,17 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], g
 	t, d := w.t, w.d
 	q, lq, g, lg := x.q, x.lq, x.g, x.lg
 	gq, gk, gv := gr.q, gr.k, gr.v
-	attnClearRows(gq, gr.lq, t, d)
-	attnClearRows(gk, gr.lk, t, d)
-	attnClearRows(gv, gr.lv, t, d)
+	// With first, the first product into each block of dQ, dK and dV stores it
+	// instead of adding to cleared rows (w.seen marks the key blocks written).
+	first := w.storeFirst()
+	if !first {
+		attnClearRows(gq, gr.lq, t, d)
+		attnClearRows(gk, gr.lk, t, d)
+		attnClearRows(gv, gr.lv, t, d)
+	}
+	nb := gemmCeilDiv(t, attnBlock)
+	w.seen = grow(w.seen, nb)
+	clear(w.seen[:nb])
 	// delta_i = Σ_c dO_ic·O_ic: the softmax backward's row term.
 	if gb, ok := any(g).([]half.BFloat16); ok {
 		attnDeltaBF16(w.delta, gb, lg, any(x.o).([]half.BFloat16), x.lo, t, d)
@@ -825,15 +909,29 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], g
 			}
 			attnExpTile(w.tile, attnBlock, rows, cols, vis0, w.lse[i0:], scale, w.lowTileBF16(w.pLow), nil)
 			p := w.lowTile(w.tile, w.pLow)
+			addK := !first || w.seen[j0/attnBlock]
+			w.seen[j0/attnBlock] = true
 			// dV_j += Pᵀ·dO_i
-			w.mul(true, cols, d, rows, p, attnBlock, &w.bG, 0, i0, true, gv[j0*gr.lv:], gr.lv)
+			w.mul(true, cols, d, rows, p, attnBlock, &w.bG, 0, i0, addK, gv[j0*gr.lv:], gr.lv)
 			// dP = dO_i·V_jᵀ, then dS = P∘(dP - delta_i) in place of dP.
 			w.mul(false, rows, cols, d, g[i0*lg:], lg, &w.bVt, j0, 0, false, w.dp, attnBlock)
 			attnDSTile(w.dp, w.tile, attnBlock, rows, cols, w.delta[i0:], w.lowTileBF16(w.dsLow))
 			ds := w.lowTile(w.dp, w.dsLow)
 			// dQ_i += dS·K_j; dK_j += dSᵀ·Q_i (scaled at the end)
-			w.mul(false, rows, d, cols, ds, attnBlock, &w.bK, 0, j0, true, gq[i0*gr.lq:], gr.lq)
-			w.mul(true, cols, d, rows, ds, attnBlock, &w.bQ, 0, i0, true, gk[j0*gr.lk:], gr.lk)
+			w.mul(false, rows, d, cols, ds, attnBlock, &w.bK, 0, j0, !first || j0 > 0, gq[i0*gr.lq:], gr.lq)
+			w.mul(true, cols, d, rows, ds, attnBlock, &w.bQ, 0, i0, addK, gk[j0*gr.lk:], gr.lk)
+		}
+	}
+	if first {
+		// Key blocks no query block saw (none: each query block starts at key 0, and
+		// a causal one reaches its own keys) still get their zeros.
+		for jb, ok := range w.seen[:nb] {
+			if !ok {
+				j0 := jb * attnBlock
+				cols := min(attnBlock, t-j0)
+				attnClearRows(gk[j0*gr.lk:], gr.lk, cols, d)
+				attnClearRows(gv[j0*gr.lv:], gr.lv, cols, d)
+			}
 		}
 	}
 	attnScaleRows(gq, gr.lq, t, d, scale)
