@@ -214,3 +214,23 @@ func attnPackT(dst, src []float32, ld, k, rows, mr int) {
 	}
 	attnPackTGo(dst, src, ld, k, rows, mr)
 }
+
+// attnDeltaF32AVX sets delta[i] = attnDot(g[i*lg:][:d], o[i*lo:][:d]) for i < t, bit
+// for bit (NaN payloads aside), t ≥ 1 and d a positive multiple of 4: the four partial
+// sums in the lanes of an xmm register, four rows at once (vec_amd64.s, from
+// internal/vecgen's attnDeltaF32).
+//
+//go:noescape
+func attnDeltaF32AVX(delta *float32, gr *float32, lg int, o *float32, lo int, t, d int)
+
+// attnDeltaF32 is attnDeltaF32Go, with AVX where the CPU has AVX-512.
+func attnDeltaF32(delta, g []float32, lg int, o []float32, lo int, t, d int) {
+	if attnAsm && t > 0 && d > 0 && d%4 == 0 {
+		_ = delta[t-1]
+		_ = g[(t-1)*lg+d-1]
+		_ = o[(t-1)*lo+d-1]
+		attnDeltaF32AVX(&delta[0], &g[0], lg, &o[0], lo, t, d)
+		return
+	}
+	attnDeltaF32Go(delta, g, lg, o, lo, t, d)
+}

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"flag"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -190,6 +191,43 @@ func TestAttnPackTTwin(t *testing.T) {
 			for i := range got {
 				if !sameBits(got[i], want[i]) {
 					t.Fatalf("mr=%d rows=%d: dst[%d] = %g, want %g", mr, rows, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// attnPackF32 (the kernels' packing loops for whole panels) against attnPackF32Go, word
+// for word, with every float32 kernel, both orientations, and widths and depths around
+// the panel sizes; dst starts as NaN so a word left unwritten would show.
+func TestAttnPackF32Twin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, kern := range gemmKernels32() {
+		for _, trans := range []bool{false, true} {
+			for _, k := range []int{1, 5, 16, 17, 64, 128} {
+				for _, n := range []int{1, 7, 8, 31, 32, 33, 64, 100, 128} {
+					name := fmt.Sprintf("%s/trans=%v/k=%d/n=%d", kern.name, trans, k, n)
+					rows, width := k, n
+					if trans {
+						rows, width = n, k
+					}
+					ld := width + 3
+					x := make([]float32, (rows-1)*ld+width)
+					for i := range x {
+						x[i] = float32(rng.NormFloat64())
+					}
+					size := gemmCeilDiv(n, kern.nr) * k * kern.nr
+					got, want := make([]float32, size), make([]float32, size)
+					for i := range got {
+						got[i] = float32(math.NaN())
+					}
+					attnPackF32(kern, got, x, ld, k, n, trans)
+					attnPackF32Go(kern.nr, want, x, ld, k, n, trans)
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s: word %d = %v, want %v", name, i, got[i], want[i])
+						}
+					}
 				}
 			}
 		}

@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/half"
@@ -59,6 +60,11 @@ type attnWork[L attnLow] struct {
 	masked     bool
 	diag       int
 	lse, delta []float32 // per row of the head
+	seen       []bool    // per key block: dK and dV written (backwardHead)
+	// The next head's prefetch (planPrefetch): pfStep rows per block step, the
+	// rows before pfRow issued.
+	pf            []attnPF
+	pfRow, pfStep int
 	// Rows gathered from, or rounded for, operands whose rows are not contiguous.
 	bfRows []half.BFloat16
 	hfRows []half.Float16
@@ -66,6 +72,7 @@ type attnWork[L attnLow] struct {
 	kern  *gemmBF16Kernel
 	aPack []uint32
 	aF    []float32
+	aRows []float32 // mulF32: a last row panel of A, copied for the direct form
 	edge  []float32
 	// The head's B operands, packed once: Kᵀ (scores), V (P·V), Vᵀ (dP), K (dS·K),
 	// Q (dSᵀ·Q), dO (Pᵀ·dO).
@@ -208,39 +215,7 @@ func (w *attnWork[L]) packB(b *attnB, x []L, ld, k, n int, trans bool) {
 			return
 		}
 		b.f = grow(b.f, np*k*nr)
-		for q := range np {
-			j0 := q * nr
-			cols := min(nr, n-j0)
-			panel := b.f[q*k*nr:][:k*nr]
-			if !trans {
-				for p := range k {
-					d := panel[p*nr:][:nr]
-					copy(d, xf[p*ld+j0:][:cols])
-					clear(d[cols:])
-				}
-				continue
-			}
-			if cols < nr {
-				clear(panel)
-			}
-			// Four stored rows at once: four read streams, one 4-wide write per p.
-			j := 0
-			for ; j+4 <= cols; j += 4 {
-				s0 := xf[(j0+j)*ld:][:k]
-				s1 := xf[(j0+j+1)*ld:][:k]
-				s2 := xf[(j0+j+2)*ld:][:k]
-				s3 := xf[(j0+j+3)*ld:][:k]
-				for p := range s0 {
-					d := panel[p*nr+j:][:4]
-					d[0], d[1], d[2], d[3] = s0[p], s1[p], s2[p], s3[p]
-				}
-			}
-			for ; j < cols; j++ {
-				for p, v := range xf[(j0+j)*ld:][:k] {
-					panel[p*nr+j] = v
-				}
-			}
-		}
+		attnPackF32(gemmKernel32, b.f, xf, ld, k, n, trans)
 		return
 	}
 	xb := any(x).([]half.BFloat16)
@@ -259,6 +234,76 @@ func (w *attnWork[L]) packB(b *attnB, x []L, ld, k, n int, trans bool) {
 			packPairs(panel, xb[j0*ld:], ld, k, cols, nr, true)
 		}
 		clear(panel[(k+1)/2*nr:])
+	}
+}
+
+// attnPackF32 packs op(X) (k×n; X row-major with stride ld, stored n×k when trans)
+// into dst as gemmCeilDiv(n, nr) panels of kern.nr columns, k steps deep, the columns
+// past n zero: attnPackF32Go's words, whole panels copied by the kernel's own packing
+// loops (packRowsWide, packRows, packTrans) where it has them.
+func attnPackF32(kern *gemmKernel[float32], dst, x []float32, ld, k, n int, trans bool) {
+	nr := kern.nr
+	if k == 0 || n == 0 {
+		return
+	}
+	q := 0
+	if !trans && kern.packRowsWide != nil && n >= nr {
+		q = n / nr
+		kern.packRowsWide(dst, x, ld, k, q, k*nr)
+	}
+	for ; q*nr < n; q++ {
+		j0 := q * nr
+		cols := min(nr, n-j0)
+		panel := dst[q*k*nr:][:k*nr]
+		switch {
+		case !trans && kern.packRows != nil:
+			kern.packRows(panel, x[j0:], ld, k, cols)
+		case trans && cols == nr && kern.packTrans != nil:
+			kern.packTrans(panel, x[j0*ld:], ld, k)
+		default:
+			attnPackPanelGo(panel, x, ld, k, j0, cols, nr, trans)
+		}
+	}
+}
+
+// attnPackF32Go is attnPackF32 in Go, panel by panel.
+func attnPackF32Go(nr int, dst, x []float32, ld, k, n int, trans bool) {
+	for q := 0; q*nr < n; q++ {
+		j0 := q * nr
+		attnPackPanelGo(dst[q*k*nr:][:k*nr], x, ld, k, j0, min(nr, n-j0), nr, trans)
+	}
+}
+
+// attnPackPanelGo packs columns [j0, j0+cols) of op(X) (see attnPackF32) into panel,
+// k rows of nr, zero beyond cols.
+func attnPackPanelGo(panel, xf []float32, ld, k, j0, cols, nr int, trans bool) {
+	if !trans {
+		for p := range k {
+			d := panel[p*nr:][:nr]
+			copy(d, xf[p*ld+j0:][:cols])
+			clear(d[cols:])
+		}
+		return
+	}
+	if cols < nr {
+		clear(panel)
+	}
+	// Four stored rows at once: four read streams, one 4-wide write per p.
+	j := 0
+	for ; j+4 <= cols; j += 4 {
+		s0 := xf[(j0+j)*ld:][:k]
+		s1 := xf[(j0+j+1)*ld:][:k]
+		s2 := xf[(j0+j+2)*ld:][:k]
+		s3 := xf[(j0+j+3)*ld:][:k]
+		for p := range s0 {
+			d := panel[p*nr+j:][:4]
+			d[0], d[1], d[2], d[3] = s0[p], s1[p], s2[p], s3[p]
+		}
+	}
+	for ; j < cols; j++ {
+		for p, v := range xf[(j0+j)*ld:][:k] {
+			panel[p*nr+j] = v
+		}
 	}
 }
 
@@ -285,10 +330,87 @@ func (w *attnWork[L]) mul(transA bool, m, n, k int, a []L, lda int, b *attnB, n0
 	w.mulBF16(transA, m, n, k, any(a).([]half.BFloat16), lda, b, n0, k0, add, c, ldc)
 }
 
-// mulF32 is mul with gemmKernel32: A read in place by its direct form where it has one
-// (whole row panels, not transposed), else packed per row panel; the kernel adds each
-// tile, summed from zero in ascending k, to C (cleared first unless add).
+// mulF32 is mul with gemmKernel32, the tiles summed from zero in ascending k and added
+// to C (set, not added, when add is false), as mulF32Ref does it bit for bit:
+//   - A is read in place by the kernel's direct form where it has one (whole row
+//     panels, not transposed); a last panel of fewer rows is copied into w.aRows
+//     first (the direct form reads every row of a panel; the rows past m hold stale
+//     values, which reach only the tile rows that are dropped); a transposed A is
+//     packed per row panel (attnPackT);
+//   - with add false, whole tiles run the kernel's storing forms (what the adding ones
+//     leave on a C of +0s), edge tiles (past m or n) clear their part of C before
+//     adding; tiles left out (masked) are not written;
+//   - an edge tile is computed on w.edge by a storing form (or on a cleared w.edge)
+//     and its valid part added to C with vecBinary.
+//
+// Without the storing forms or the direct form (or with attnStoreFirst cleared) it is
+// mulF32Ref.
 func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *attnB, n0, k0 int, add bool, c []float32, ldc int) {
+	kern := gemmKernel32
+	if !attnZeroKernels(kern) || kern.direct == nil {
+		w.mulF32Ref(transA, m, n, k, a, lda, b, n0, k0, add, c, ldc)
+		return
+	}
+	mr, nr := kern.mr, kern.nr
+	w.aF = grow(w.aF, k*mr)
+	w.edge = grow(w.edge, mr*nr)
+	ap := w.aF
+	q0 := n0 / nr
+	np := gemmCeilDiv(n, nr)
+	for i0 := 0; i0 < m; i0 += mr {
+		rows := min(mr, m-i0)
+		direct := !transA
+		ar, lar := a[i0*lda:], lda
+		switch {
+		case transA:
+			attnPackT(ap, a[i0:], lda, k, rows, mr)
+		case rows < mr:
+			w.aRows = grow(w.aRows, mr*k)
+			for i := range rows {
+				copy(w.aRows[i*k:][:k], a[(i0+i)*lda:][:k])
+			}
+			ar, lar = w.aRows, k
+		}
+		for q := range np {
+			j0 := q * nr
+			cols := min(nr, n-j0)
+			if w.masked && j0-(i0+rows-1) > w.diag {
+				continue
+			}
+			bp := b.panels()[(q0+q)*b.steps*nr+k0*nr:][:k*nr]
+			edge := rows < mr || cols < nr
+			ct, ldt := c[i0*ldc+j0:], ldc
+			if edge {
+				ct, ldt = w.edge, nr
+			}
+			switch {
+			case direct && (edge || !add):
+				attnStoreDirect(k, ar, lar, bp, ct, ldt)
+			case direct:
+				kern.direct(k, ar, lar, bp, ct, ldt)
+			case edge || !add:
+				attnStoreFn(k, ap, bp, ct, ldt)
+			default:
+				kern.fn(k, ap, bp, ct, ldt)
+			}
+			if edge {
+				for r := range rows {
+					dst := c[(i0+r)*ldc+j0:][:cols]
+					if !add {
+						clear(dst)
+					}
+					vecBinary(vecAdd, dst, dst, w.edge[r*nr:][:cols])
+				}
+			}
+		}
+	}
+}
+
+// mulF32Ref is mulF32 with the kernels' adding forms only: C cleared first unless add,
+// A packed per row panel unless the direct form reads whole ones in place, edge tiles
+// computed on a cleared w.edge and added element by element. It is the reference
+// mulF32 is tested against, and runs where the kernel lacks the storing or direct forms.
+func (w *attnWork[L]) mulF32Ref(transA bool, m, n, k int, a []float32, lda int, b *attnB, n0, k0 int, add bool, c []float32, ldc int) {
 	kern := gemmKernel32
 	mr, nr := kern.mr, kern.nr
 	if !add {
@@ -428,11 +550,7 @@ func attnForwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, pl []at
 			defer attnAMXRelease()
 		}
 		for h := lo; h < hi; h++ {
-			if h+1 < hi {
-				attnPrefetch(q, pl[0], h+1, t, d)
-				attnPrefetch(k, pl[1], h+1, t, d)
-				attnPrefetch(v, pl[2], h+1, t, d)
-			}
+			w.planPrefetch(ops[:3], pl, h+1, hi)
 			var x attnHead[L]
 			x.q, x.lq = w.view(q, pl[0], h, &w.qb)
 			x.k, x.lk = w.view(k, pl[1], h, &w.kb)
@@ -480,17 +598,24 @@ func (w *attnWork[L]) flush(s *storage, p attnPlace, h int, buf []float32) {
 	}
 }
 
-// attnPrefetch hints head h of s (place p, t rows of d) toward the cache: the next
-// head's operands load while the current head computes. It changes nothing.
-func attnPrefetch(s *storage, p attnPlace, h, t, d int) {
+// attnPF is the prefetch of one operand of the next head: attnPrefetchRows' arguments
+// less the rows, which planPrefetch and prefetchStep hand out a slice at a time.
+type attnPF struct {
+	p             unsafe.Pointer // row 0's first byte
+	stride, lines int
+}
+
+// attnPrefetchOf returns the prefetch of head h of s (place p, t rows of d); ok is
+// false when there is nothing to fetch.
+func attnPrefetchOf(s *storage, p attnPlace, h, t, d int) (f attnPF, ok bool) {
 	if t == 0 || d == 0 {
-		return
+		return f, false
 	}
 	sz := s.dt.Size()
 	off := p.at(h) * sz
 	raw := s.rawBytes()
 	if off >= len(raw) {
-		return
+		return f, false
 	}
 	// The lines a row covers from its offset in its first line: the same for every
 	// row when the row stride is a whole number of lines, else one more for rows
@@ -500,7 +625,37 @@ func attnPrefetch(s *storage, p attnPlace, h, t, d int) {
 	if stride%64 != 0 {
 		lines++
 	}
-	attnPrefetchRows(&raw[off], stride, t, lines)
+	return attnPF{p: unsafe.Pointer(&raw[off]), stride: stride, lines: lines}, true
+}
+
+// planPrefetch plans the prefetch of head h of ops (places pl) toward the cache while
+// the current head computes, nothing when h ≥ hi (the worker's last head is current):
+// forwardHead and backwardHead issue it a slice of rows per block step (prefetchStep)
+// rather than in one burst, which stalls on the line fill buffers. It changes nothing.
+func (w *attnWork[L]) planPrefetch(ops []*storage, pl []attnPlace, h, hi int) {
+	w.pf, w.pfRow = w.pf[:0], 0
+	if h >= hi {
+		return
+	}
+	for i, s := range ops {
+		if f, ok := attnPrefetchOf(s, pl[i], h, w.t, w.d); ok {
+			w.pf = append(w.pf, f)
+		}
+	}
+	nb := gemmCeilDiv(w.t, attnBlock)
+	w.pfStep = gemmCeilDiv(w.t, max(nb*nb, 1))
+}
+
+// prefetchStep issues the planned prefetch of the next n rows (fewer at the end).
+func (w *attnWork[L]) prefetchStep(n int) {
+	n = min(n, w.t-w.pfRow)
+	if n <= 0 || len(w.pf) == 0 {
+		return
+	}
+	for _, f := range w.pf {
+		attnPrefetchRows((*byte)(unsafe.Add(f.p, w.pfRow*f.stride)), f.stride, n, f.lines)
+	}
+	w.pfRow += n
 }
 
 // attnGather copies t rows of d from src (row stride ld) into the contiguous dst.
@@ -542,22 +697,29 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, x *attnHead[L], ou
 	ninf := float32(math.Inf(-1))
 	w.packB(&w.bKt, x.k, x.lk, d, t, true)
 	w.packB(&w.bV, x.v, x.lv, t, d, false)
+	// With first, the first P·V product of a query block stores its rows of out
+	// instead of adding to cleared ones: nothing reads them before (update rescales
+	// a row only once its sum is not 0).
+	first := w.storeFirst()
 	for i0 := 0; i0 < t; i0 += attnBlock {
 		rows := min(attnBlock, t-i0)
 		acc := out[i0*ldo:]
 		for r := range rows {
-			clear(acc[r*ldo:][:d])
+			if !first {
+				clear(acc[r*ldo:][:d])
+			}
 			w.m[r], w.l[r] = ninf, 0
 		}
 		end := attnKeyEnd(causal, i0, rows, t)
 		for j0 := 0; j0 < end; j0 += attnBlock {
 			cols := min(attnBlock, end-j0)
+			w.prefetchStep(w.pfStep)
 			w.masked, w.diag = causal && attnSkipMasked, i0-j0
 			w.mul(false, rows, cols, d, q[i0*lq:], lq, &w.bKt, j0, 0, false, w.tile, attnBlock)
 			w.masked = false
 			w.softmaxTile(causal, scale, i0, j0, rows, cols, acc, ldo)
 			p := w.lowTile(w.tile, w.pLow)
-			w.mul(false, rows, d, cols, p, attnBlock, &w.bV, 0, j0, true, acc, ldo)
+			w.mul(false, rows, d, cols, p, attnBlock, &w.bV, 0, j0, !first || j0 > 0, acc, ldo)
 		}
 		for r := range rows {
 			ar := acc[r*ldo:][:d]
@@ -573,6 +735,7 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, x *attnHead[L], ou
 			w.lse[i] = w.m[r] + float32(math.Log(float64(w.l[r])))
 		}
 	}
+	w.prefetchStep(t)
 }
 
 // softmaxTile turns the score tile of query block i0 (rows) and key block j0 (cols)
@@ -621,6 +784,24 @@ func (w *attnWork[L]) softmaxTile(causal bool, scale float32, i0, j0, rows, cols
 // attnSkipMasked lets the score products leave out fully masked tiles; tests clear it.
 var attnSkipMasked = true
 
+// attnStoreFirst lets the float32 products store their first contribution to a block
+// of C (the kernel's storing forms) instead of clearing C and adding; tests clear it
+// to compare.
+var attnStoreFirst = true
+
+// attnZeroKernels reports whether gemmKernel32 has the storing forms mulF32 runs for a
+// C it sets (add false; attnStoreFn and attnStoreDirect) and attnStoreFirst allows them.
+func attnZeroKernels(kern *gemmKernel[float32]) bool {
+	return attnStoreFirst && kern == gemmKernel32 && attnStoreFn != nil && attnStoreDirect != nil
+}
+
+// storeFirst reports whether forwardHead and backwardHead set each block of their
+// float32 outputs with its first product instead of clearing it and adding: L is
+// float32 and mulF32 has the storing kernels. (The bf16 products keep clearing.)
+func (w *attnWork[L]) storeFirst() bool {
+	return !w.lowBF16() && attnZeroKernels(gemmKernel32)
+}
+
 // attnTileSoftmax selects softmaxTile's whole-tile calls; tests clear it to compare
 // them with softmaxRows.
 var attnTileSoftmax = true
@@ -653,7 +834,10 @@ func (w *attnWork[L]) softmaxRows(causal bool, scale float32, i0, j0, rows, cols
 // update takes row r's new maximum mNew and the sum of its block's exponentials: the
 // running sum, and the row's accumulated output ar, are rescaled by exp(m - mNew).
 func (w *attnWork[L]) update(r int, mNew, sum float32, ar []float32) {
-	if w.l[r] != 0 {
+	if w.l[r] != 0 && w.m[r] == mNew && mNew <= math.MaxFloat32 {
+		// exp(0) is 1: nothing to rescale, l·1 is l. (+Inf - +Inf is NaN, below.)
+		w.l[r] += sum
+	} else if w.l[r] != 0 {
 		alpha := float32(math.Exp(float64(w.m[r] - mNew)))
 		if alpha != 1 {
 			vecScalar(vecMulS, ar, ar, alpha)
@@ -677,11 +861,7 @@ func attnBackwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, pl []a
 			defer attnAMXRelease()
 		}
 		for h := lo; h < hi; h++ {
-			if h+1 < hi {
-				for i, s := range []*storage{q, k, v, o, gO} {
-					attnPrefetch(s, pl[i], h+1, t, d)
-				}
-			}
+			w.planPrefetch(ops[:5], pl, h+1, hi)
 			load(w.lse[:t], lseS, h*t, 1)
 			var x attnHead[L]
 			x.q, x.lq = w.view(q, pl[0], h, &w.qb)
@@ -742,21 +922,30 @@ func attnPackTGo(dst, src []float32, ld, k, rows, mr int) {
 }
 
 // attnDot returns Σ x_c·y_c in float32: four running sums (c mod 4), then
-// (s0 + s1) + (s2 + s3).
+// (s0 + s1) + (s2 + s3); each product is rounded before it is added (the conversions
+// keep the compiler from fusing them into FMAs, as attnDeltaF32AVX does not).
 func attnDot(x, y []float32) float32 {
 	y = y[:len(x)]
 	var s0, s1, s2, s3 float32
 	c := 0
 	for ; c+4 <= len(x); c += 4 {
-		s0 += x[c] * y[c]
-		s1 += x[c+1] * y[c+1]
-		s2 += x[c+2] * y[c+2]
-		s3 += x[c+3] * y[c+3]
+		s0 += float32(x[c] * y[c])
+		s1 += float32(x[c+1] * y[c+1])
+		s2 += float32(x[c+2] * y[c+2])
+		s3 += float32(x[c+3] * y[c+3])
 	}
 	for ; c < len(x); c++ {
-		s0 += x[c] * y[c]
+		s0 += float32(x[c] * y[c])
 	}
 	return (s0 + s1) + (s2 + s3)
+}
+
+// attnDeltaF32Go sets delta[i] = attnDot(g[i*lg:][:d], o[i*lo:][:d]) for i < t: the
+// float32 softmax backward's row terms, the twin of attnDeltaF32AVX.
+func attnDeltaF32Go(delta, g []float32, lg int, o []float32, lo int, t, d int) {
+	for i := range t {
+		delta[i] = attnDot(g[i*lg:][:d], o[i*lo:][:d])
+	}
 }
 
 // attnDotBF16 is attnDot of x and y widened to float32 (exactly), widening each
@@ -793,17 +982,22 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], g
 	t, d := w.t, w.d
 	q, lq, g, lg := x.q, x.lq, x.g, x.lg
 	gq, gk, gv := gr.q, gr.k, gr.v
-	attnClearRows(gq, gr.lq, t, d)
-	attnClearRows(gk, gr.lk, t, d)
-	attnClearRows(gv, gr.lv, t, d)
+	// With first, the first product into each block of dQ, dK and dV stores it
+	// instead of adding to cleared rows (w.seen marks the key blocks written).
+	first := w.storeFirst()
+	if !first {
+		attnClearRows(gq, gr.lq, t, d)
+		attnClearRows(gk, gr.lk, t, d)
+		attnClearRows(gv, gr.lv, t, d)
+	}
+	nb := gemmCeilDiv(t, attnBlock)
+	w.seen = grow(w.seen, nb)
+	clear(w.seen[:nb])
 	// delta_i = Σ_c dO_ic·O_ic: the softmax backward's row term.
 	if gb, ok := any(g).([]half.BFloat16); ok {
 		attnDeltaBF16(w.delta, gb, lg, any(x.o).([]half.BFloat16), x.lo, t, d)
 	} else {
-		gf, of := any(g).([]float32), any(x.o).([]float32)
-		for i := range t {
-			w.delta[i] = attnDot(gf[i*lg:][:d], of[i*x.lo:][:d])
-		}
+		attnDeltaF32(w.delta, any(g).([]float32), lg, any(x.o).([]float32), x.lo, t, d)
 	}
 	w.packB(&w.bKt, x.k, x.lk, d, t, true)
 	w.packB(&w.bVt, x.v, x.lv, d, t, true)
@@ -815,6 +1009,7 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], g
 		end := attnKeyEnd(causal, i0, rows, t)
 		for j0 := 0; j0 < end; j0 += attnBlock {
 			cols := min(attnBlock, end-j0)
+			w.prefetchStep(w.pfStep)
 			// P = exp(scale·Q_i·K_jᵀ - lse_i), masked entries 0.
 			w.masked, w.diag = causal && attnSkipMasked, i0-j0
 			w.mul(false, rows, cols, d, q[i0*lq:], lq, &w.bKt, j0, 0, false, w.tile, attnBlock)
@@ -825,17 +1020,32 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], g
 			}
 			attnExpTile(w.tile, attnBlock, rows, cols, vis0, w.lse[i0:], scale, w.lowTileBF16(w.pLow), nil)
 			p := w.lowTile(w.tile, w.pLow)
+			addK := !first || w.seen[j0/attnBlock]
+			w.seen[j0/attnBlock] = true
 			// dV_j += Pᵀ·dO_i
-			w.mul(true, cols, d, rows, p, attnBlock, &w.bG, 0, i0, true, gv[j0*gr.lv:], gr.lv)
+			w.mul(true, cols, d, rows, p, attnBlock, &w.bG, 0, i0, addK, gv[j0*gr.lv:], gr.lv)
 			// dP = dO_i·V_jᵀ, then dS = P∘(dP - delta_i) in place of dP.
 			w.mul(false, rows, cols, d, g[i0*lg:], lg, &w.bVt, j0, 0, false, w.dp, attnBlock)
 			attnDSTile(w.dp, w.tile, attnBlock, rows, cols, w.delta[i0:], w.lowTileBF16(w.dsLow))
 			ds := w.lowTile(w.dp, w.dsLow)
 			// dQ_i += dS·K_j; dK_j += dSᵀ·Q_i (scaled at the end)
-			w.mul(false, rows, d, cols, ds, attnBlock, &w.bK, 0, j0, true, gq[i0*gr.lq:], gr.lq)
-			w.mul(true, cols, d, rows, ds, attnBlock, &w.bQ, 0, i0, true, gk[j0*gr.lk:], gr.lk)
+			w.mul(false, rows, d, cols, ds, attnBlock, &w.bK, 0, j0, !first || j0 > 0, gq[i0*gr.lq:], gr.lq)
+			w.mul(true, cols, d, rows, ds, attnBlock, &w.bQ, 0, i0, addK, gk[j0*gr.lk:], gr.lk)
 		}
 	}
+	if first {
+		// Key blocks no query block saw (none: each query block starts at key 0, and
+		// a causal one reaches its own keys) still get their zeros.
+		for jb, ok := range w.seen[:nb] {
+			if !ok {
+				j0 := jb * attnBlock
+				cols := min(attnBlock, t-j0)
+				attnClearRows(gk[j0*gr.lk:], gr.lk, cols, d)
+				attnClearRows(gv[j0*gr.lv:], gr.lv, cols, d)
+			}
+		}
+	}
+	w.prefetchStep(t)
 	attnScaleRows(gq, gr.lq, t, d, scale)
 	attnScaleRows(gk, gr.lk, t, d, scale)
 }

@@ -55,3 +55,8 @@ func attnAMXHeldDirect(kc2 int, a []half.BFloat16, lda int, b []uint32, c []floa
 
 // attnPackT is attnPackTGo.
 func attnPackT(dst, src []float32, ld, k, rows, mr int) { attnPackTGo(dst, src, ld, k, rows, mr) }
+
+// attnDeltaF32 is attnDeltaF32Go.
+func attnDeltaF32(delta, g []float32, lg int, o []float32, lo int, t, d int) {
+	attnDeltaF32Go(delta, g, lg, o, lo, t, d)
+}

@@ -205,3 +205,41 @@ func TestAttnDotBF16(t *testing.T) {
 		check(x, y)
 	}
 }
+
+// attnDeltaF32 (attnDeltaF32AVX where the CPU has AVX-512) against attnDeltaF32Go, bit
+// for bit (NaN payloads aside): row counts around the four-row groups, widths that are
+// multiples of 4 and others (the Go twin's), strided rows, and values that overflow,
+// cancel, go subnormal or hold infinities and NaNs.
+func TestAttnDeltaF32Twin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	specials := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 3e38, -3e38, 1e-40, -1e-45, 0, float32(math.Copysign(0, -1))}
+	for _, rows := range []int{1, 2, 3, 4, 5, 7, 8, 9, 128} {
+		for _, d := range []int{1, 3, 4, 8, 12, 64, 68} {
+			for _, special := range []bool{false, true} {
+				lg, lo := d+5, 3*d+1
+				g := make([]float32, (rows-1)*lg+d)
+				o := make([]float32, (rows-1)*lo+d)
+				for i := range g {
+					g[i] = float32(rng.NormFloat64() * 4)
+				}
+				for i := range o {
+					o[i] = float32(rng.NormFloat64())
+				}
+				if special {
+					for range 1 + rows*d/16 {
+						g[rng.IntN(len(g))] = specials[rng.IntN(len(specials))]
+						o[rng.IntN(len(o))] = specials[rng.IntN(len(specials))]
+					}
+				}
+				got, want := make([]float32, rows), make([]float32, rows)
+				attnDeltaF32(got, g, lg, o, lo, rows, d)
+				attnDeltaF32Go(want, g, lg, o, lo, rows, d)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+						t.Fatalf("t=%d d=%d special=%v: delta[%d] = %v, want %v", rows, d, special, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

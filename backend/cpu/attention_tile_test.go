@@ -234,3 +234,79 @@ func TestAttentionSkipMaskedTiles(t *testing.T) {
 		}
 	}
 }
+
+// Storing each output block's first product (attnStoreFirst) instead of clearing it and
+// adding changes no bit, with outputs and pooled scratch holding NaN before the passes
+// (so an element left unwritten would show), on every geometry of attnCases and of
+// attnLayoutCases' sizes.
+func TestAttentionStoreFirst(t *testing.T) {
+	defer func() { attnStoreFirst = true }()
+	cases := append([]attnCase{{1, 1, 1, false}, {2, 128, 64, false}, {1, 65, 12, true}}, attnCases...)
+	for _, dt := range []backend.DType{backend.Float32, backend.BFloat16, backend.Float16} {
+		for ci, c := range cases {
+			t.Run(fmt.Sprintf("%s/%s", dt, c), func(t *testing.T) {
+				in := newAttnData(c, uint64(80+ci))
+				attnStoreFirst = false
+				want := runAttn(t, c, in, dt)
+				attnStoreFirst = true
+				nan := float32(math.NaN())
+				runAttnFilled(t, c, newAttnDataFilled(c, nan), dt, nan)
+				got := runAttnFilled(t, c, in, dt, nan)
+				for p, w := range want.parts() {
+					g := got.parts()[p]
+					for i := range w {
+						if math.Float64bits(g[i]) != math.Float64bits(w[i]) {
+							t.Fatalf("%s[%d]: storing first %.8g, clearing %.8g", attnPartNames[p], i, g[i], w[i])
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// newAttnDataFilled returns inputs of c holding v everywhere.
+func newAttnDataFilled(c attnCase, v float32) attnData {
+	n := c.bh * c.t * c.d
+	f := func() []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = v
+		}
+		return x
+	}
+	return attnData{q: f(), k: f(), v: f(), g: f()}
+}
+
+// runAttnFilled is runAttn with the outputs (O, LSE, dQ, dK, dV) holding fill before
+// the passes.
+func runAttnFilled(t *testing.T, c attnCase, in attnData, dt backend.DType, fill float32) attnResult {
+	t.Helper()
+	b, _ := New(0)
+	n := c.bh * c.t * c.d
+	filled := make([]float32, n)
+	for i := range filled {
+		filled[i] = fill
+	}
+	mk := func(v []float32) backend.Storage {
+		s, err := b.Alloc(dt, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st(s).storeF32(0, v)
+		return s
+	}
+	lse, _ := b.Alloc(backend.Float32, c.bh*c.t)
+	st(lse).storeF32(0, filled[:c.bh*c.t])
+	a := backend.AttentionArgs{Q: mk(in.q), K: mk(in.k), V: mk(in.v), O: mk(filled), LSE: lse,
+		BH: c.bh, T: c.t, D: c.d, Scale: 1 / math.Sqrt(float64(c.d)), Causal: c.causal}
+	b.Attention(a)
+	a.GO, a.GQ, a.GK, a.GV = mk(in.g), mk(filled), mk(filled), mk(filled)
+	b.AttentionBackward(a)
+	get := func(s backend.Storage, n int) []float64 {
+		x := make([]float64, n)
+		st(s).loadF64(x, 0)
+		return x
+	}
+	return attnResult{o: get(a.O, n), lse: get(lse, c.bh*c.t), gq: get(a.GQ, n), gk: get(a.GK, n), gv: get(a.GV, n)}
+}

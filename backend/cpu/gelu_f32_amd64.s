@@ -942,25 +942,24 @@ geluCompactAVX512_fwd_a:
 	VMOVAPS Z1, Z2
 	VFMSUB231PS gelucx<>+0(SB), Z0, Z2 // ul = x·(1/√2) - uh
 	VFMADD231PS gelucx<>+64(SB), Z0, Z2 // ul += x·lo
-	VMULPS Z1, Z1, Z10 // z = uh·uh
+	VMULPS Z1, Z1, Z14 // z = uh·uh
 	VMOVUPS gelucx<>+1536(SB), Z11
-	VFMADD213PS gelucx<>+1600(SB), Z10, Z11 // p = p·v + pp1
-	VFMADD213PS gelucx<>+1664(SB), Z10, Z11 // p = p·v + pp2
-	VFMADD213PS gelucx<>+1728(SB), Z10, Z11 // p = p·v + pp3
-	VFMADD213PS gelucx<>+1792(SB), Z10, Z11 // p = p·v + pp4
+	VFMADD213PS gelucx<>+1600(SB), Z14, Z11 // p = p·v + pp1
+	VFMADD213PS gelucx<>+1664(SB), Z14, Z11 // p = p·v + pp2
+	VFMADD213PS gelucx<>+1728(SB), Z14, Z11 // p = p·v + pp3
+	VFMADD213PS gelucx<>+1792(SB), Z14, Z11 // p = p·v + pp4
 	VMOVUPS gelucx<>+1856(SB), Z12
-	VFMADD213PS gelucx<>+1920(SB), Z10, Z12 // p = p·v + qq1
-	VFMADD213PS gelucx<>+1984(SB), Z10, Z12 // p = p·v + qq2
-	VFMADD213PS gelucx<>+2048(SB), Z10, Z12 // p = p·v + qq3
-	VFMADD213PS gelucx<>+2112(SB), Z10, Z12 // p = p·v + qq4
-	VFMADD213PS gelucx<>+2176(SB), Z10, Z12 // p = p·v + qq5
+	VFMADD213PS gelucx<>+1920(SB), Z14, Z12 // p = p·v + qq1
+	VFMADD213PS gelucx<>+1984(SB), Z14, Z12 // p = p·v + qq2
+	VFMADD213PS gelucx<>+2048(SB), Z14, Z12 // p = p·v + qq3
+	VFMADD213PS gelucx<>+2112(SB), Z14, Z12 // p = p·v + qq4
+	VFMADD213PS gelucx<>+2176(SB), Z14, Z12 // p = p·v + qq5
 	VDIVPS Z12, Z11, Z5 // P/Q
-	VMULPS Z1, Z1, Z11 // z = uh·uh
 	VMOVUPS gelucx<>+5184(SB), Z9
-	VFMADD213PS gelucx<>+5248(SB), Z11, Z9 // p = p·v + dm1
-	VFMADD213PS gelucx<>+5312(SB), Z11, Z9 // p = p·v + dm2
-	VFMADD213PS gelucx<>+5376(SB), Z11, Z9 // p = p·v + dm3
-	VFMADD213PS gelucx<>+5440(SB), Z11, Z9 // p = p·v + dm4
+	VFMADD213PS gelucx<>+5248(SB), Z14, Z9 // p = p·v + dm1
+	VFMADD213PS gelucx<>+5312(SB), Z14, Z9 // p = p·v + dm2
+	VFMADD213PS gelucx<>+5376(SB), Z14, Z9 // p = p·v + dm3
+	VFMADD213PS gelucx<>+5440(SB), Z14, Z9 // p = p·v + dm4
 	VMULPS Z2, Z9, Z9 // ul·erf'(uh)
 	VFMADD231PS Z5, Z1, Z9 // t = uh·q + ul·erf'
 	VMOVUPS gelucx<>+256(SB), Z10
@@ -1176,18 +1175,18 @@ geluCompactAVX512_bwd_a:
 	VMOVAPS Z1, Z2
 	VFMSUB231PS gelucx<>+0(SB), Z0, Z2 // ul = x·(1/√2) - uh
 	VFMADD231PS gelucx<>+64(SB), Z0, Z2 // ul += x·lo
-	VMULPS Z1, Z1, Z10 // z = uh·uh
+	VMULPS Z1, Z1, Z14 // z = uh·uh
 	VMOVUPS gelucx<>+1536(SB), Z11
-	VFMADD213PS gelucx<>+1600(SB), Z10, Z11 // p = p·v + pp1
-	VFMADD213PS gelucx<>+1664(SB), Z10, Z11 // p = p·v + pp2
-	VFMADD213PS gelucx<>+1728(SB), Z10, Z11 // p = p·v + pp3
-	VFMADD213PS gelucx<>+1792(SB), Z10, Z11 // p = p·v + pp4
+	VFMADD213PS gelucx<>+1600(SB), Z14, Z11 // p = p·v + pp1
+	VFMADD213PS gelucx<>+1664(SB), Z14, Z11 // p = p·v + pp2
+	VFMADD213PS gelucx<>+1728(SB), Z14, Z11 // p = p·v + pp3
+	VFMADD213PS gelucx<>+1792(SB), Z14, Z11 // p = p·v + pp4
 	VMOVUPS gelucx<>+1856(SB), Z12
-	VFMADD213PS gelucx<>+1920(SB), Z10, Z12 // p = p·v + qq1
-	VFMADD213PS gelucx<>+1984(SB), Z10, Z12 // p = p·v + qq2
-	VFMADD213PS gelucx<>+2048(SB), Z10, Z12 // p = p·v + qq3
-	VFMADD213PS gelucx<>+2112(SB), Z10, Z12 // p = p·v + qq4
-	VFMADD213PS gelucx<>+2176(SB), Z10, Z12 // p = p·v + qq5
+	VFMADD213PS gelucx<>+1920(SB), Z14, Z12 // p = p·v + qq1
+	VFMADD213PS gelucx<>+1984(SB), Z14, Z12 // p = p·v + qq2
+	VFMADD213PS gelucx<>+2048(SB), Z14, Z12 // p = p·v + qq3
+	VFMADD213PS gelucx<>+2112(SB), Z14, Z12 // p = p·v + qq4
+	VFMADD213PS gelucx<>+2176(SB), Z14, Z12 // p = p·v + qq5
 	VDIVPS Z12, Z11, Z5 // P/Q
 	VMULPS Z0, Z0, Z9 // s = x·x
 	VMOVAPS Z9, Z15
@@ -1213,14 +1212,11 @@ geluCompactAVX512_bwd_a:
 	VPADDD gelucx<>+1280(SB), Z9, Z9
 	VPSLLD $23, Z9, Z9 // 2^k
 	VMULPS Z9, Z4, Z4
-	VCMPPS $0x11, gelucx<>+1088(SB), Z6, K2 // hi < cut
-	VPXORD Z4, Z4, K2, Z4
-	VMULPS Z1, Z1, Z11 // z = uh·uh
 	VMOVUPS gelucx<>+5184(SB), Z9
-	VFMADD213PS gelucx<>+5248(SB), Z11, Z9 // p = p·v + dm1
-	VFMADD213PS gelucx<>+5312(SB), Z11, Z9 // p = p·v + dm2
-	VFMADD213PS gelucx<>+5376(SB), Z11, Z9 // p = p·v + dm3
-	VFMADD213PS gelucx<>+5440(SB), Z11, Z9 // p = p·v + dm4
+	VFMADD213PS gelucx<>+5248(SB), Z14, Z9 // p = p·v + dm1
+	VFMADD213PS gelucx<>+5312(SB), Z14, Z9 // p = p·v + dm2
+	VFMADD213PS gelucx<>+5376(SB), Z14, Z9 // p = p·v + dm3
+	VFMADD213PS gelucx<>+5440(SB), Z14, Z9 // p = p·v + dm4
 	VMULPS Z2, Z9, Z9 // ul·erf'(uh)
 	VFMADD231PS Z5, Z1, Z9 // t = uh·q + ul·erf'
 	VMOVUPS gelucx<>+256(SB), Z10

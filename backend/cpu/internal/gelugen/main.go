@@ -124,7 +124,10 @@ func (g *gen) horner(poly string, v, dst int) {
 }
 
 // exp32 emits p = exp32(hi, lo) as vecGeluAVX512 does, k, rr and i scratch, K2 too.
-func (g *gen) exp32(hi, lo, p, k, rr, i int) {
+// With cut false it leaves out the flush to 0 below hi < -86 (expCut32): the first
+// piece's lanes have hi = -x²/2 > -0.72, and the other lanes' results of that pass
+// are replaced.
+func (g *gen) exp32(hi, lo, p, k, rr, i int, cut bool) {
 	g.p("\tVADDPS %s, %s, %s // hi + lo", r(hi), r(lo), r(k))
 	g.p("\tVMULPS %s, %s, %s", gc("log2e"), r(k), r(k))
 	g.p("\tVRNDSCALEPS $8, %s, %s // k, to nearest even", r(k), r(k))
@@ -137,8 +140,10 @@ func (g *gen) exp32(hi, lo, p, k, rr, i int) {
 	g.p("\tVPADDD %s, %s, %s", gc("bias"), r(i), r(i))
 	g.p("\tVPSLLD $23, %s, %s // 2^k", r(i), r(i))
 	g.p("\tVMULPS %s, %s, %s", r(i), r(p), r(p))
-	g.p("\tVCMPPS $0x%02x, %s, %s, K2 // hi < cut", cmpLTOQ, gc("cut"), r(hi))
-	g.p("\tVPXORD %s, %s, K2, %s", r(p), r(p), r(p))
+	if cut {
+		g.p("\tVCMPPS $0x%02x, %s, %s, K2 // hi < cut", cmpLTOQ, gc("cut"), r(hi))
+		g.p("\tVPXORD %s, %s, K2, %s", r(p), r(p), r(p))
+	}
 }
 
 // uhul emits uh (1) and ul (2) of x (0).
@@ -150,15 +155,15 @@ func (g *gen) uhul() {
 }
 
 // sq emits s = x·x (9), sl = x·x - s (15) and hi = -s/2 (6), and for the backward
-// exp(-x²/2) into 4 (10, 11, 12 and 9 scratch).
-func (g *gen) sq(bwd bool) {
+// exp(-x²/2) into 4 (10, 11, 12 and 9 scratch; cut as for exp32).
+func (g *gen) sq(bwd, cut bool) {
 	g.p("\tVMULPS Z0, Z0, Z9 // s = x·x")
 	g.p("\tVMOVAPS Z9, Z15")
 	g.p("\tVFMSUB231PS Z0, Z0, Z15 // sl = x·x - s")
 	g.p("\tVMULPS %s, Z9, Z6 // hi = -s/2", gc("neghalf"))
 	if bwd {
 		g.p("\tVMULPS %s, Z15, Z10 // -sl/2", gc("neghalf"))
-		g.exp32(6, 10, 4, 11, 12, 9)
+		g.exp32(6, 10, 4, 11, 12, 9, cut)
 	}
 }
 
@@ -177,18 +182,18 @@ func (g *gen) piece(label, end string, bwd bool, code func() int) {
 }
 
 // aPiece emits the first piece, a < 0.84375: ½ + ½uh + ½(uh·P/Q + ul), P/Q in z =
-// uh², on x in register 0; Φ is left in register 10.
+// uh² (register 14, formed once for both polynomials and erf'), on x in register 0;
+// Φ is left in register 10. The backward's exp32 has no flush to 0 (see exp32).
 func (g *gen) aPiece(bwd bool) int {
 	g.uhul()
-	g.p("\tVMULPS Z1, Z1, Z10 // z = uh·uh")
-	g.horner("pp", 10, 11)
-	g.horner("qq", 10, 12)
+	g.p("\tVMULPS Z1, Z1, Z14 // z = uh·uh")
+	g.horner("pp", 14, 11)
+	g.horner("qq", 14, 12)
 	g.p("\tVDIVPS Z12, Z11, Z5 // P/Q")
 	if bwd {
-		g.sq(true)
+		g.sq(true, false)
 	}
-	g.p("\tVMULPS Z1, Z1, Z11 // z = uh·uh")
-	g.horner("dm", 11, 9)
+	g.horner("dm", 14, 9)
 	g.p("\tVMULPS Z2, Z9, Z9 // ul·erf'(uh)")
 	g.p("\tVFMADD231PS Z5, Z1, Z9 // t = uh·q + ul·erf'")
 	g.p("\tVMOVUPS %s, Z10", gc("half"))
@@ -281,7 +286,7 @@ func (g *gen) kernel() {
 			g.horner("qa", 10, 12)
 			g.p("\tVDIVPS Z12, Z11, Z5 // P/Q")
 			if bwd {
-				g.sq(true)
+				g.sq(true, true)
 			}
 			g.p("\tVMOVUPS %s, Z9", gc("chp"))
 			g.p("\tVFMADD231PS %s, Z5, Z9", gc("half"))
@@ -311,10 +316,10 @@ func (g *gen) kernel() {
 			g.p("\tVMOVAPS Z10, K2, Z6")
 			g.p("%s_c_div:", lab)
 			g.p("\tVDIVPS Z6, Z5, Z5 // R/S")
-			g.sq(bwd)
+			g.sq(bwd, true)
 			g.p("\tVADDPS %s, Z5, Z10 // R/S - 0.5625", gc("m05625"))
 			g.p("\tVFMADD231PS %s, Z15, Z10 // - sl/2", gc("neghalf"))
-			g.exp32(6, 10, 9, 11, 12, 15)
+			g.exp32(6, 10, 9, 11, 12, 15, true)
 			g.p("\tVMULPS Z8, Z9, Z9 // erfc")
 			g.p("\tVMULPS %s, Z9, Z10 // ½erfc", gc("half"))
 			g.p("\tVMOVUPS %s, Z11", gc("one"))

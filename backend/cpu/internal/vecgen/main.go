@@ -116,6 +116,7 @@ func main() {
 	g.lnRow2(false)  // the LayerNorm backward's two-row pass
 	g.prefetchRows() // attention's next-head prefetch
 	g.lnRow2(true)   // the same with the weight product fused in
+	g.attnDeltaF32() // the float32 attention backward's row terms
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
