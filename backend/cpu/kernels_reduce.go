@@ -449,7 +449,7 @@ func softmaxShortRows(d, s *storage, outer, n int, log bool) {
 	src := elemRunOf[float32](s)
 	ParallelFor(outer, max(1, grainElems/n), func(lo, hi int) {
 		var buf [chunk]float32
-		var args, e, o [chunk]float64
+		var args, e [chunk]float64 // args also holds a half destination's float64 results
 		var mfs, cs [chunk]float64 // per row: the maximum, and log Σ (log) or Σ
 		per := chunk / n           // rows per block
 		for r0 := lo; r0 < hi; r0 += per {
@@ -495,6 +495,7 @@ func softmaxShortRows(d, s *storage, outer, n int, log bool) {
 				}
 				continue
 			}
+			o := args[:m] // the arguments are spent
 			for r := range rows {
 				c := cs[r]
 				if log {
@@ -508,7 +509,7 @@ func softmaxShortRows(d, s *storage, outer, n int, log bool) {
 					}
 				}
 			}
-			d.storeF64(off, o[:m])
+			d.storeF64(off, o)
 		}
 	})
 }
