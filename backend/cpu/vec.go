@@ -108,7 +108,9 @@ func vecBinary(op vecOp, dst, a, b []float32) {
 			vecOpRun(op, &dst[0], &a[0], &b[0], m)
 		}
 	}
-	vecOpGo(op, dst[m:], a[m:], b[m:])
+	if m < n {
+		vecOpGo(op, dst[m:], a[m:], b[m:])
+	}
 }
 
 // vecScalar sets dst[i] = op(a[i], s) for i < len(dst); op is a scalar operation,
@@ -125,7 +127,9 @@ func vecScalar(op vecOp, dst, a []float32, s float32) {
 			vecOpRun(op, &dst[0], &a[0], &s, m)
 		}
 	}
-	vecOpGo(op, dst[m:], a[m:], []float32{s})
+	if m < n {
+		vecOpGo(op, dst[m:], a[m:], []float32{s})
+	}
 }
 
 // vecOpGo is the twin of the op loops: b has len(dst) elements for the vector
