@@ -361,9 +361,12 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 		rows := min(mr, m-i0)
 		direct := !transA
 		ar, lar := a[i0*lda:], lda
+		// A partial row panel runs the row kernels on C for its whole column panels.
+		rowKern := rows < mr && attnRowsFn != nil && attnRowsDirect != nil
 		switch {
 		case transA:
 			attnPackT(ap, a[i0:], lda, k, rows, mr)
+		case rowKern && n%nr == 0:
 		case rows < mr:
 			w.aRows = grow(w.aRows, mr*k)
 			for i := range rows {
@@ -378,6 +381,18 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 				continue
 			}
 			bp := b.panels()[(q0+q)*b.steps*nr+k0*nr:][:k*nr]
+			if rowKern && cols == nr {
+				var start []float32
+				if !add {
+					start = attnZeroRow
+				}
+				if direct {
+					attnRowsDirect(rows, k, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, start)
+				} else {
+					attnRowsFn(rows, k, ap, bp, c[i0*ldc+j0:], ldc, start)
+				}
+				continue
+			}
 			edge := rows < mr || cols < nr
 			ct, ldt := c[i0*ldc+j0:], ldc
 			if edge {
