@@ -335,7 +335,7 @@ func accumulateLeaf(leaf, g *Tensor) {
 
 // untrackedCopy returns a contiguous copy of t in dtype dt owned by the caller.
 func (t *Tensor) untrackedCopy(dt DType) *Tensor {
-	c := allocTensor(nil, dt, t.device, t.shape)
+	c := allocOut(nil, dt, t.device, t.shape)
 	c.ref.b.Copy(c.bview(), t.bview())
 	return c
 }
