@@ -845,14 +845,20 @@ func (g *gen) f32Kernel(direct, start bool) {
 // f32Step emits one k step of the float32 12×32 kernel: load the B row,
 // broadcast each A element and multiply-accumulate, advance the pointers.
 // It prefetches the B micro-panel f32PrefB bytes ahead.
-func (g *gen) f32Step(direct bool) {
+func (g *gen) f32Step(direct bool) { g.f32StepOf(12, direct, "$4") }
+
+// f32StepOf emits one k step for the first rows rows of the 12×32 tile: A
+// read in place (direct: rows 0–3 from SI, 4–7 from R11, 8–11 from R12, each
+// base then stepping astep bytes) or from a packed 12-row panel (SI stepping
+// 48 bytes).
+func (g *gen) f32StepOf(rows int, direct bool, astep string) {
 	g.p("\tVMOVUPS 0(DI), Z24")
 	g.p("\tVMOVUPS 64(DI), Z25")
 	g.p("\tPREFETCHT0 %d(DI)", f32PrefB)
 	g.p("\tPREFETCHT0 %d(DI)", f32PrefB+64)
 	bases := []string{"SI", "R11", "R12"}
 	offs := []string{"", "(R9*1)", "(R9*2)", "(R10*1)"}
-	for i := range 12 {
+	for i := range rows {
 		r := 26 + i%6
 		if direct {
 			g.p("\tVBROADCASTSS (%s)%s, Z%d", bases[i/4], offs[i%4], r)
@@ -863,9 +869,9 @@ func (g *gen) f32Step(direct bool) {
 		g.p("\tVFMADD231PS Z25, Z%d, Z%d", r, 2*i+1)
 	}
 	if direct {
-		g.p("\tADDQ $4, SI")
-		g.p("\tADDQ $4, R11")
-		g.p("\tADDQ $4, R12")
+		for b := range (rows + 3) / 4 {
+			g.p("\tADDQ %s, %s", astep, bases[b])
+		}
 	} else {
 		g.p("\tADDQ $48, SI")
 	}
@@ -972,24 +978,7 @@ func (g *gen) f32Rows() {
 
 // f32RowsStep emits one k step of gemmKernelRowsAVX512's rows-row body: as
 // f32Step, with the A bases stepping astep (R13) bytes.
-func (g *gen) f32RowsStep(rows int) {
-	g.p("\tVMOVUPS 0(DI), Z24")
-	g.p("\tVMOVUPS 64(DI), Z25")
-	g.p("\tPREFETCHT0 %d(DI)", f32PrefB)
-	g.p("\tPREFETCHT0 %d(DI)", f32PrefB+64)
-	bases := []string{"SI", "R11", "R12"}
-	offs := []string{"", "(R9*1)", "(R9*2)", "(R10*1)"}
-	for i := range rows {
-		r := 26 + i%6
-		g.p("\tVBROADCASTSS (%s)%s, Z%d", bases[i/4], offs[i%4], r)
-		g.p("\tVFMADD231PS Z24, Z%d, Z%d", r, 2*i)
-		g.p("\tVFMADD231PS Z25, Z%d, Z%d", r, 2*i+1)
-	}
-	for b := range (rows + 3) / 4 {
-		g.p("\tADDQ R13, %s", bases[b])
-	}
-	g.p("\tADDQ $128, DI")
-}
+func (g *gen) f32RowsStep(rows int) { g.f32StepOf(rows, true, "R13") }
 
 // transpose16 emits a 16×16 dword transpose of Z0–Z15 (row r in Zr) in
 // four stages of 16 shuffles (VPUNPCKLDQ/HDQ, VPUNPCKLQDQ/HQDQ, then
