@@ -782,39 +782,7 @@ func (g *gen) f32Kernel(direct, start bool) {
 		g.p("\tMOVQ c+24(FP), DX")
 		g.p("\tMOVQ ldc+32(FP), R8")
 	}
-	for z := range 24 {
-		g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
-	}
-	// The last f32TailK steps run as a loop of their own, after a prefetch
-	// of the C tile, so that C is in L1 when the tile is added or stored.
-	g.p("\tMOVQ CX, BX")
-	g.p("\tSUBQ $%d, BX", f32TailK)
-	g.p("\tJLE %s_tail", name)
-	g.p("\tMOVQ $%d, CX", f32TailK)
-	g.p("")
-	g.p("%s_loop:", name)
-	g.f32Step(direct)
-	g.p("\tDECQ BX")
-	g.p("\tJNZ %s_loop", name)
-	g.p("")
-	g.p("%s_tail:", name)
-	g.p("\tMOVQ DX, AX")
-	for i := range 12 {
-		if i > 0 {
-			g.p("\tADDQ R8, AX")
-		}
-		for v := range 2 {
-			g.p("\tPREFETCHT0 %d(AX)", 64*v)
-		}
-	}
-	g.p("\tTESTQ CX, CX")
-	g.p("\tJZ %s_store", name)
-	g.p("")
-	g.p("%s_tailloop:", name)
-	g.f32Step(direct)
-	g.p("\tDECQ CX")
-	g.p("\tJNZ %s_tailloop", name)
-	g.p("")
+	g.f32Loops(name, 12, func() { g.f32Step(direct) })
 	g.p("%s_store:", name)
 	if start {
 		if direct {
@@ -840,6 +808,45 @@ func (g *gen) f32Kernel(direct, start bool) {
 	}
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
+}
+
+// f32Loops emits the k loops of a float32 kernel over rows rows (label
+// prefix lbl, kc in CX, C at DX with row stride R8): accumulators cleared,
+// then all steps but the last f32TailK, a prefetch of the C tile, and the
+// last f32TailK steps as a loop of their own, so that C is in L1 when the
+// tile is added or stored; it ends where lbl_store must follow.
+func (g *gen) f32Loops(lbl string, rows int, step func()) {
+	for z := range 2 * rows {
+		g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
+	}
+	g.p("\tMOVQ CX, BX")
+	g.p("\tSUBQ $%d, BX", f32TailK)
+	g.p("\tJLE %s_tail", lbl)
+	g.p("\tMOVQ $%d, CX", f32TailK)
+	g.p("")
+	g.p("%s_loop:", lbl)
+	step()
+	g.p("\tDECQ BX")
+	g.p("\tJNZ %s_loop", lbl)
+	g.p("")
+	g.p("%s_tail:", lbl)
+	g.p("\tMOVQ DX, AX")
+	for i := range rows {
+		if i > 0 {
+			g.p("\tADDQ R8, AX")
+		}
+		for v := range 2 {
+			g.p("\tPREFETCHT0 %d(AX)", 64*v)
+		}
+	}
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_store", lbl)
+	g.p("")
+	g.p("%s_tailloop:", lbl)
+	step()
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_tailloop", lbl)
+	g.p("")
 }
 
 // f32Step emits one k step of the float32 12×32 kernel: load the B row,
@@ -912,37 +919,7 @@ func (g *gen) f32Rows() {
 		lbl := fmt.Sprintf("%s_%d", name, r)
 		g.p("")
 		g.p("%s:", lbl)
-		for z := range 2 * r {
-			g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
-		}
-		g.p("\tMOVQ CX, BX")
-		g.p("\tSUBQ $%d, BX", f32TailK)
-		g.p("\tJLE %s_tail", lbl)
-		g.p("\tMOVQ $%d, CX", f32TailK)
-		g.p("")
-		g.p("%s_loop:", lbl)
-		g.f32RowsStep(r)
-		g.p("\tDECQ BX")
-		g.p("\tJNZ %s_loop", lbl)
-		g.p("")
-		g.p("%s_tail:", lbl)
-		g.p("\tMOVQ DX, AX")
-		for i := range r {
-			if i > 0 {
-				g.p("\tADDQ R8, AX")
-			}
-			for v := range 2 {
-				g.p("\tPREFETCHT0 %d(AX)", 64*v)
-			}
-		}
-		g.p("\tTESTQ CX, CX")
-		g.p("\tJZ %s_store", lbl)
-		g.p("")
-		g.p("%s_tailloop:", lbl)
-		g.f32RowsStep(r)
-		g.p("\tDECQ CX")
-		g.p("\tJNZ %s_tailloop", lbl)
-		g.p("")
+		g.f32Loops(lbl, r, func() { g.f32RowsStep(r) })
 		g.p("%s_store:", lbl)
 		g.p("\tMOVQ start+64(FP), AX")
 		g.p("\tTESTQ AX, AX")
