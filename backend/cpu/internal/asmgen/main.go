@@ -67,6 +67,8 @@ func main() {
 	g.amxPackRows()
 	g.f32Kernel(false, false)
 	g.f32Rows()
+	g.f32Half(false)
+	g.f32Half(true)
 	src, err := g.resolve()
 	if err != nil {
 		log.Fatal(err)
@@ -744,8 +746,24 @@ func (g *gen) f32Direct() { g.f32Kernel(true, false) }
 // whose rows hold start, signed zeros and NaNs included: +0s for the first
 // k slice of a product that overwrites C, the bias row for one that starts
 // from it.
-func (g *gen) f32Kernel(direct, start bool) {
+func (g *gen) f32Kernel(direct, start bool) { g.f32KernelW(direct, start, false) }
+
+// f32Half emits gemmKernel12x16HalfPackedAVX512 (packed A) or
+// gemmKernel12x16HalfDirectAVX512 (A in place): the float32 12×32 kernel
+// on the first 16 columns of the tile only, from the same 32-column B
+// micro-panel. Each of those columns gets the 12×32 kernel's FMAs in the
+// same order; the other 16 columns of C are neither read nor written. For
+// edge tiles of at most 16 valid columns (a product with n ≤ 16): half the
+// multiply-adds.
+func (g *gen) f32Half(direct bool) { g.f32KernelW(direct, false, true) }
+
+// f32KernelW is f32Kernel, on the first 16 columns only with half.
+func (g *gen) f32KernelW(direct, start, half bool) {
+	nv := 2
 	name := "gemmKernel12x32"
+	if half {
+		nv, name = 1, "gemmKernel12x16Half"
+	}
 	if direct {
 		name += "Direct"
 	}
@@ -783,7 +801,9 @@ func (g *gen) f32Kernel(direct, start bool) {
 		g.p("\tMOVQ ldc+32(FP), R8")
 	}
 	for z := range 24 {
-		g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
+		if z%2 < nv {
+			g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
+		}
 	}
 	// The last f32TailK steps run as a loop of their own, after a prefetch
 	// of the C tile, so that C is in L1 when the tile is added or stored.
@@ -793,7 +813,7 @@ func (g *gen) f32Kernel(direct, start bool) {
 	g.p("\tMOVQ $%d, CX", f32TailK)
 	g.p("")
 	g.p("%s_loop:", name)
-	g.f32Step(direct)
+	g.f32StepW(direct, nv)
 	g.p("\tDECQ BX")
 	g.p("\tJNZ %s_loop", name)
 	g.p("")
@@ -803,7 +823,7 @@ func (g *gen) f32Kernel(direct, start bool) {
 		if i > 0 {
 			g.p("\tADDQ R8, AX")
 		}
-		for v := range 2 {
+		for v := range nv {
 			g.p("\tPREFETCHT0 %d(AX)", 64*v)
 		}
 	}
@@ -811,7 +831,7 @@ func (g *gen) f32Kernel(direct, start bool) {
 	g.p("\tJZ %s_store", name)
 	g.p("")
 	g.p("%s_tailloop:", name)
-	g.f32Step(direct)
+	g.f32StepW(direct, nv)
 	g.p("\tDECQ CX")
 	g.p("\tJNZ %s_tailloop", name)
 	g.p("")
@@ -829,7 +849,7 @@ func (g *gen) f32Kernel(direct, start bool) {
 		if i > 0 {
 			g.p("\tADDQ R8, DX")
 		}
-		for v := range 2 {
+		for v := range nv {
 			if start {
 				g.p("\tVADDPS Z%d, Z%d, Z%d", 24+v, 2*i+v, 2*i+v)
 			} else {
@@ -842,12 +862,15 @@ func (g *gen) f32Kernel(direct, start bool) {
 	g.p("\tRET")
 }
 
-// f32Step emits one k step of the float32 12×32 kernel: load the B row,
+// f32StepW emits one k step of the float32 12×32 kernel: load the B row,
 // broadcast each A element and multiply-accumulate, advance the pointers.
 // It prefetches the B micro-panel f32PrefB bytes ahead.
-func (g *gen) f32Step(direct bool) {
-	g.p("\tVMOVUPS 0(DI), Z24")
-	g.p("\tVMOVUPS 64(DI), Z25")
+// It computes the first nv (1 or 2) 16-column halves of the tile; the B micro-panel
+// keeps its 32-column rows.
+func (g *gen) f32StepW(direct bool, nv int) {
+	for v := range nv {
+		g.p("\tVMOVUPS %d(DI), Z%d", 64*v, 24+v)
+	}
 	g.p("\tPREFETCHT0 %d(DI)", f32PrefB)
 	g.p("\tPREFETCHT0 %d(DI)", f32PrefB+64)
 	bases := []string{"SI", "R11", "R12"}
@@ -859,8 +882,9 @@ func (g *gen) f32Step(direct bool) {
 		} else {
 			g.p("\tVBROADCASTSS %d(SI), Z%d", 4*i, r)
 		}
-		g.p("\tVFMADD231PS Z24, Z%d, Z%d", r, 2*i)
-		g.p("\tVFMADD231PS Z25, Z%d, Z%d", r, 2*i+1)
+		for v := range nv {
+			g.p("\tVFMADD231PS Z%d, Z%d, Z%d", 24+v, r, 2*i+v)
+		}
 	}
 	if direct {
 		g.p("\tADDQ $4, SI")
