@@ -157,12 +157,14 @@ func TestGemmHalfKernels(t *testing.T) {
 	}
 }
 
-// TestGemmHalfEdges runs whole float32 products of few columns (n ≤ nr/2,
-// where Gemm runs the half-width kernels on every tile) through each kernel
-// with half-width forms and through the same kernel without them, bit for
-// bit: both op(A) and op(B), several k slices, alpha 1 and not, beta 0, 1
-// and other, a bias, one and two workers, and adversarial operands (NaN,
-// ±Inf, ±0, denormals, overflowing and underflowing products).
+// TestGemmHalfEdges runs whole float32 products with edge tiles of at most
+// nr/2 columns (n ≤ nr/2, or a last panel that narrow: Gemm runs the
+// half-width kernels there) through each kernel with half-width forms and
+// through the same kernel without them, bit for bit: both op(A) and op(B),
+// several k slices, alpha 1 and not, beta 0, 1 and other, a bias, one and
+// two workers (the blocking loop and column tasks), and adversarial
+// operands (NaN, ±Inf, ±0, denormals, overflowing and underflowing
+// products).
 func TestGemmHalfEdges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(73, 74))
 	for _, kern := range gemmKernels32() {
@@ -171,7 +173,10 @@ func TestGemmHalfEdges(t *testing.T) {
 		}
 		plain := *kern
 		plain.fnHalf, plain.directHalf = nil, nil
-		shapes := []gemmShape{{256, 10, 1024}, {256, 1024, 10}, {10, 1024, 256}, {37, 16, 70}, {12, 1, 5}, {25, 7, 3000}, {5, 9, 33}}
+		shapes := []gemmShape{{256, 10, 1024}, {256, 1024, 10}, {10, 1024, 256}, {37, 16, 70}, {12, 1, 5}, {25, 7, 3000}, {5, 9, 33},
+			// Column tasks (few rows, A in place, 2 workers) with a last panel of
+			// at most 16 columns.
+			{40, 138, 50}, {100, 144, 1500}}
 		for _, sh := range shapes {
 			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
 				for _, adv := range []bool{false, true} {
