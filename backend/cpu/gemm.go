@@ -97,6 +97,40 @@ type gemmKernel[T float32 | float64] struct {
 	// nothing.
 	rowsFn     func(rows, kc int, a, b, c []T, ldc int, start []T)
 	rowsDirect func(rows, kc int, a []T, lda int, b, c []T, ldc int, start []T)
+
+	// fnHalf and directHalf, where set, are fn and direct on the first
+	// nr/2 columns of the tile only, from the same nr-column B micro-panel:
+	// each of those columns gets fn's arithmetic, the other columns of C
+	// are neither read nor written. Gemm runs them on the edge tiles of at
+	// most nr/2 valid columns (n ≤ nr/2: a classifier's few classes), for
+	// half the multiply-adds of a whole tile.
+	fnHalf     func(kc int, a, b, c []T, ldc int)
+	directHalf func(kc int, a []T, lda int, b, c []T, ldc int)
+}
+
+// gemmKernelGoHalf is the pure-Go twin of a kernel's fnHalf: gemmKernelGo's
+// loop on the first nr/2 columns of an mr×nr tile (nr a multiple of 8).
+func gemmKernelGoHalf[T float32 | float64](mr, nr, kc int, a, b, c []T, ldc int) {
+	a = a[:kc*mr]
+	b = b[:kc*nr]
+	for i := range mr {
+		ci := c[i*ldc:][:nr/2]
+		for j := 0; j < nr/2; j += 4 {
+			var s0, s1, s2, s3 T
+			for p := range kc {
+				ai := a[p*mr+i]
+				bp := b[p*nr+j:][:4]
+				s0 += ai * bp[0]
+				s1 += ai * bp[1]
+				s2 += ai * bp[2]
+				s3 += ai * bp[3]
+			}
+			ci[j] += s0
+			ci[j+1] += s1
+			ci[j+2] += s2
+			ci[j+3] += s3
+		}
+	}
 }
 
 // gemmKernelGo32 and gemmKernelGo64 are the portable micro-kernels.
@@ -736,9 +770,15 @@ func (g *gemmCall[T]) tile(s *gemmScratch[T], i, j int, ap, bp []T, pc, kc int, 
 	// direct update of C would.
 	e := s.edge
 	copy(e, s.negZero)
-	if direct && rows == mr {
+	half := 2*cols <= nr && g.kern.fnHalf != nil
+	switch {
+	case direct && rows == mr && half && g.kern.directHalf != nil:
+		g.kern.directHalf(kc, g.a[i*g.lda+pc:], g.lda, bp, e, nr)
+	case direct && rows == mr:
 		g.kern.direct(kc, g.a[i*g.lda+pc:], g.lda, bp, e, nr)
-	} else {
+	case half && !direct:
+		g.kern.fnHalf(kc, ap, bp, e, nr)
+	default:
 		g.kern.fn(kc, ap, bp, e, nr)
 	}
 	g.addEdge(e, nr, i, j, rows, cols, zero, fill)

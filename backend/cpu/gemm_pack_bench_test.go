@@ -135,7 +135,7 @@ func BenchmarkGemmBF16Store(b *testing.B) {
 func BenchmarkGemmLinear1(b *testing.B) {
 	for _, sh := range []struct{ rows, in, out int }{
 		{2048, 128, 384}, {2048, 128, 512}, {2048, 512, 128}, {256, 784, 1024}, {256, 1024, 1024},
-		{2048, 512, 1536}, {2048, 512, 2048}, {2048, 2048, 512},
+		{2048, 512, 1536}, {2048, 512, 2048}, {2048, 2048, 512}, {256, 1024, 10},
 	} {
 		rng := rand.New(rand.NewPCG(uint64(sh.rows), uint64(sh.out)))
 		x, w, dy := make([]float32, sh.rows*sh.in), make([]float32, sh.out*sh.in), make([]float32, sh.rows*sh.out)

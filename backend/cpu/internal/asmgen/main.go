@@ -67,6 +67,8 @@ func main() {
 	g.amxPackRows()
 	g.f32Kernel(false, false)
 	g.f32Rows()
+	g.f32Half(false)
+	g.f32Half(true)
 	src, err := g.resolve()
 	if err != nil {
 		log.Fatal(err)
@@ -744,8 +746,24 @@ func (g *gen) f32Direct() { g.f32Kernel(true, false) }
 // whose rows hold start, signed zeros and NaNs included: +0s for the first
 // k slice of a product that overwrites C, the bias row for one that starts
 // from it.
-func (g *gen) f32Kernel(direct, start bool) {
+func (g *gen) f32Kernel(direct, start bool) { g.f32KernelW(direct, start, false) }
+
+// f32Half emits gemmKernel12x16HalfPackedAVX512 (packed A) or
+// gemmKernel12x16HalfDirectAVX512 (A in place): the float32 12×32 kernel
+// on the first 16 columns of the tile only, from the same 32-column B
+// micro-panel. Each of those columns gets the 12×32 kernel's FMAs in the
+// same order; the other 16 columns of C are neither read nor written. For
+// edge tiles of at most 16 valid columns (a product with n ≤ 16): half the
+// multiply-adds.
+func (g *gen) f32Half(direct bool) { g.f32KernelW(direct, false, true) }
+
+// f32KernelW is f32Kernel, on the first 16 columns only with half.
+func (g *gen) f32KernelW(direct, start, half bool) {
+	nv := 2
 	name := "gemmKernel12x32"
+	if half {
+		nv, name = 1, "gemmKernel12x16Half"
+	}
 	if direct {
 		name += "Direct"
 	}
@@ -782,7 +800,7 @@ func (g *gen) f32Kernel(direct, start bool) {
 		g.p("\tMOVQ c+24(FP), DX")
 		g.p("\tMOVQ ldc+32(FP), R8")
 	}
-	g.f32Loops(name, 12, func() { g.f32Step(direct) })
+	g.f32Loops(name, 12, nv, func() { g.f32StepOf(12, nv, direct, "$4") })
 	g.p("%s_store:", name)
 	if start {
 		if direct {
@@ -797,7 +815,7 @@ func (g *gen) f32Kernel(direct, start bool) {
 		if i > 0 {
 			g.p("\tADDQ R8, DX")
 		}
-		for v := range 2 {
+		for v := range nv {
 			if start {
 				g.p("\tVADDPS Z%d, Z%d, Z%d", 24+v, 2*i+v, 2*i+v)
 			} else {
@@ -810,14 +828,17 @@ func (g *gen) f32Kernel(direct, start bool) {
 	g.p("\tRET")
 }
 
-// f32Loops emits the k loops of a float32 kernel over rows rows (label
-// prefix lbl, kc in CX, C at DX with row stride R8): accumulators cleared,
-// then all steps but the last f32TailK, a prefetch of the C tile, and the
-// last f32TailK steps as a loop of their own, so that C is in L1 when the
-// tile is added or stored; it ends where lbl_store must follow.
-func (g *gen) f32Loops(lbl string, rows int, step func()) {
+// f32Loops emits the k loops of a float32 kernel over rows rows and the
+// first nv 16-column halves of the tile (label prefix lbl, kc in CX, C at DX
+// with row stride R8): accumulators cleared, then all steps but the last
+// f32TailK, a prefetch of the C tile, and the last f32TailK steps as a loop
+// of their own, so that C is in L1 when the tile is added or stored; it ends
+// where lbl_store must follow.
+func (g *gen) f32Loops(lbl string, rows, nv int, step func()) {
 	for z := range 2 * rows {
-		g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
+		if z%2 < nv {
+			g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
+		}
 	}
 	g.p("\tMOVQ CX, BX")
 	g.p("\tSUBQ $%d, BX", f32TailK)
@@ -835,7 +856,7 @@ func (g *gen) f32Loops(lbl string, rows int, step func()) {
 		if i > 0 {
 			g.p("\tADDQ R8, AX")
 		}
-		for v := range 2 {
+		for v := range nv {
 			g.p("\tPREFETCHT0 %d(AX)", 64*v)
 		}
 	}
@@ -849,18 +870,17 @@ func (g *gen) f32Loops(lbl string, rows int, step func()) {
 	g.p("")
 }
 
-// f32Step emits one k step of the float32 12×32 kernel: load the B row,
-// broadcast each A element and multiply-accumulate, advance the pointers.
-// It prefetches the B micro-panel f32PrefB bytes ahead.
-func (g *gen) f32Step(direct bool) { g.f32StepOf(12, direct, "$4") }
-
-// f32StepOf emits one k step for the first rows rows of the 12×32 tile: A
-// read in place (direct: rows 0–3 from SI, 4–7 from R11, 8–11 from R12, each
-// base then stepping astep bytes) or from a packed 12-row panel (SI stepping
-// 48 bytes).
-func (g *gen) f32StepOf(rows int, direct bool, astep string) {
-	g.p("\tVMOVUPS 0(DI), Z24")
-	g.p("\tVMOVUPS 64(DI), Z25")
+// f32StepOf emits one k step of the float32 kernel for the first rows rows
+// and the first nv (1 or 2) 16-column halves of the 12×32 tile: load the B
+// row (the B micro-panel keeps its 32-column rows; it is prefetched f32PrefB
+// bytes ahead), broadcast each A element and multiply-accumulate, advance
+// the pointers. A is read in place (direct: rows 0–3 from SI, 4–7 from R11,
+// 8–11 from R12, each base then stepping astep bytes) or from a packed
+// 12-row panel (SI stepping 48 bytes).
+func (g *gen) f32StepOf(rows, nv int, direct bool, astep string) {
+	for v := range nv {
+		g.p("\tVMOVUPS %d(DI), Z%d", 64*v, 24+v)
+	}
 	g.p("\tPREFETCHT0 %d(DI)", f32PrefB)
 	g.p("\tPREFETCHT0 %d(DI)", f32PrefB+64)
 	bases := []string{"SI", "R11", "R12"}
@@ -872,8 +892,9 @@ func (g *gen) f32StepOf(rows int, direct bool, astep string) {
 		} else {
 			g.p("\tVBROADCASTSS %d(SI), Z%d", 4*i, r)
 		}
-		g.p("\tVFMADD231PS Z24, Z%d, Z%d", r, 2*i)
-		g.p("\tVFMADD231PS Z25, Z%d, Z%d", r, 2*i+1)
+		for v := range nv {
+			g.p("\tVFMADD231PS Z%d, Z%d, Z%d", 24+v, r, 2*i+v)
+		}
 	}
 	if direct {
 		for b := range (rows + 3) / 4 {
@@ -919,7 +940,7 @@ func (g *gen) f32Rows() {
 		lbl := fmt.Sprintf("%s_%d", name, r)
 		g.p("")
 		g.p("%s:", lbl)
-		g.f32Loops(lbl, r, func() { g.f32RowsStep(r) })
+		g.f32Loops(lbl, r, 2, func() { g.f32RowsStep(r) })
 		g.p("%s_store:", lbl)
 		g.p("\tMOVQ start+64(FP), AX")
 		g.p("\tTESTQ AX, AX")
@@ -954,8 +975,8 @@ func (g *gen) f32Rows() {
 }
 
 // f32RowsStep emits one k step of gemmKernelRowsAVX512's rows-row body: as
-// f32Step, with the A bases stepping astep (R13) bytes.
-func (g *gen) f32RowsStep(rows int) { g.f32StepOf(rows, true, "R13") }
+// the 12-row kernels' step, with the A bases stepping astep (R13) bytes.
+func (g *gen) f32RowsStep(rows int) { g.f32StepOf(rows, 2, true, "R13") }
 
 // transpose16 emits a 16×16 dword transpose of Z0–Z15 (row r in Zr) in
 // four stages of 16 shuffles (VPUNPCKLDQ/HDQ, VPUNPCKLQDQ/HQDQ, then
