@@ -75,6 +75,10 @@ type gemmKernel[T float32 | float64] struct {
 	// op(A) as packA's loop does: dst[p*mr+i] = alpha·src[p*ld+i] for i <
 	// rows ≤ mr, zero beyond, p < kc. alpha is not a NaN.
 	packATrans func(dst, src []T, ld, kc, rows int, alpha T)
+	// packATransWide, where set, is packATrans for panels whole micro-panels
+	// side by side (panel q from src[q*mr:] to dst[q*kc*mr:]), each stored
+	// row read once: the same words as panels calls of packATrans.
+	packATransWide func(dst, src []T, ld, kc, panels int, alpha T)
 
 	// fnStart and directStart, where set, are fn and direct storing
 	// start[j] plus the sum for column j instead of adding it to C, which
@@ -619,7 +623,13 @@ func (g *gemmCall[T]) packB(dst []T, j0, pc, kc int) {
 func (g *gemmCall[T]) packA(dst []T, i0, rows, pc, kc int) {
 	mr, alpha := g.kern.mr, g.alpha
 	a, lda := g.a, g.lda
-	for q := 0; q*mr < rows; q++ {
+	q0 := 0
+	if g.transA && g.kern.packATransWide != nil && !math.IsNaN(float64(alpha)) && rows >= mr {
+		// Whole panels side by side: each stored row of A read once.
+		q0 = rows / mr
+		g.kern.packATransWide(dst[:q0*kc*mr], a[pc*lda+i0:], lda, kc, q0, alpha)
+	}
+	for q := q0; q*mr < rows; q++ {
 		d := dst[q*kc*mr:][:kc*mr]
 		r0 := i0 + q*mr
 		nrow := min(mr, rows-q*mr)
@@ -661,6 +671,20 @@ func (g *gemmCall[T]) packA(dst []T, i0, rows, pc, kc int) {
 				dd[i] = alpha * v
 			}
 			clear(dd[nrow:])
+		}
+	}
+}
+
+// gemmPackATransWideGo is packATransWide's pure-Go twin for mr-row panels:
+// packA's loop for a transposed op(A) on panels whole panels side by side,
+// dst[q*kc*mr + p*mr + i] = alpha·src[p*ld + q*mr + i].
+func gemmPackATransWideGo[T float32 | float64](mr int, dst, src []T, ld, kc, panels int, alpha T) {
+	for q := range panels {
+		d := dst[q*kc*mr:][:kc*mr]
+		for p := range kc {
+			for i, v := range src[p*ld+q*mr:][:mr] {
+				d[p*mr+i] = alpha * v
+			}
 		}
 	}
 }

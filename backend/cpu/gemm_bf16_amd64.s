@@ -3036,6 +3036,76 @@ gemmPackA12T_done:
 	VZEROUPPER
 	RET
 
+// func gemmPackA12TWide(dst, src *float32, ld, kc, panels, pstride int, alpha float32)
+TEXT ·gemmPackA12TWide(SB), NOSPLIT, $0-52
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	MOVQ kc+24(FP), CX
+	MOVQ panels+32(FP), R9
+	MOVQ pstride+40(FP), R10
+	VBROADCASTSS alpha+48(FP), Z1
+	MOVL $0xfff, AX
+	KMOVW AX, K2
+	TESTQ R9, R9
+	JZ gemmPackA12TWide_done
+	LEAQ (R8)(R8*2), R11 // three rows
+
+// Four k steps at once: per panel, four stored rows' 48 bytes to
+// 192 contiguous bytes of the panel.
+gemmPackA12TWide_quad:
+	CMPQ CX, $4
+	JLT gemmPackA12TWide_single
+	MOVQ SI, AX
+	MOVQ DI, BX
+	MOVQ R9, DX
+
+gemmPackA12TWide_qpanel:
+	VMOVUPS.Z (AX), K2, Z0
+	VMOVUPS.Z (AX)(R8*1), K2, Z2
+	VMOVUPS.Z (AX)(R8*2), K2, Z3
+	VMOVUPS.Z (AX)(R11*1), K2, Z4
+	VMULPS.Z Z1, Z0, K2, Z0
+	VMULPS.Z Z1, Z2, K2, Z2
+	VMULPS.Z Z1, Z3, K2, Z3
+	VMULPS.Z Z1, Z4, K2, Z4
+	VMOVUPS Z0, K2, (BX)
+	VMOVUPS Z2, K2, 48(BX)
+	VMOVUPS Z3, K2, 96(BX)
+	VMOVUPS Z4, K2, 144(BX)
+	ADDQ $48, AX
+	ADDQ R10, BX
+	DECQ DX
+	JNZ gemmPackA12TWide_qpanel
+	LEAQ (SI)(R8*4), SI
+	ADDQ $192, DI
+	SUBQ $4, CX
+	JMP gemmPackA12TWide_quad
+
+gemmPackA12TWide_single:
+	TESTQ CX, CX
+	JZ gemmPackA12TWide_done
+	MOVQ SI, AX
+	MOVQ DI, BX
+	MOVQ R9, DX
+
+gemmPackA12TWide_panel:
+	VMOVUPS.Z (AX), K2, Z0
+	VMULPS.Z Z1, Z0, K2, Z0
+	VMOVUPS Z0, K2, (BX)
+	ADDQ $48, AX
+	ADDQ R10, BX
+	DECQ DX
+	JNZ gemmPackA12TWide_panel
+	ADDQ R8, SI
+	ADDQ $48, DI
+	DECQ CX
+	JMP gemmPackA12TWide_single
+
+gemmPackA12TWide_done:
+	VZEROUPPER
+	RET
+
 // func gemmBF16PackPairsWide(dst *uint32, src *half.BFloat16, ld, steps, panels, panel int)
 TEXT ·gemmBF16PackPairsWide(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI

@@ -191,3 +191,43 @@ func BenchmarkGemmLinear1(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGemmPackATrans times the float32 weight gradient's A packing
+// alone (op(A) = dYᵀ, dY rows×out) on one thread, as packA runs it: every
+// kc-deep slice of every task's row block (mc rows at most), p/wide with
+// the kernel's packATransWide where set, p/1 panel by panel. MB/s counts
+// dY's bytes.
+func BenchmarkGemmPackATrans(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, sh := range []struct{ rows, out int }{{2048, 512}, {2048, 1536}, {2048, 2048}, {256, 1024}} {
+		dy := make([]float32, sh.rows*sh.out)
+		for i := range dy {
+			dy[i] = rng.Float32() - 0.5
+		}
+		for _, wide := range []bool{false, true} {
+			name := "p1"
+			if wide {
+				name = "wide"
+			}
+			b.Run(fmt.Sprintf("%dx%d/%s", sh.rows, sh.out, name), func(b *testing.B) {
+				g := new(gemmCall[float32])
+				kern := *gemmKernel32
+				if !wide {
+					kern.packATransWide = nil
+				}
+				g.kern, g.transA, g.a, g.lda, g.alpha = &kern, true, dy, sh.out, 1
+				mc := gemmMC / kern.mr * kern.mr
+				dst := make([]float32, mc*gemmKC)
+				b.SetBytes(int64(4 * len(dy)))
+				for b.Loop() {
+					for pc := 0; pc < sh.rows; pc += gemmKC {
+						kc := min(gemmKC, sh.rows-pc)
+						for i0 := 0; i0 < sh.out; i0 += mc {
+							g.packA(dst, i0, min(mc, sh.out-i0), pc, kc)
+						}
+					}
+				}
+			})
+		}
+	}
+}

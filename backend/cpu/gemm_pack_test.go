@@ -21,11 +21,11 @@ import (
 func TestGemmPackB(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	for _, kern := range gemmKernels32() {
-		if kern.packRows == nil && kern.packRowsWide == nil && kern.packTrans == nil && kern.fnStart == nil && kern.packATrans == nil {
+		if kern.packRows == nil && kern.packRowsWide == nil && kern.packTrans == nil && kern.fnStart == nil && kern.packATrans == nil && kern.packATransWide == nil {
 			continue
 		}
 		plain := *kern
-		plain.packRows, plain.packRowsWide, plain.packTrans, plain.packATrans = nil, nil, nil, nil
+		plain.packRows, plain.packRowsWide, plain.packTrans, plain.packATrans, plain.packATransWide = nil, nil, nil, nil, nil
 		plain.fnStart, plain.directStart = nil, nil
 		for _, sh := range []gemmShape{{1, 1, 1}, {13, 33, 15}, {12, 32, 16}, {37, 64, 47}, {25, 100, 530}, {256, 1024, 784}, {3, 4100, 40}} {
 			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
@@ -414,4 +414,58 @@ func TestGemmPackRowsWide(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestGemmPackATransWide checks each float32 kernel's packATransWide (whole
+// A micro-panels of a transposed op(A) side by side, as the weight
+// gradient packs dYᵀ) against its Go twin, bit for bit, into destinations
+// holding garbage with a guard past the end: one panel and several, depths
+// below, at and past the four-step blocks (odd ones too), row strides with
+// and without padding, values holding NaNs, ±Inf, -0 and subnormals, and
+// alphas of 1, negative, inexact, +Inf (Inf·0 is a NaN), -0 and subnormal.
+func TestGemmPackATransWide(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	special := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.Copysign(0, -1)), 0, 1e-40, -3e-39}
+	n := 0
+	for _, kern := range gemmKernels32() {
+		if kern.packATransWide == nil {
+			continue
+		}
+		mr := kern.mr
+		for _, panels := range []int{1, 2, 3, 12} {
+			for _, kc := range []int{1, 2, 3, 4, 5, 7, 8, 17, 515} {
+				for _, pad := range []int{0, 1, 7} {
+					ld := panels*mr + pad
+					src := make([]float32, (kc-1)*ld+panels*mr)
+					for i := range src {
+						src[i] = rng.Float32()*4 - 2
+						if rng.IntN(8) == 0 {
+							src[i] = special[rng.IntN(len(special))]
+						}
+					}
+					for _, alpha := range []float32{1, -2, 0.3, float32(math.Inf(1)), float32(math.Copysign(0, -1)), 1e-40} {
+						size := panels * kc * mr
+						got, want := make([]float32, size+5), make([]float32, size+5)
+						for i := range got {
+							got[i] = math.Float32frombits(rng.Uint32())
+							want[i] = got[i]
+						}
+						kern.packATransWide(got[:size], src, ld, kc, panels, alpha)
+						gemmPackATransWideGo(mr, want[:size], src, ld, kc, panels, alpha)
+						for i := range got {
+							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("%s: panels=%d kc=%d ld=%d alpha=%v: word %d (panel %d, step %d, row %d) is %#x, want %#x",
+									kern.name, panels, kc, ld, alpha, i, i/(kc*mr), i%(kc*mr)/mr, i%mr, math.Float32bits(got[i]), math.Float32bits(want[i]))
+							}
+						}
+						n++
+					}
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Skip("no float32 kernel has packATransWide here")
+	}
+	t.Logf("%d packings checked", n)
 }
