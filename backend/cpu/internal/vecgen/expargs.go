@@ -63,20 +63,29 @@ func (g *gen) expArgs(x isa) {
 		g.p("\tADDQ $%d, DI", regs*x.vb())
 		g.p("\tSUBQ $%d, CX", regs*lanes)
 	}
-	g.p("")
-	g.p("%s_loop4:", name)
-	g.p("\tCMPQ CX, $%d", 4*lanes)
-	g.p("\tJB %s_loop", name)
-	round(4)
-	g.p("\tJMP %s_loop4", name)
+	g.countLoops(name, "loop4", 4*lanes, func() { round(4) }, func() { round(1) })
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
+// countLoops emits the loops of a routine that counts its elements down in CX: while
+// at least wideN remain, label name_<wide> runs wide (skipped if wide is nil); then
+// name_loop runs one, a round each, until CX is 0; it ends at label name_done.
+func (g *gen) countLoops(name, wideLabel string, wideN int, wide, one func()) {
+	if wide != nil {
+		g.p("")
+		g.p("%s_%s:", name, wideLabel)
+		g.p("\tCMPQ CX, $%d", wideN)
+		g.p("\tJB %s_loop", name)
+		wide()
+		g.p("\tJMP %s_%s", name, wideLabel)
+	}
 	g.p("")
 	g.p("%s_loop:", name)
 	g.p("\tTESTQ CX, CX")
 	g.p("\tJZ %s_done", name)
-	round(1)
+	one()
 	g.p("\tJMP %s_loop", name)
 	g.p("")
 	g.p("%s_done:", name)
-	g.p("\tVZEROUPPER")
-	g.p("\tRET")
 }

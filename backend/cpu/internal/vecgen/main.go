@@ -554,22 +554,11 @@ func (g *gen) expF64(x isa) {
 		g.p("\tADDQ $%d, DI", 128*blocks)
 		g.p("\tSUBQ $%d, CX", 16*blocks)
 	}
+	var wide func()
 	if x.masks {
-		g.p("")
-		g.p("%s_loop32:", name)
-		g.p("\tCMPQ CX, $32")
-		g.p("\tJB %s_loop", name)
-		round(2)
-		g.p("\tJMP %s_loop32", name)
+		wide = func() { round(2) }
 	}
-	g.p("")
-	g.p("%s_loop:", name)
-	g.p("\tTESTQ CX, CX")
-	g.p("\tJZ %s_done", name)
-	round(1)
-	g.p("\tJMP %s_loop", name)
-	g.p("")
-	g.p("%s_done:", name)
+	g.countLoops(name, "loop32", 32, wide, func() { round(1) })
 	for r := range nr {
 		g.p("\tVMOVUPD %s, %d(R8)", x.reg(accBase+r), r*x.vb())
 	}
