@@ -156,12 +156,23 @@ type MatMulArgs struct {
 	// accept it.
 	Bias    Storage
 	OffBias int
+	// ReLU, where set, makes every element of C max(0, v) of the value v computed
+	// above, as Unary's Relu (NaN kept, -0 to +0): the bits of MatMul then Unary Relu,
+	// without a pass of its own (a linear layer followed by a ReLU). Only backends
+	// implementing GemmReLU (and saying yes for C's dtype) accept it.
+	ReLU bool
 }
 
 // GemmBias is implemented by backends whose MatMul accepts MatMulArgs.Bias where
 // GemmBias reports true.
 type GemmBias interface {
 	GemmBias() bool
+}
+
+// GemmReLU is implemented by backends whose MatMul accepts MatMulArgs.ReLU for the
+// dtypes where GemmReLU reports true.
+type GemmReLU interface {
+	GemmReLU(dt DType) bool
 }
 
 // LeadingDims returns LDA, LDB and LDC with 0 (packed) replaced by the packed row

@@ -21,12 +21,14 @@ const (
 	mlpBatch  = 256
 )
 
-// mlp16 is a 16-block MLP of Linear+ReLU blocks on dev, and its input. Release them
-// with release, so that the GC does not free them while another test measures.
+// mlp16 is a 16-block MLP of Linear+GELU blocks on dev, and its input. Release them
+// with release, so that the GC does not free them while another test measures. Each
+// block keeps two activations (the GELU's input and output); Linear+ReLU would keep
+// one, the Sequential fusing it into a linear_relu op.
 func mlp16(dev tensor.Device) ([]nn.Module, *tensor.Tensor) {
 	blocks := make([]nn.Module, mlpBlocks)
 	for i := range blocks {
-		blocks[i] = nn.NewSequential(nn.NewLinear(mlpWidth, mlpWidth, nn.Seeded(uint64(i+1))), nn.NewReLU())
+		blocks[i] = nn.NewSequential(nn.NewLinear(mlpWidth, mlpWidth, nn.Seeded(uint64(i+1))), nn.NewGELU())
 		nn.To(blocks[i], dev)
 	}
 	x := tensor.Randn(tensor.Shape{mlpBatch, mlpWidth}, tensor.WithDevice(dev))

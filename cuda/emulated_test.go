@@ -30,6 +30,7 @@ func TestEmulatedDevice(t *testing.T) {
 		"TestEmulatedMatchesCPU",
 		"TestEmulatedAttentionMatchesCPU",
 		"TestEmulatedTraining",
+		"TestEmulatedLinearReLU",
 		"TestEmulatedMatMul",
 		"TestEmulatedStreams",
 		"TestEmulatedConcurrent",

@@ -67,6 +67,15 @@ func (l *Linear) Forward(x *tensor.Tensor) *tensor.Tensor {
 	return tensor.Linear(x, l.Weight.T, optional(l.Bias))
 }
 
+// forwardReLU is Forward followed by a ReLU, as one tensor.LinearReLU op (same
+// results, bit for bit).
+func (l *Linear) forwardReLU(x *tensor.Tensor) (*tensor.Tensor, bool) {
+	if x.Dim() < 1 || x.Size(-1) != l.In {
+		misuse("nn.Linear", x, "want input [..., %d]", l.In)
+	}
+	return tensor.LinearReLU(x, l.Weight.T, optional(l.Bias)), true
+}
+
 // optional returns p's tensor, or nil for a missing parameter.
 func optional(p *Param) *tensor.Tensor {
 	if p == nil {

@@ -37,8 +37,9 @@ func (s *Sequential) Len() int { return len(s.layers) }
 func (s *Sequential) At(i int) Module { return s.layers[i] }
 
 // Forward feeds x through every layer in order (through Call, so the layers' hooks
-// run). A BatchNorm directly followed by a ReLU, neither with hooks, runs as one
-// tensor.BatchNormReLU op, whose results are those of the two layers.
+// run). A BatchNorm or Linear directly followed by a ReLU, neither with hooks, runs
+// as one tensor.BatchNormReLU or tensor.LinearReLU op, whose results are those of the
+// two layers.
 func (s *Sequential) Forward(x *tensor.Tensor) *tensor.Tensor {
 	for i := 0; i < len(s.layers); i++ {
 		if i+1 < len(s.layers) {
@@ -59,7 +60,7 @@ type reluFuser interface {
 }
 
 // forwardFusedReLU runs m then next as one op when m is one of this package's
-// BatchNorm layers, next a ReLU, and neither has hooks; ok is false, and nothing ran,
+// BatchNorm layers or a Linear, next a ReLU, and neither has hooks; ok is false, and nothing ran,
 // otherwise. The concrete types are listed rather than any reluFuser: a type of
 // another package that embeds a BatchNorm (dist.SyncBatchNorm) has forwardReLU
 // promoted but a Forward of its own, which fusing would skip.
@@ -71,6 +72,8 @@ func forwardFusedReLU(m, next Module, x *tensor.Tensor) (y *tensor.Tensor, ok bo
 	case *BatchNorm1d:
 		f = l
 	case *BatchNorm2d:
+		f = l
+	case *Linear:
 		f = l
 	}
 	if _, relu := next.(*ReLU); f == nil || !relu {

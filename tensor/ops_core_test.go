@@ -248,6 +248,8 @@ func coreGradCases() []gradCase {
 		{op: "linear", name: "bias", in: []gradInput{gN(3, 4), gN(2, 4), gN(2)}, f: func(xs []*Tensor) *Tensor { return Linear(xs[0], xs[1], xs[2]) }},
 		{op: "linear", name: "no bias", in: []gradInput{gN(3, 4), gN(2, 4)}, f: func(xs []*Tensor) *Tensor { return Linear(xs[0], xs[1], nil) }},
 		{op: "linear", name: "3-d input", in: []gradInput{gN(2, 3, 4), gN(5, 4), gN(5)}, f: func(xs []*Tensor) *Tensor { return Linear(xs[0], xs[1], xs[2]) }},
+		{op: "linear_relu", name: "bias", in: []gradInput{gN(3, 4), gN(2, 4), gN(2)}, f: func(xs []*Tensor) *Tensor { return LinearReLU(xs[0], xs[1], xs[2]) }},
+		{op: "linear_relu", name: "no bias 3-d", in: []gradInput{gN(2, 3, 4), gN(5, 4)}, f: func(xs []*Tensor) *Tensor { return LinearReLU(xs[0], xs[1], nil) }},
 	}
 	return cases
 }

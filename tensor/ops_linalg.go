@@ -7,6 +7,9 @@ import (
 var (
 	opMatMul = defOp("matmul", LowerPrecision)
 	opLinear = defOp("linear", LowerPrecision)
+	// linear_relu is Linear then Relu as one op (LowerPrecision like linear; relu is
+	// Passthrough, so it runs in linear's dtype).
+	opLinearReLU = defOp("linear_relu", LowerPrecision)
 )
 
 // MatMul is the matrix product with NumPy semantics: 1-d operands are promoted to
@@ -162,6 +165,11 @@ func (c *Context) layoutFor(t *Tensor, batch Shape) matLayout {
 
 // gemmInto computes out = a·b (+ beta·out) over the batch dims.
 func (c *Context) gemmInto(out, a, b *Tensor, batch Shape, beta float32) {
+	c.gemmReLUInto(out, a, b, batch, beta, false)
+}
+
+// gemmReLUInto is gemmInto with backend.MatMulArgs.ReLU set to relu.
+func (c *Context) gemmReLUInto(out, a, b *Tensor, batch Shape, beta float32, relu bool) {
 	la, lb := c.layoutFor(a, batch), c.layoutFor(b, batch)
 	m, k, n := out.shape[out.Dim()-2], a.shape[a.Dim()-1], out.shape[out.Dim()-1]
 	out.ref.b.MatMul(backend.MatMulArgs{
@@ -171,13 +179,14 @@ func (c *Context) gemmInto(out, a, b *Tensor, batch Shape, beta float32) {
 		TransA: la.trans, TransB: lb.trans,
 		LDA: la.ld, LDB: lb.ld, LDC: n,
 		StrideA: la.bstride, StrideB: lb.bstride, StrideC: m * n,
-		Alpha: 1, Beta: beta,
+		Alpha: 1, Beta: beta, ReLU: relu,
 	})
 }
 
 // gemmBiasInto is gemmInto (no batch) with C starting from the bias row bias
-// (backend.MatMulArgs.Bias) in every row.
-func (c *Context) gemmBiasInto(out, a, b, bias *Tensor) {
+// (backend.MatMulArgs.Bias) in every row, and the ReLU applied where relu is set
+// (backend.MatMulArgs.ReLU).
+func (c *Context) gemmBiasInto(out, a, b, bias *Tensor, relu bool) {
 	la, lb := c.layoutFor(a, Shape{}), c.layoutFor(b, Shape{})
 	m, k, n := out.shape[0], a.shape[1], out.shape[1]
 	out.ref.b.MatMul(backend.MatMulArgs{
@@ -187,49 +196,85 @@ func (c *Context) gemmBiasInto(out, a, b, bias *Tensor) {
 		TransA: la.trans, TransB: lb.trans,
 		LDA: la.ld, LDB: lb.ld, LDC: n,
 		StrideA: la.bstride, StrideB: lb.bstride, StrideC: m * n,
-		Alpha: 1, Bias: bias.ref.s, OffBias: bias.offset,
+		Alpha: 1, Bias: bias.ref.s, OffBias: bias.offset, ReLU: relu,
 	})
 }
 
 // Linear computes x·wᵀ + b for x [..., in], w [out, in] and b [out] (b may be nil), as
 // torch.nn.functional.linear. Under autocast it runs in the low dtype.
-func Linear(x, w, b *Tensor) *Tensor { return resolve(opLinear, x, w, b).linear(x, w, b) }
+func Linear(x, w, b *Tensor) *Tensor { return resolve(opLinear, x, w, b).linear(x, w, b, false) }
 
-func (c *Context) linear(x, w, b *Tensor) *Tensor {
+// LinearReLU is Linear(x, w, b).Relu() as one op, with the same results and
+// gradients, bit for bit. Where the backend applies the ReLU inside the GEMM
+// (backend.GemmReLU, for the dtype the op runs in) each block of the output is
+// rectified by the worker that computed it, while it is in its cache; otherwise the
+// op runs the GEMM, then the ReLU kernel. Backward masks the gradient with the
+// output (y > 0 exactly where x·wᵀ + b > 0, NaN and -0 included) as the ReLU's
+// backward does, then runs Linear's backward. Under autocast it runs in the low
+// dtype, as Linear (and the Relu after it) would.
+func LinearReLU(x, w, b *Tensor) *Tensor {
+	return resolve(opLinearReLU, x, w, b).linear(x, w, b, true)
+}
+
+// linear runs linear, or linear_relu when relu is set.
+func (c *Context) linear(x, w, b *Tensor, relu bool) *Tensor {
+	op := opLinear
+	if relu {
+		op = opLinearReLU
+	}
+	name := op.Name()
 	var in []*Tensor
 	if b == nil {
-		in = c.prep(opLinear, x, w)
+		in = c.prep(op, x, w)
 		x, w = in[0], in[1]
 		in = append(in, nil)
 	} else {
-		in = c.prep(opLinear, x, w, b)
+		in = c.prep(op, x, w, b)
 		x, w, b = in[0], in[1], in[2]
 	}
 	if w.Dim() != 2 || x.Dim() < 1 || x.shape[x.Dim()-1] != w.shape[1] || (b != nil && (b.Dim() != 1 || b.shape[0] != w.shape[0])) {
-		fail("linear", in, "want x [..., in], w [out, in], b [out]")
+		fail(name, in, "want x [..., in], w [out, in], b [out]")
 	}
 	if x.dtype != w.dtype || (b != nil && b.dtype != x.dtype) || !x.dtype.IsFloat() {
-		fail("linear", in, "x, w and b must share one floating dtype; Cast them (or run under autocast)")
+		fail(name, in, "x, w and b must share one floating dtype; Cast them (or run under autocast)")
 	}
 	inF, outF := w.shape[1], w.shape[0]
 	rows := x.Numel() / inF
 	x2 := c.reshapeRaw(x.dense(c), Shape{rows, inF})
 	outShape := append(x.shape[:x.Dim()-1].Clone(), outF)
 	out := allocOut(c, x.dtype, x.device, Shape{rows, outF})
+	// inGemm: the GEMM applies the ReLU (backend.MatMulArgs.ReLU).
+	gr, ok := out.ref.b.(backend.GemmReLU)
+	inGemm := relu && ok && gr.GemmReLU(x.dtype)
 	switch gb, ok := out.ref.b.(backend.GemmBias); {
 	case b == nil:
-		c.gemmInto(out, x2, w.mT(c), Shape{}, 0)
+		c.gemmReLUInto(out, x2, w.mT(c), Shape{}, 0, inGemm)
 	case ok && gb.GemmBias() && (b.strides[0] == 1 || outF == 1) && b.ref.s != out.ref.s:
 		// The GEMM starts each tile of out from the bias row: the bits of
 		// the copy below with beta 1, without a pass of its own.
-		c.gemmBiasInto(out, x2, w.mT(c), b)
+		c.gemmBiasInto(out, x2, w.mT(c), b, inGemm)
 	default:
 		out.ref.b.Copy(out.bview(), b.expandView(Shape{rows, outF}))
-		c.gemmInto(out, x2, w.mT(c), Shape{}, 1)
+		c.gemmReLUInto(out, x2, w.mT(c), Shape{}, 1, inGemm)
+	}
+	if relu && !inGemm {
+		// The ReLU kernel on the GEMM's output, as Relu runs it.
+		y := allocOut(c, out.dtype, out.device, out.shape)
+		out.ref.b.Unary(backend.Relu, y.ref.s, out.ref.s, out.Numel(), 0, 0)
+		out.Release()
+		out = y
 	}
 	out = c.reshapeRaw(out, outShape)
-	return c.record(opLinear, out, in, func(bc *Context, g *Tensor) []*Tensor {
+	y := out
+	return c.record(op, out, in, func(bc *Context, g *Tensor) []*Tensor {
 		g2 := bc.reshapeRaw(g.dense(bc), Shape{rows, outF})
+		if relu {
+			// The ReLU's backward, reading the output for its input: y > 0
+			// exactly where its input is > 0.
+			da := allocOut(bc, g2.dtype, g2.device, g2.shape)
+			g2.ref.b.UnaryBackward(backend.Relu, da.ref.s, g2.ref.s, y.ref.s, nil, g2.Numel(), 0, 0)
+			g2 = da
+		}
 		var gx, gw, gb *Tensor
 		if x.requiresGrad {
 			gx = allocOut(bc, g.dtype, g.device, Shape{rows, inF})

@@ -286,6 +286,14 @@ func gemmWith[T float32 | float64](kern *gemmKernel[T], workers int, transA, tra
 // of C take the bias row right before the kernel first reads them, so that no
 // pass of its own writes C.
 func gemmWithBias[T float32 | float64](kern *gemmKernel[T], workers int, transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, bias, c []T, ldc int) {
+	gemmWithBiasReLU(kern, workers, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, false)
+}
+
+// gemmWithBiasReLU is gemmWithBias followed, where relu is set, by a ReLU on C
+// (reluInPlace: max(0, v), NaN kept, -0 to +0): the bits of gemmWithBias then
+// Unary's Relu. The task that computes a block of C applies it on the last k
+// slice, right after the block's kernel calls, while the block is in its cache.
+func gemmWithBiasReLU[T float32 | float64](kern *gemmKernel[T], workers int, transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, bias, c []T, ldc int, relu bool) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(gemmArgError(fmt.Sprintf("cpu: Gemm: negative dimension m=%d n=%d k=%d", m, n, k)))
 	}
@@ -318,11 +326,16 @@ func gemmWithBias[T float32 | float64](kern *gemmKernel[T], workers int, transA,
 			}
 		}
 		gemmScale(m, n, beta, c, ldc)
+		if relu {
+			for i := range m {
+				reluInPlace(c[i*ldc:][:n])
+			}
+		}
 		return
 	}
 
 	g := gemmCallPool[T]().Get().(*gemmCall[T])
-	g.bias = bias
+	g.bias, g.relu = bias, relu
 	g.transA, g.transB = transA, transB
 	g.alpha, g.beta = alpha, beta
 	g.a, g.lda, g.b, g.ldb, g.c, g.ldc = a, lda, b, ldb, c, ldc
@@ -331,7 +344,7 @@ func gemmWithBias[T float32 | float64](kern *gemmKernel[T], workers int, transA,
 		workers = 1
 	}
 	g.run(m, n, k, workers)
-	g.a, g.b, g.c, g.bias, g.kern = nil, nil, nil, nil, nil
+	g.a, g.b, g.c, g.bias, g.kern, g.relu = nil, nil, nil, nil, nil, false
 	gemmCallPool[T]().Put(g)
 }
 
@@ -377,6 +390,9 @@ type gemmCall[T float32 | float64] struct {
 	// then 1): the first k slice's kernels store bias + sum, or it is
 	// copied into the tile right before the kernel adds to it.
 	bias []T
+	// relu, where set, applies max(0, v) to each block of C by the task
+	// that computed it, right after its last k slice (reluRows).
+	relu bool
 
 	bPack []T
 
@@ -392,6 +408,14 @@ func (g *gemmCall[T]) fillBias(i, j, rows, cols int) {
 	src := g.bias[j:][:cols]
 	for r := range rows {
 		copy(g.c[(i+r)*g.ldc+j:][:cols], src)
+	}
+}
+
+// reluRows applies the fused ReLU to rows [i0, i1) by columns [j0, j1) of C:
+// reluInPlace, the arithmetic of Unary's Relu (vecRelu for float32).
+func (g *gemmCall[T]) reluRows(i0, i1, j0, j1 int) {
+	for i := i0; i < i1; i++ {
+		reluInPlace(g.c[i*g.ldc+j0:][:j1-j0])
 	}
 }
 
@@ -540,11 +564,17 @@ func (g *gemmCall[T]) colTask(t int) {
 			g.packA(ap, lastRow, g.m-lastRow, pc, kc)
 		}
 		fill := pc == 0 && g.bias != nil
+		// relu: on the last k slice, each row panel's chunk of tiles is
+		// final once computed, and still in cache.
+		relu := g.relu && pc+kc == g.k
 		for q0 := np0; q0 < np1; q0 += chunk {
 			q1 := min(np1, q0+chunk)
 			for r := range mPanels {
 				for q := q0; q < q1; q++ {
 					g.tile(s, r*mr, q*nr, ap, g.bPack[q*g.kcMax*nr:][:kc*nr], pc, kc, true, zero, fill)
+				}
+				if relu {
+					g.reluRows(r*mr, min(r*mr+mr, g.m), q0*nr, min(q1*nr, g.n))
 				}
 			}
 		}
@@ -731,10 +761,16 @@ func (g *gemmCall[T]) task(t int) {
 	// chunk of B micro-panels (stays in L2); column order: each B
 	// micro-panel (32×KC, 64 KB, more than L1) against every row panel of
 	// the task. The schedule alone: every tile gets the same kernel calls.
+	// relu: on the last k slice, the ReLU follows each B micro-panel's
+	// column of tiles (column order) or each row panel's chunk (row order).
+	relu := g.relu && g.last
 	if gemmRowOrderWords <= 0 {
 		for q := np0; q < np1; q++ {
 			for r := mp0; r < mp1; r++ {
 				g.tile(s, r*mr, g.jc+q*nr, s.aPack[(r-mp0)*kc*mr:][:kc*mr], g.bPack[q*kc*nr:][:kc*nr], g.pc, kc, direct, zero, fill)
+			}
+			if relu {
+				g.reluRows(i0, i1, g.jc+q*nr, min(g.jc+q*nr+nr, g.n))
 			}
 		}
 	} else {
@@ -744,6 +780,9 @@ func (g *gemmCall[T]) task(t int) {
 			for r := mp0; r < mp1; r++ {
 				for q := q0; q < q1; q++ {
 					g.tile(s, r*mr, g.jc+q*nr, s.aPack[(r-mp0)*kc*mr:][:kc*mr], g.bPack[q*kc*nr:][:kc*nr], g.pc, kc, direct, zero, fill)
+				}
+				if relu {
+					g.reluRows(r*mr, min(r*mr+mr, g.m), g.jc+q0*nr, min(g.jc+q1*nr, g.n))
 				}
 			}
 		}

@@ -29,6 +29,9 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 			panic(fmt.Sprintf("cpu: MatMul: bias %s (offset %d, %d elements) wants %d values of %s and Beta 0 (Beta %v)", bias.dt, a.OffBias, bias.n, a.N, C.dt, a.Beta))
 		}
 	}
+	if a.ReLU && !b.GemmReLU(C.dt) {
+		panic(fmt.Sprintf("cpu: MatMul: ReLU on %s C (GemmReLU says no)", C.dt))
+	}
 	// Many small products (attention heads, conv groups): spread the batch over the
 	// workers; nested GEMM calls then run inline.
 	perItem := a.M * a.N * max(a.K, 1)
@@ -69,8 +72,8 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 			bs = bias.f32()[a.OffBias:][:a.N]
 		}
 		run(func(i int) {
-			gemmWithBias(gemmKernel32, Workers(), a.TransA, a.TransB, a.M, a.N, a.K, a.Alpha, af[a.OffA+i*a.StrideA:], lda,
-				bf[a.OffB+i*a.StrideB:], ldb, a.Beta, bs, cf[a.OffC+i*a.StrideC:], ldc)
+			gemmWithBiasReLU(gemmKernel32, Workers(), a.TransA, a.TransB, a.M, a.N, a.K, a.Alpha, af[a.OffA+i*a.StrideA:], lda,
+				bf[a.OffB+i*a.StrideB:], ldb, a.Beta, bs, cf[a.OffC+i*a.StrideC:], ldc, a.ReLU)
 		})
 	case backend.Float64:
 		af, bf, cf := A.f64(), B.f64(), C.f64()
@@ -79,8 +82,8 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 			bs = bias.f64()[a.OffBias:][:a.N]
 		}
 		run(func(i int) {
-			gemmWithBias(gemmKernelGo64, Workers(), a.TransA, a.TransB, a.M, a.N, a.K, float64(a.Alpha), af[a.OffA+i*a.StrideA:], lda,
-				bf[a.OffB+i*a.StrideB:], ldb, float64(a.Beta), bs, cf[a.OffC+i*a.StrideC:], ldc)
+			gemmWithBiasReLU(gemmKernelGo64, Workers(), a.TransA, a.TransB, a.M, a.N, a.K, float64(a.Alpha), af[a.OffA+i*a.StrideA:], lda,
+				bf[a.OffB+i*a.StrideB:], ldb, float64(a.Beta), bs, cf[a.OffC+i*a.StrideC:], ldc, a.ReLU)
 		})
 	default:
 		ra, ca := a.M, a.K
@@ -120,6 +123,13 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 
 // GemmBias implements backend.GemmBias: MatMul accepts every MatMulArgs.Bias.
 func (b *Backend) GemmBias() bool { return true }
+
+// GemmReLU implements backend.GemmReLU: MatMul applies MatMulArgs.ReLU inside the
+// float32 and float64 GEMMs (gemmWithBiasReLU); the bf16 and widening routes take
+// none (the caller runs Unary's Relu after them).
+func (b *Backend) GemmReLU(dt backend.DType) bool {
+	return dt == backend.Float32 || dt == backend.Float64
+}
 
 // widen converts a rows×cols matrix with leading dimension ld to dense float32.
 func widen(s *storage, off, rows, cols, ld int) []float32 {
