@@ -175,19 +175,6 @@ type GemmReLU interface {
 	GemmReLU(dt DType) bool
 }
 
-// ReLUGradColSumer is implemented by backends that compute a ReLU's input gradient
-// and its column sums (the bias gradient of the linear layer before the ReLU) in one
-// pass over memory.
-type ReLUGradColSumer interface {
-	// ReLUGradColSum sets the dense rows×cols GX to GY where Y > 0 and 0 elsewhere
-	// (UnaryBackward's Relu, given the ReLU's output Y for its input: Y > 0 exactly
-	// where the input is) and GB's cols elements to the column sums of GX, with the
-	// bits of that UnaryBackward then Reduce(Sum, GB, GX, 1, rows, cols). It reports
-	// false, having done nothing, for operands it does not take (the caller then runs
-	// the two).
-	ReLUGradColSum(gx, gy, y, gb Storage, rows, cols int) bool
-}
-
 // LeadingDims returns LDA, LDB and LDC with 0 (packed) replaced by the packed row
 // stride of each stored matrix.
 func (a MatMulArgs) LeadingDims() (lda, ldb, ldc int) {

@@ -268,24 +268,14 @@ func (c *Context) linear(x, w, b *Tensor, relu bool) *Tensor {
 	y := out
 	return c.record(op, out, in, func(bc *Context, g *Tensor) []*Tensor {
 		g2 := bc.reshapeRaw(g.dense(bc), Shape{rows, outF})
-		var gx, gw, gb *Tensor
 		if relu {
 			// The ReLU's backward, reading the output for its input: y > 0
-			// exactly where its input is > 0; with the bias gradient (its
-			// column sums) in the same pass where the backend can.
+			// exactly where its input is > 0.
 			da := allocOut(bc, g2.dtype, g2.device, g2.shape)
-			if cs, ok := g2.ref.b.(backend.ReLUGradColSumer); ok && b != nil && b.requiresGrad {
-				gb = allocOut(bc, g2.dtype, g2.device, Shape{outF})
-				if !cs.ReLUGradColSum(da.ref.s, g2.ref.s, y.ref.s, gb.ref.s, rows, outF) {
-					gb.Release()
-					gb = nil
-				}
-			}
-			if gb == nil {
-				g2.ref.b.UnaryBackward(backend.Relu, da.ref.s, g2.ref.s, y.ref.s, nil, g2.Numel(), 0, 0)
-			}
+			g2.ref.b.UnaryBackward(backend.Relu, da.ref.s, g2.ref.s, y.ref.s, nil, g2.Numel(), 0, 0)
 			g2 = da
 		}
+		var gx, gw, gb *Tensor
 		if x.requiresGrad {
 			gx = allocOut(bc, g.dtype, g.device, Shape{rows, inF})
 			bc.gemmInto(gx, g2, w, Shape{}, 0)
@@ -295,7 +285,7 @@ func (c *Context) linear(x, w, b *Tensor, relu bool) *Tensor {
 			gw = allocOut(bc, g.dtype, g.device, Shape{outF, inF})
 			bc.gemmInto(gw, g2.mT(bc), x2, Shape{}, 0)
 		}
-		if b != nil && b.requiresGrad && gb == nil {
+		if b != nil && b.requiresGrad {
 			gb = bc.reduceRaw(backend.Sum, g2, []int{0}, false)
 		}
 		return []*Tensor{gx, gw, gb}
