@@ -39,6 +39,12 @@ var gemmRowOrderWords = 1 << 18
 // gemmColMaxM is a variable so that tests and benchmarks can turn them off.
 var gemmColMaxM = 2 * gemmMC
 
+// Products of at most gemmRowMaxPanels NR-column micro-panels per worker
+// (the MLP's 10-class forward: one panel) whose op(A) the kernel reads in
+// place run as one row task per worker (see rowTask); a variable so that
+// tests and benchmarks can turn them off (0).
+var gemmRowMaxPanels = 1
+
 // One task per worker: each reads the row panels of A once per k slice and
 // chunk of B panels, and packs its panels wide (gemmPackRows32Wide); 4 per
 // worker were 4 % slower on the MLP fp32 step.
@@ -382,9 +388,16 @@ type gemmCall[T float32 | float64] struct {
 
 	// colTasks, where positive, is the number of column tasks of a call run
 	// by colTask instead of the shared blocking loop; colTaskFn runs a range
-	// of them.
+	// of them. colPackA is set when the column tasks pack all of op(A)
+	// rather than read it in place.
 	colTasks  int
 	colTaskFn func(lo, hi int)
+	colPackA  bool
+
+	// rowTasks, where positive, is the number of row tasks of a call run
+	// by rowTask; rowTaskFn runs a range of them.
+	rowTasks  int
+	rowTaskFn func(lo, hi int)
 }
 
 // fillBias copies the bias row into the rows×cols block of C at (i, j).
@@ -395,9 +408,11 @@ func (g *gemmCall[T]) fillBias(i, j, rows, cols int) {
 	}
 }
 
-// gemmScratch is per-task scratch: the packed A block and an edge tile.
+// gemmScratch is per-task scratch: the packed A block, a row task's own
+// packed B panels and an edge tile.
 type gemmScratch[T float32 | float64] struct {
 	aPack []T
+	bPack []T
 	edge  []T
 	// negZero is an edge tile of -0, copied into edge before each use.
 	negZero []T
@@ -453,6 +468,11 @@ func newGemmCallPool[T float32 | float64]() *sync.Pool {
 				g.colTask(t)
 			}
 		}
+		g.rowTaskFn = func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				g.rowTask(t)
+			}
+		}
 		return g
 	}}
 }
@@ -487,16 +507,106 @@ func (g *gemmCall[T]) run(m, n, k, workers int) {
 	mr, nr := g.kern.mr, g.kern.nr
 	g.plan(m, n, k, mr, nr, workers, gemmSizes{kc: gemmKC, mc: gemmMC, nc: gemmNC})
 	g.bPack = gemmGrow(g.bPack, g.kcMax*gemmCeilDiv(g.ncMax, nr)*nr)
+	switch g.schedule() {
+	case gemmColTasks, gemmColTasksPacked:
+		g.colTasks = min(gemmCeilDiv(n, nr)/2, gemmColTasksPerWorker*g.workers)
+		ParallelFor(g.colTasks, 1, g.colTaskFn)
+	case gemmRowTasks:
+		g.rowTasks = g.workers
+		ParallelFor(g.rowTasks, 1, g.rowTaskFn)
+	default:
+		g.loop()
+	}
+}
+
+// The schedules of a planned call: the blocking loop (two parallel phases
+// per k slice), column tasks reading op(A) in place or packing it, row
+// tasks. Each gives every tile the same kernel calls in the same order.
+const (
+	gemmLoop = iota
+	gemmColTasks
+	gemmColTasksPacked
+	gemmRowTasks
+)
+
+// schedule picks the schedule of a planned call and sets colPackA.
+func (g *gemmCall[T]) schedule() int {
+	m, n, mr, workers := g.m, g.n, g.kern.mr, g.workers
+	nPanels := gemmCeilDiv(n, g.kern.nr)
+	direct := g.kern.direct != nil && !g.transA && g.alpha == 1
+	g.colPackA = false
+	if workers <= 1 {
+		return gemmLoop
+	}
 	// Few rows read in place (the MLP's forward and input-gradient
 	// products): column tasks, each over every k slice, instead of the
 	// loop's two parallel phases (pack B, then row tasks) per k slice.
-	nPanels := gemmCeilDiv(n, nr)
-	if workers > 1 && m <= gemmColMaxM && n <= gemmNC && g.kern.direct != nil && !g.transA && g.alpha == 1 && nPanels >= 2*workers {
-		g.colTasks = min(nPanels/2, gemmColTasksPerWorker*workers)
-		ParallelFor(g.colTasks, 1, g.colTaskFn)
+	// One row panel not read in place (the MLP's 10-class weight gradient,
+	// m = 10): column tasks too, each packing that panel as every loop task
+	// would (the loop splits no rows then).
+	if n <= gemmNC && nPanels >= 2*workers {
+		if direct && m <= gemmColMaxM {
+			return gemmColTasks
+		}
+		if !direct && m <= min(mr, gemmColMaxM) {
+			g.colPackA = true
+			return gemmColTasksPacked
+		}
+	}
+	// Few columns read against many rows in place (the MLP's 10-class
+	// forward, n = 10): row tasks, each packing the few B panels itself,
+	// instead of the loop's B packing on one worker while the others wait
+	// and two phases per k slice.
+	if direct && nPanels <= gemmRowMaxPanels*workers && g.mPanels >= 2*workers {
+		return gemmRowTasks
+	}
+	return gemmLoop
+}
+
+// rowTask computes row task t of a call with row tasks: a share of C's
+// row panels by all its columns, slice by k slice in ascending order. It
+// packs every B panel of each k slice into its own scratch (a few: the
+// panels stay in the worker's caches, and no worker waits for another's
+// packing) and reads the row panels of A in place (packing only a partial
+// last one where the row kernels cannot read it), so that the call needs
+// one parallel phase; each tile gets the kernel calls of the blocking loop
+// in the same order, so the result has the same bits.
+func (g *gemmCall[T]) rowTask(t int) {
+	mr, nr := g.kern.mr, g.kern.nr
+	mp0, mp1 := t*g.mPanels/g.rowTasks, (t+1)*g.mPanels/g.rowTasks
+	if mp0 >= mp1 {
 		return
 	}
-	g.loop()
+	i0, i1 := mp0*mr, min(mp1*mr, g.m)
+	nPanels := gemmCeilDiv(g.n, nr)
+	sp := gemmScratchPool[T]()
+	s := sp.Get().(*gemmScratch[T])
+	s.aPack = gemmGrow(s.aPack, mr*g.kcMax)
+	s.bPack = gemmGrow(s.bPack, nPanels*g.kcMax*nr)
+	s.growEdge(mr * nr)
+	s.growZeros(nr)
+	last := (mp1 - 1) * mr
+	partial := i1-last < mr && g.kern.rowsDirect == nil
+	for pc := 0; pc < g.k; pc += g.kcMax {
+		kc := min(g.kcMax, g.k-pc)
+		zero := pc == 0 && g.beta == 0 && g.kern.fnStart != nil && g.kern.directStart != nil
+		if pc == 0 && !zero {
+			gemmScale(i1-i0, g.n, g.beta, g.c[i0*g.ldc:], g.ldc)
+		}
+		g.packBPanels(s.bPack, g.kcMax*nr, 0, nPanels, pc, kc)
+		var ap []T
+		if partial {
+			ap = s.aPack[:kc*mr]
+			g.packA(ap, last, i1-last, pc, kc)
+		}
+		fill := pc == 0 && g.bias != nil
+		for r := mp0; r < mp1; r++ {
+			for q := range nPanels {
+				g.tile(s, r*mr, q*nr, ap, s.bPack[q*g.kcMax*nr:][:kc*nr], pc, kc, true, zero, fill)
+			}
+		}
+	}
+	sp.Put(s)
 }
 
 // colTask computes column task t of a call with column tasks: all m rows
@@ -515,14 +625,17 @@ func (g *gemmCall[T]) colTask(t int) {
 	j0, j1 := np0*nr, min(np1*nr, g.n)
 	sp := gemmScratchPool[T]()
 	s := sp.Get().(*gemmScratch[T])
+	mPanels := g.mPanels
 	s.aPack = gemmGrow(s.aPack, mr*g.kcMax)
+	if g.colPackA {
+		s.aPack = gemmGrow(s.aPack, mPanels*mr*g.kcMax)
+	}
 	s.growEdge(mr * nr)
 	s.growZeros(nr)
-	mPanels := g.mPanels
 	lastRow := (mPanels - 1) * mr
 	// A partial last row panel is packed unless the row kernels read it in
-	// place.
-	partial := g.m-lastRow < mr && g.kern.rowsDirect == nil
+	// place; all of op(A) where it is not read in place.
+	partial := g.m-lastRow < mr && g.kern.rowsDirect == nil && !g.colPackA
 	chunk := np1 - np0
 	if w := gemmRowOrderWords; w > 0 {
 		chunk = max(1, w/(g.kcMax*nr))
@@ -539,12 +652,18 @@ func (g *gemmCall[T]) colTask(t int) {
 			ap = s.aPack[:kc*mr]
 			g.packA(ap, lastRow, g.m-lastRow, pc, kc)
 		}
+		if g.colPackA {
+			g.packA(s.aPack, 0, g.m, pc, kc)
+		}
 		fill := pc == 0 && g.bias != nil
 		for q0 := np0; q0 < np1; q0 += chunk {
 			q1 := min(np1, q0+chunk)
 			for r := range mPanels {
+				if g.colPackA {
+					ap = s.aPack[r*kc*mr:][:kc*mr]
+				}
 				for q := q0; q < q1; q++ {
-					g.tile(s, r*mr, q*nr, ap, g.bPack[q*g.kcMax*nr:][:kc*nr], pc, kc, true, zero, fill)
+					g.tile(s, r*mr, q*nr, ap, g.bPack[q*g.kcMax*nr:][:kc*nr], pc, kc, !g.colPackA, zero, fill)
 				}
 			}
 		}
