@@ -107,6 +107,12 @@ type gemmKernel[T float32 | float64] struct {
 	// nothing.
 	rowsFn     func(rows, kc int, a, b, c []T, ldc int, start []T)
 	rowsDirect func(rows, kc int, a []T, lda int, b, c []T, ldc int, start []T)
+	// rowsFnB, where set, is rowsFn reading the nr columns of the B
+	// micro-panel in place from a row-major op(B), step p's at b[p*ldb:],
+	// instead of from a packed panel: the words packing would copy, the same
+	// arithmetic. Column tasks that pack A (few rows) run it on whole
+	// panels of a row-major op(B), which they then do not pack.
+	rowsFnB func(rows, kc int, a, b []T, ldb int, c []T, ldc int, start []T)
 
 	// fnHalf and directHalf, where set, are fn and direct on the first
 	// nr/2 columns of the tile only, from the same nr-column B micro-panel:
@@ -149,6 +155,8 @@ var (
 		gemmKernelGo(8, 8, kc, a, b, c, ldc)
 	}, rowsFn: func(rows, kc int, a, b, c []float32, ldc int, start []float32) {
 		gemmKernelGoRows(rows, 8, kc, a, 1, 8, b, c, ldc, start)
+	}, rowsFnB: func(rows, kc int, a, b []float32, ldb int, c []float32, ldc int, start []float32) {
+		gemmKernelGoRowsB(rows, 8, kc, a, 1, 8, b, ldb, c, ldc, start)
 	}}
 	gemmKernelGo64 = &gemmKernel[float64]{name: "go8x8", mr: 8, nr: 8, fn: func(kc int, a, b, c []float64, ldc int) {
 		gemmKernelGo(8, 8, kc, a, b, c, ldc)
@@ -636,6 +644,14 @@ func (g *gemmCall[T]) colTask(t int) {
 	// A partial last row panel is packed unless the row kernels read it in
 	// place; all of op(A) where it is not read in place.
 	partial := g.m-lastRow < mr && g.kern.rowsDirect == nil && !g.colPackA
+	// Fewer rows than a panel, packed: whole panels of a row-major op(B)
+	// are read in place by the row kernel (only a partial last one is
+	// packed).
+	inB := g.colPackA && !g.transB && g.m < mr && g.kern.rowsFnB != nil
+	whole := np1
+	if inB {
+		whole = min(np1, g.n/nr)
+	}
 	chunk := np1 - np0
 	if w := gemmRowOrderWords; w > 0 {
 		chunk = max(1, w/(g.kcMax*nr))
@@ -646,7 +662,11 @@ func (g *gemmCall[T]) colTask(t int) {
 		if pc == 0 && !zero {
 			gemmScale(g.m, j1-j0, g.beta, g.c[j0:], g.ldc)
 		}
-		g.packBPanels(g.bPack[np0*g.kcMax*nr:], g.kcMax*nr, np0, np1, pc, kc)
+		if !inB {
+			g.packBPanels(g.bPack[np0*g.kcMax*nr:], g.kcMax*nr, np0, np1, pc, kc)
+		} else if whole < np1 {
+			g.packB(g.bPack[whole*g.kcMax*nr:][:kc*nr], whole*nr, pc, kc)
+		}
 		var ap []T
 		if partial {
 			ap = s.aPack[:kc*mr]
@@ -663,6 +683,10 @@ func (g *gemmCall[T]) colTask(t int) {
 					ap = s.aPack[r*kc*mr:][:kc*mr]
 				}
 				for q := q0; q < q1; q++ {
+					if inB && q < whole {
+						g.tileRowsB(s, q*nr, ap, pc, kc, zero, fill)
+						continue
+					}
 					g.tile(s, r*mr, q*nr, ap, g.bPack[q*g.kcMax*nr:][:kc*nr], pc, kc, !g.colPackA, zero, fill)
 				}
 			}
@@ -951,6 +975,19 @@ func (g *gemmCall[T]) tileRows(s *gemmScratch[T], i, j, rows, cols int, ap, bp [
 	if cols < nr {
 		g.addEdge(c, nr, i, j, rows, cols, zero, fill)
 	}
+}
+
+// tileRowsB is tileRows for the whole-width tile of all g.m < mr rows at
+// column j, with op(A) packed in ap and the B panel read in place from a
+// row-major op(B) (rowsFnB): what tileRows leaves with the panel packed.
+func (g *gemmCall[T]) tileRowsB(s *gemmScratch[T], j int, ap []T, pc, kc int, zero, fill bool) {
+	var start []T
+	if zero {
+		start = s.zeros
+	} else if fill {
+		start = g.bias[j:][:g.kern.nr]
+	}
+	g.kern.rowsFnB(g.m, kc, ap, g.b[pc*g.ldb+j:], g.ldb, g.c[j:], g.ldc, start)
 }
 
 // addEdge adds the rows×cols valid part of an edge tile e (row stride nr) to

@@ -152,3 +152,91 @@ func TestGemmSchedulesF64(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmRowsBKernel checks each kernel's rowsFnB (B read in place from a
+// row-major op(B)) against its rowsFn on the same B packed, bit for bit
+// (NaN payloads included), for every row count and several depths: adding
+// to C, storing from +0s and from a bias row; the columns of B beyond the
+// panel hold NaNs that must not be read, and nothing outside the rows×nr
+// block of C may be written. The Go twin gemmKernelGoRowsB is checked
+// against gemmKernelGoRows the same way.
+func TestGemmRowsBKernel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(225, 226))
+	type rowsB func(rows, kc int, a, b []float32, ldb int, c []float32, ldc int, start []float32)
+	type rowsP func(rows, kc int, a, b, c []float32, ldc int, start []float32)
+	var cases []struct {
+		name   string
+		mr, nr int
+		inB    rowsB
+		packed rowsP
+	}
+	for _, kern := range gemmKernels32() {
+		if kern.rowsFnB != nil {
+			cases = append(cases, struct {
+				name   string
+				mr, nr int
+				inB    rowsB
+				packed rowsP
+			}{kern.name, kern.mr, kern.nr, kern.rowsFnB, kern.rowsFn})
+		}
+	}
+	cases = append(cases, struct {
+		name   string
+		mr, nr int
+		inB    rowsB
+		packed rowsP
+	}{"twin", 12, 32, func(rows, kc int, a, b []float32, ldb int, c []float32, ldc int, start []float32) {
+		gemmKernelGoRowsB(rows, 32, kc, a, 1, 12, b, ldb, c, ldc, start)
+	}, func(rows, kc int, a, b, c []float32, ldc int, start []float32) {
+		gemmKernelGoRows(rows, 32, kc, a, 1, 12, b, c, ldc, start)
+	}})
+	if len(cases) < 2 {
+		t.Fatal("no kernel has rowsFnB")
+	}
+	for _, kc := range cases {
+		mr, nr := kc.mr, kc.nr
+		for rows := 1; rows < mr; rows++ {
+			for _, depth := range []int{0, 1, 7, 16, 17, 256, 517} {
+				ap := make([]float32, max(depth, 1)*mr)
+				for x := range ap {
+					ap[x] = gemmAdversarial32(rng)
+				}
+				ldb := nr + 5
+				b := make([]float32, max(depth, 1)*ldb)
+				for x := range b {
+					b[x] = gemmAdversarial32(rng)
+					if x%ldb >= nr {
+						b[x] = math.Float32frombits(0x7fc00001 + uint32(x)) // NaN, not to be read
+					}
+				}
+				bp := make([]float32, max(depth, 1)*nr)
+				for p := range depth {
+					copy(bp[p*nr:][:nr], b[p*ldb:][:nr])
+				}
+				const ldc = 45
+				c0 := make([]float32, mr*ldc)
+				for x := range c0 {
+					c0[x] = gemmAdversarial32(rng)
+				}
+				bias := make([]float32, nr)
+				for x := range bias {
+					bias[x] = gemmAdversarial32(rng)
+				}
+				for _, start := range [][]float32{nil, make([]float32, nr), bias} {
+					got, want := slices.Clone(c0), slices.Clone(c0)
+					kc.inB(rows, depth, ap, b, ldb, got, ldc, start)
+					kc.packed(rows, depth, ap, bp, want, ldc, start)
+					for x := range got {
+						if i, j := x/ldc, x%ldc; (i >= rows || j >= nr) && math.Float32bits(got[x]) != math.Float32bits(c0[x]) {
+							t.Fatalf("%s rows=%d kc=%d: wrote outside the tile at (%d,%d)", kc.name, rows, depth, i, j)
+						}
+						if math.Float32bits(got[x]) != math.Float32bits(want[x]) {
+							t.Fatalf("%s rows=%d kc=%d start=%v: (%d,%d) = %v (%#x), packed B %v (%#x)", kc.name, rows, depth, start != nil,
+								x/ldc, x%ldc, got[x], math.Float32bits(got[x]), want[x], math.Float32bits(want[x]))
+						}
+					}
+				}
+			}
+		}
+	}
+}
