@@ -517,7 +517,7 @@ func (g *gemmCall[T]) run(m, n, k, workers int) {
 	g.bPack = gemmGrow(g.bPack, g.kcMax*gemmCeilDiv(g.ncMax, nr)*nr)
 	switch g.schedule() {
 	case gemmColTasks, gemmColTasksPacked:
-		g.colTasks = min(gemmCeilDiv(n, nr)/2, gemmColTasksPerWorker*g.workers)
+		g.colTasks = max(1, min(gemmCeilDiv(n, nr)/2, gemmColTasksPerWorker*g.workers))
 		ParallelFor(g.colTasks, 1, g.colTaskFn)
 	case gemmRowTasks:
 		g.rowTasks = g.workers
@@ -543,6 +543,13 @@ func (g *gemmCall[T]) schedule() int {
 	nPanels := gemmCeilDiv(n, g.kern.nr)
 	direct := g.kern.direct != nil && !g.transA && g.alpha == 1
 	g.colPackA = false
+	// Fewer rows than a panel, packed, against a row-major op(B) that the
+	// row kernel reads in place (the weight gradient of a 10-class layer):
+	// column tasks on any number of workers, for they pack no B.
+	if !direct && m < mr && m <= gemmColMaxM && n <= gemmNC && !g.transB && g.kern.rowsFnB != nil {
+		g.colPackA = true
+		return gemmColTasksPacked
+	}
 	if workers <= 1 {
 		return gemmLoop
 	}

@@ -22,9 +22,10 @@ func gemmScheduleOf[T float32 | float64](kern *gemmKernel[T], workers int, trans
 
 // TestGemmSchedules runs products around the MLP's small ones (a 10-class
 // layer: n = 10 forward, k = 10 input gradient, m = 10 weight gradient) on
-// two and three workers, where Gemm runs row tasks or column tasks that
-// pack op(A), and compares them bit for bit (NaN payloads included) with
-// one worker, which runs the blocking loop: every dimension drawn from
+// one, two and three workers, where Gemm runs row tasks or column tasks
+// that pack op(A) (with B read in place by the row kernel below mr rows),
+// and compares them bit for bit (NaN payloads included) with the blocking
+// loop on one worker: every dimension drawn from
 // 1–13, 31–33, 255–257, 511–513 and 1023–1025, both transposes, alpha 1
 // (A read in place) and not, beta 0, 1 and other, a bias, and operands
 // with NaN, ±Inf, ±0 and denormals. It fails unless the new schedules ran
@@ -93,9 +94,13 @@ func TestGemmSchedules(t *testing.T) {
 				if v.bias {
 					bs = bias
 				}
+				// The reference: the blocking loop, one worker.
 				want := slices.Clone(c0)
+				colMaxM, rowMax := gemmColMaxM, gemmRowMaxPanels
+				gemmColMaxM, gemmRowMaxPanels = 0, 0
 				gemmWithBias(gemmKernel32, 1, transA, transB, m, n, k, v.alpha, a, lda, b, ldb, v.beta, bs, want, ldc)
-				for _, workers := range []int{2, 3} {
+				gemmColMaxM, gemmRowMaxPanels = colMaxM, rowMax
+				for _, workers := range []int{1, 2, 3} {
 					seen[gemmScheduleOf(gemmKernel32, workers, transA, m, n, k, v.alpha)]++
 					got := slices.Clone(c0)
 					gemmWithBias(gemmKernel32, workers, transA, transB, m, n, k, v.alpha, a, lda, b, ldb, v.beta, bs, got, ldc)
@@ -145,7 +150,7 @@ func TestGemmSchedulesF64(t *testing.T) {
 					lda = m
 				}
 				want, got := make([]float64, m*n), make([]float64, m*n)
-				gemmWith(gemmKernelGo64, 1, transA, false, m, n, k, 1, a, lda, b, n, 0, want, n)
+				gemmWith(gemmKernelGo64, 1, transA, false, m, n, k, 1, a, lda, b, n, 0, want, n) // the loop: float64 reads no B in place
 				gemmWith(gemmKernelGo64, 2, transA, false, m, n, k, 1, a, lda, b, n, 0, got, n)
 				for i := range got {
 					if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
