@@ -39,6 +39,12 @@ var gemmRowOrderWords = 1 << 18
 // gemmColMaxM is a variable so that tests and benchmarks can turn them off.
 var gemmColMaxM = 2 * gemmMC
 
+// Products of at most gemmRowMaxPanels NR-column micro-panels per worker
+// (the MLP's 10-class forward: one panel) whose op(A) the kernel reads in
+// place run as one row task per worker (see rowTask); a variable so that
+// tests and benchmarks can turn them off (0).
+var gemmRowMaxPanels = 1
+
 // One task per worker: each reads the row panels of A once per k slice and
 // chunk of B panels, and packs its panels wide (gemmPackRows32Wide); 4 per
 // worker were 4 % slower on the MLP fp32 step.
@@ -101,6 +107,12 @@ type gemmKernel[T float32 | float64] struct {
 	// nothing.
 	rowsFn     func(rows, kc int, a, b, c []T, ldc int, start []T)
 	rowsDirect func(rows, kc int, a []T, lda int, b, c []T, ldc int, start []T)
+	// rowsFnB, where set, is rowsFn reading the nr columns of the B
+	// micro-panel in place from a row-major op(B), step p's at b[p*ldb:],
+	// instead of from a packed panel: the words packing would copy, the same
+	// arithmetic. Column tasks that pack A (few rows) run it on whole
+	// panels of a row-major op(B), which they then do not pack.
+	rowsFnB func(rows, kc int, a, b []T, ldb int, c []T, ldc int, start []T)
 
 	// fnHalf and directHalf, where set, are fn and direct on the first
 	// nr/2 columns of the tile only, from the same nr-column B micro-panel:
@@ -143,6 +155,8 @@ var (
 		gemmKernelGo(8, 8, kc, a, b, c, ldc)
 	}, rowsFn: func(rows, kc int, a, b, c []float32, ldc int, start []float32) {
 		gemmKernelGoRows(rows, 8, kc, a, 1, 8, b, c, ldc, start)
+	}, rowsFnB: func(rows, kc int, a, b []float32, ldb int, c []float32, ldc int, start []float32) {
+		gemmKernelGoRowsB(rows, 8, kc, a, 1, 8, b, ldb, c, ldc, start)
 	}}
 	gemmKernelGo64 = &gemmKernel[float64]{name: "go8x8", mr: 8, nr: 8, fn: func(kc int, a, b, c []float64, ldc int) {
 		gemmKernelGo(8, 8, kc, a, b, c, ldc)
@@ -398,9 +412,16 @@ type gemmCall[T float32 | float64] struct {
 
 	// colTasks, where positive, is the number of column tasks of a call run
 	// by colTask instead of the shared blocking loop; colTaskFn runs a range
-	// of them.
+	// of them. colPackA is set when the column tasks pack all of op(A)
+	// rather than read it in place.
 	colTasks  int
 	colTaskFn func(lo, hi int)
+	colPackA  bool
+
+	// rowTasks, where positive, is the number of row tasks of a call run
+	// by rowTask; rowTaskFn runs a range of them.
+	rowTasks  int
+	rowTaskFn func(lo, hi int)
 }
 
 // fillBias copies the bias row into the rows×cols block of C at (i, j).
@@ -419,9 +440,11 @@ func (g *gemmCall[T]) reluRows(i0, i1, j0, j1 int) {
 	}
 }
 
-// gemmScratch is per-task scratch: the packed A block and an edge tile.
+// gemmScratch is per-task scratch: the packed A block, a row task's own
+// packed B panels and an edge tile.
 type gemmScratch[T float32 | float64] struct {
 	aPack []T
+	bPack []T
 	edge  []T
 	// negZero is an edge tile of -0, copied into edge before each use.
 	negZero []T
@@ -477,6 +500,11 @@ func newGemmCallPool[T float32 | float64]() *sync.Pool {
 				g.colTask(t)
 			}
 		}
+		g.rowTaskFn = func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				g.rowTask(t)
+			}
+		}
 		return g
 	}}
 }
@@ -511,16 +539,119 @@ func (g *gemmCall[T]) run(m, n, k, workers int) {
 	mr, nr := g.kern.mr, g.kern.nr
 	g.plan(m, n, k, mr, nr, workers, gemmSizes{kc: gemmKC, mc: gemmMC, nc: gemmNC})
 	g.bPack = gemmGrow(g.bPack, g.kcMax*gemmCeilDiv(g.ncMax, nr)*nr)
+	switch g.schedule() {
+	case gemmColTasks, gemmColTasksPacked:
+		g.colTasks = max(1, min(gemmCeilDiv(n, nr)/2, gemmColTasksPerWorker*g.workers))
+		ParallelFor(g.colTasks, 1, g.colTaskFn)
+	case gemmRowTasks:
+		g.rowTasks = g.workers
+		ParallelFor(g.rowTasks, 1, g.rowTaskFn)
+	default:
+		g.loop()
+	}
+}
+
+// The schedules of a planned call: the blocking loop (two parallel phases
+// per k slice), column tasks reading op(A) in place or packing it, row
+// tasks. Each gives every tile the same kernel calls in the same order.
+const (
+	gemmLoop = iota
+	gemmColTasks
+	gemmColTasksPacked
+	gemmRowTasks
+)
+
+// schedule picks the schedule of a planned call and sets colPackA.
+func (g *gemmCall[T]) schedule() int {
+	m, n, mr, workers := g.m, g.n, g.kern.mr, g.workers
+	nPanels := gemmCeilDiv(n, g.kern.nr)
+	direct := g.kern.direct != nil && !g.transA && g.alpha == 1
+	g.colPackA = false
+	// Fewer rows than a panel, packed, against a row-major op(B) that the
+	// row kernel reads in place (the weight gradient of a 10-class layer):
+	// column tasks on any number of workers, for they pack no B.
+	if !direct && m < mr && m <= gemmColMaxM && n <= gemmNC && !g.transB && g.kern.rowsFnB != nil {
+		g.colPackA = true
+		return gemmColTasksPacked
+	}
+	if workers <= 1 {
+		return gemmLoop
+	}
 	// Few rows read in place (the MLP's forward and input-gradient
 	// products): column tasks, each over every k slice, instead of the
 	// loop's two parallel phases (pack B, then row tasks) per k slice.
-	nPanels := gemmCeilDiv(n, nr)
-	if workers > 1 && m <= gemmColMaxM && n <= gemmNC && g.kern.direct != nil && !g.transA && g.alpha == 1 && nPanels >= 2*workers {
-		g.colTasks = min(nPanels/2, gemmColTasksPerWorker*workers)
-		ParallelFor(g.colTasks, 1, g.colTaskFn)
+	// One row panel not read in place (the MLP's 10-class weight gradient,
+	// m = 10): column tasks too, each packing that panel as every loop task
+	// would (the loop splits no rows then).
+	if n <= gemmNC && nPanels >= 2*workers {
+		if direct && m <= gemmColMaxM {
+			return gemmColTasks
+		}
+		if !direct && m <= min(mr, gemmColMaxM) {
+			g.colPackA = true
+			return gemmColTasksPacked
+		}
+	}
+	// Few columns read against many rows in place (the MLP's 10-class
+	// forward, n = 10): row tasks, each packing the few B panels itself,
+	// instead of the loop's B packing on one worker while the others wait
+	// and two phases per k slice.
+	if direct && nPanels <= gemmRowMaxPanels*workers && g.mPanels >= 2*workers {
+		return gemmRowTasks
+	}
+	return gemmLoop
+}
+
+// rowTask computes row task t of a call with row tasks: a share of C's
+// row panels by all its columns, slice by k slice in ascending order. It
+// packs every B panel of each k slice into its own scratch (a few: the
+// panels stay in the worker's caches, and no worker waits for another's
+// packing) and reads the row panels of A in place (packing only a partial
+// last one where the row kernels cannot read it), so that the call needs
+// one parallel phase; each tile gets the kernel calls of the blocking loop
+// in the same order, so the result has the same bits.
+func (g *gemmCall[T]) rowTask(t int) {
+	mr, nr := g.kern.mr, g.kern.nr
+	mp0, mp1 := t*g.mPanels/g.rowTasks, (t+1)*g.mPanels/g.rowTasks
+	if mp0 >= mp1 {
 		return
 	}
-	g.loop()
+	i0, i1 := mp0*mr, min(mp1*mr, g.m)
+	nPanels := gemmCeilDiv(g.n, nr)
+	sp := gemmScratchPool[T]()
+	s := sp.Get().(*gemmScratch[T])
+	s.aPack = gemmGrow(s.aPack, mr*g.kcMax)
+	s.bPack = gemmGrow(s.bPack, nPanels*g.kcMax*nr)
+	s.growEdge(mr * nr)
+	s.growZeros(nr)
+	last := (mp1 - 1) * mr
+	partial := i1-last < mr && g.kern.rowsDirect == nil
+	for pc := 0; pc < g.k; pc += g.kcMax {
+		kc := min(g.kcMax, g.k-pc)
+		zero := pc == 0 && g.beta == 0 && g.kern.fnStart != nil && g.kern.directStart != nil
+		if pc == 0 && !zero {
+			gemmScale(i1-i0, g.n, g.beta, g.c[i0*g.ldc:], g.ldc)
+		}
+		g.packBPanels(s.bPack, g.kcMax*nr, 0, nPanels, pc, kc)
+		var ap []T
+		if partial {
+			ap = s.aPack[:kc*mr]
+			g.packA(ap, last, i1-last, pc, kc)
+		}
+		fill := pc == 0 && g.bias != nil
+		// relu: on the last k slice, each row panel is final once its
+		// tiles are computed, and still in cache.
+		relu := g.relu && pc+kc == g.k
+		for r := mp0; r < mp1; r++ {
+			for q := range nPanels {
+				g.tile(s, r*mr, q*nr, ap, s.bPack[q*g.kcMax*nr:][:kc*nr], pc, kc, true, zero, fill)
+			}
+			if relu {
+				g.reluRows(r*mr, min(r*mr+mr, g.m), 0, g.n)
+			}
+		}
+	}
+	sp.Put(s)
 }
 
 // colTask computes column task t of a call with column tasks: all m rows
@@ -539,14 +670,25 @@ func (g *gemmCall[T]) colTask(t int) {
 	j0, j1 := np0*nr, min(np1*nr, g.n)
 	sp := gemmScratchPool[T]()
 	s := sp.Get().(*gemmScratch[T])
+	mPanels := g.mPanels
 	s.aPack = gemmGrow(s.aPack, mr*g.kcMax)
+	if g.colPackA {
+		s.aPack = gemmGrow(s.aPack, mPanels*mr*g.kcMax)
+	}
 	s.growEdge(mr * nr)
 	s.growZeros(nr)
-	mPanels := g.mPanels
 	lastRow := (mPanels - 1) * mr
 	// A partial last row panel is packed unless the row kernels read it in
-	// place.
-	partial := g.m-lastRow < mr && g.kern.rowsDirect == nil
+	// place; all of op(A) where it is not read in place.
+	partial := g.m-lastRow < mr && g.kern.rowsDirect == nil && !g.colPackA
+	// Fewer rows than a panel, packed: whole panels of a row-major op(B)
+	// are read in place by the row kernel (only a partial last one is
+	// packed).
+	inB := g.colPackA && !g.transB && g.m < mr && g.kern.rowsFnB != nil
+	whole := np1
+	if inB {
+		whole = min(np1, g.n/nr)
+	}
 	chunk := np1 - np0
 	if w := gemmRowOrderWords; w > 0 {
 		chunk = max(1, w/(g.kcMax*nr))
@@ -557,11 +699,18 @@ func (g *gemmCall[T]) colTask(t int) {
 		if pc == 0 && !zero {
 			gemmScale(g.m, j1-j0, g.beta, g.c[j0:], g.ldc)
 		}
-		g.packBPanels(g.bPack[np0*g.kcMax*nr:], g.kcMax*nr, np0, np1, pc, kc)
+		if !inB {
+			g.packBPanels(g.bPack[np0*g.kcMax*nr:], g.kcMax*nr, np0, np1, pc, kc)
+		} else if whole < np1 {
+			g.packB(g.bPack[whole*g.kcMax*nr:][:kc*nr], whole*nr, pc, kc)
+		}
 		var ap []T
 		if partial {
 			ap = s.aPack[:kc*mr]
 			g.packA(ap, lastRow, g.m-lastRow, pc, kc)
+		}
+		if g.colPackA {
+			g.packA(s.aPack, 0, g.m, pc, kc)
 		}
 		fill := pc == 0 && g.bias != nil
 		// relu: on the last k slice, each row panel's chunk of tiles is
@@ -570,8 +719,15 @@ func (g *gemmCall[T]) colTask(t int) {
 		for q0 := np0; q0 < np1; q0 += chunk {
 			q1 := min(np1, q0+chunk)
 			for r := range mPanels {
+				if g.colPackA {
+					ap = s.aPack[r*kc*mr:][:kc*mr]
+				}
 				for q := q0; q < q1; q++ {
-					g.tile(s, r*mr, q*nr, ap, g.bPack[q*g.kcMax*nr:][:kc*nr], pc, kc, true, zero, fill)
+					if inB && q < whole {
+						g.tileRowsB(s, q*nr, ap, pc, kc, zero, fill)
+						continue
+					}
+					g.tile(s, r*mr, q*nr, ap, g.bPack[q*g.kcMax*nr:][:kc*nr], pc, kc, !g.colPackA, zero, fill)
 				}
 				if relu {
 					g.reluRows(r*mr, min(r*mr+mr, g.m), q0*nr, min(q1*nr, g.n))
@@ -871,6 +1027,19 @@ func (g *gemmCall[T]) tileRows(s *gemmScratch[T], i, j, rows, cols int, ap, bp [
 	if cols < nr {
 		g.addEdge(c, nr, i, j, rows, cols, zero, fill)
 	}
+}
+
+// tileRowsB is tileRows for the whole-width tile of all g.m < mr rows at
+// column j, with op(A) packed in ap and the B panel read in place from a
+// row-major op(B) (rowsFnB): what tileRows leaves with the panel packed.
+func (g *gemmCall[T]) tileRowsB(s *gemmScratch[T], j int, ap []T, pc, kc int, zero, fill bool) {
+	var start []T
+	if zero {
+		start = s.zeros
+	} else if fill {
+		start = g.bias[j:][:g.kern.nr]
+	}
+	g.kern.rowsFnB(g.m, kc, ap, g.b[pc*g.ldb+j:], g.ldb, g.c[j:], g.ldc, start)
 }
 
 // addEdge adds the rows×cols valid part of an edge tile e (row stride nr) to

@@ -16,7 +16,7 @@ import (
 // (weight gradient, op(A) = dYᵀ). MB/s counts the operand's bytes.
 func BenchmarkGemmPack(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, sh := range []struct{ rows, in, out int }{{2048, 128, 384}, {2048, 512, 128}, {256, 784, 1024}, {256, 1024, 1024}} {
+	for _, sh := range []struct{ rows, in, out int }{{2048, 128, 384}, {2048, 512, 128}, {256, 784, 1024}, {256, 1024, 1024}, {256, 1024, 10}} {
 		in, out, rows := sh.in, sh.out, sh.rows
 		w := make([]float32, out*in)
 		for i := range w {

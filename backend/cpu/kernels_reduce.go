@@ -459,7 +459,7 @@ func softmaxShortRows(d, s *storage, outer, n int, log bool) {
 			x := src.read(buf[:m], off)
 			for r := range rows {
 				xr := x[r*n : (r+1)*n]
-				mf := float64(vecMax(float32(math.Inf(-1)), vecMaxF32(xr)))
+				mf := float64(vecMax(float32(math.Inf(-1)), vecMaxShort(xr)))
 				mfs[r] = mf
 				for i, v := range xr {
 					args[r*n+i] = float64(v) - mf

@@ -329,6 +329,23 @@ func vecMaxF32(x []float32) float32 {
 	return s[0]
 }
 
+// vecMaxShort is vecMaxF32 for len(x) ≤ 16 (the short softmax rows), bit for
+// bit: the same sixteen lanes (lane i holds x[i], as vecMax(-Inf, x[i]) is x[i]
+// whatever x[i] is; the others -Inf) folded in the same order, in locals
+// rather than through an array.
+func vecMaxShort(x []float32) float32 {
+	var s [16]float32
+	ninf := float32(math.Inf(-1))
+	for k := len(x); k < 16; k++ {
+		s[k] = ninf
+	}
+	copy(s[:], x)
+	t0, t1, t2, t3 := vecMaxSelect(s[0], s[8]), vecMaxSelect(s[1], s[9]), vecMaxSelect(s[2], s[10]), vecMaxSelect(s[3], s[11])
+	t4, t5, t6, t7 := vecMaxSelect(s[4], s[12]), vecMaxSelect(s[5], s[13]), vecMaxSelect(s[6], s[14]), vecMaxSelect(s[7], s[15])
+	u0, u1, u2, u3 := vecMaxSelect(t0, t4), vecMaxSelect(t1, t5), vecMaxSelect(t2, t6), vecMaxSelect(t3, t7)
+	return vecMaxSelect(vecMaxSelect(u0, u2), vecMaxSelect(u1, u3))
+}
+
 // vecMaxSelect is vecMax as a bit select on a compare mask, which the compiler makes a
 // CMOV: the fold's compares are as good as random, and softmax rows are often short
 // enough for their mispredictions to show.

@@ -116,3 +116,49 @@ func softmaxCompare(t *testing.T, what string, got, want *storage, n int) {
 		}
 	}
 }
+
+// TestVecMaxShort compares vecMaxShort with vecMaxF32 bit for bit on rows of
+// 0–16 values drawn from NaNs (two payloads), ±Inf, ±0, denormals and
+// ordinary values, ties included.
+func TestVecMaxShort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(227, 228))
+	vals := []float32{float32(math.NaN()), math.Float32frombits(0xffc00123), float32(math.Inf(1)), float32(math.Inf(-1)),
+		0, float32(math.Copysign(0, -1)), 1e-45, -1e-45, 1, -1, 3.5, -2}
+	for range 200000 {
+		x := make([]float32, rng.IntN(17))
+		for i := range x {
+			if rng.IntN(3) == 0 {
+				x[i] = vals[rng.IntN(len(vals))]
+			} else {
+				x[i] = float32(rng.NormFloat64())
+			}
+		}
+		if got, want := vecMaxShort(x), vecMaxF32(x); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("%v: vecMaxShort %v (%#x), vecMaxF32 %v (%#x)", x, got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+	}
+}
+
+// BenchmarkVecMaxShort times the maximum of 256 rows of 10 values (the MLP's
+// logits): vecMaxShort against vecMaxF32.
+func BenchmarkVecMaxShort(b *testing.B) {
+	rng := rand.New(rand.NewPCG(229, 230))
+	x := make([]float32, 2560)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	for _, f := range []struct {
+		name string
+		fn   func([]float32) float32
+	}{{"short", vecMaxShort}, {"vec", vecMaxF32}} {
+		b.Run(f.name, func(b *testing.B) {
+			var s float32
+			for b.Loop() {
+				for r := 0; r < len(x); r += 10 {
+					s += f.fn(x[r : r+10])
+				}
+			}
+			_ = s
+		})
+	}
+}

@@ -68,6 +68,7 @@ func main() {
 	g.amxPackRows()
 	g.f32Kernel(false, false)
 	g.f32Rows()
+	g.f32RowsB()
 	g.f32Half(false)
 	g.f32Half(true)
 	src, err := g.resolve()
