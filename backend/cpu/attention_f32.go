@@ -57,8 +57,11 @@ type attnWork[L attnLow] struct {
 	amx bool
 	// With masked set, mul leaves out the micro-kernel tiles whose every element (r, c)
 	// has c - r > diag: the causally masked scores, which nothing reads.
-	masked     bool
-	diag       int
+	masked bool
+	diag   int
+	// With pfA set, mulF32 prefetches the next row panel of the A it reads in place
+	// (Q and dO, whose rows come from L2; not the tiles, which are in L1).
+	pfA        bool
 	lse, delta []float32 // per row of the head
 	seen       []bool    // per key block: dK and dV written (backwardHead)
 	// The next head's prefetch (planPrefetch): pfStep rows per block step, the
@@ -363,7 +366,10 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 		ar, lar := a[i0*lda:], lda
 		// A partial row panel runs the row kernels on C for its whole column panels.
 		rowKern := rows < mr && attnRowsFn != nil && attnRowsDirect != nil
+		// A transposed A with whole column panels is read in place down its columns.
+		strided := transA && attnStridedT != nil && n%nr == 0
 		switch {
+		case strided:
 		case transA:
 			attnPackT(ap, a[i0:], lda, k, rows, mr)
 		case rowKern && n%nr == 0:
@@ -374,6 +380,10 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 			}
 			ar, lar = w.aRows, k
 		}
+		if direct && w.pfA && attnPrefetchA && i0+mr < m {
+			// The next row panel of A, toward L1 while this one computes.
+			attnPrefetchPanel(a[(i0+mr)*lda:], lda, min(mr, m-i0-mr), k)
+		}
 		for q := range np {
 			j0 := q * nr
 			cols := min(nr, n-j0)
@@ -381,6 +391,14 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 				continue
 			}
 			bp := b.panels()[(q0+q)*b.steps*nr+k0*nr:][:k*nr]
+			if strided {
+				var start []float32
+				if !add {
+					start = attnZeroRow
+				}
+				attnStridedT(rows, k, a[i0:], 1, lda, bp, c[i0*ldc+j0:], ldc, start)
+				continue
+			}
 			if rowKern && cols == nr {
 				var start []float32
 				if !add {
@@ -419,6 +437,21 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 			}
 		}
 	}
+}
+
+// attnPrefetchA lets mulF32 prefetch the next row panel of an A it reads in place;
+// tests and benchmarks clear it to compare.
+var attnPrefetchA = true
+
+// attnPrefetchPanel issues a PREFETCHT0 for the lines of rows rows of k values of a
+// (row stride lda, a[0] the first). It changes nothing.
+func attnPrefetchPanel(a []float32, lda, rows, k int) {
+	if rows <= 0 || k <= 0 {
+		return
+	}
+	_ = a[(rows-1)*lda+k-1]
+	// One line more than k values need when the rows do not start on a line.
+	attnPrefetchRowsL1((*byte)(unsafe.Pointer(&a[0])), 4*lda, rows, (4*k+63)/64+1)
 }
 
 // mulF32Ref is mulF32 with the kernels' adding forms only: C cleared first unless add,
@@ -729,9 +762,9 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, x *attnHead[L], ou
 		for j0 := 0; j0 < end; j0 += attnBlock {
 			cols := min(attnBlock, end-j0)
 			w.prefetchStep(w.pfStep)
-			w.masked, w.diag = causal && attnSkipMasked, i0-j0
+			w.masked, w.diag, w.pfA = causal && attnSkipMasked, i0-j0, true
 			w.mul(false, rows, cols, d, q[i0*lq:], lq, &w.bKt, j0, 0, false, w.tile, attnBlock)
-			w.masked = false
+			w.masked, w.pfA = false, false
 			w.softmaxTile(causal, scale, i0, j0, rows, cols, acc, ldo)
 			p := w.lowTile(w.tile, w.pLow)
 			w.mul(false, rows, d, cols, p, attnBlock, &w.bV, 0, j0, !first || j0 > 0, acc, ldo)
@@ -1026,9 +1059,9 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], g
 			cols := min(attnBlock, end-j0)
 			w.prefetchStep(w.pfStep)
 			// P = exp(scale·Q_i·K_jᵀ - lse_i), masked entries 0.
-			w.masked, w.diag = causal && attnSkipMasked, i0-j0
+			w.masked, w.diag, w.pfA = causal && attnSkipMasked, i0-j0, true
 			w.mul(false, rows, cols, d, q[i0*lq:], lq, &w.bKt, j0, 0, false, w.tile, attnBlock)
-			w.masked = false
+			w.masked, w.pfA = false, false
 			vis0 := cols
 			if causal {
 				vis0 = i0 - j0 + 1
@@ -1040,7 +1073,9 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], g
 			// dV_j += Pᵀ·dO_i
 			w.mul(true, cols, d, rows, p, attnBlock, &w.bG, 0, i0, addK, gv[j0*gr.lv:], gr.lv)
 			// dP = dO_i·V_jᵀ, then dS = P∘(dP - delta_i) in place of dP.
+			w.pfA = true
 			w.mul(false, rows, cols, d, g[i0*lg:], lg, &w.bVt, j0, 0, false, w.dp, attnBlock)
+			w.pfA = false
 			attnDSTile(w.dp, w.tile, attnBlock, rows, cols, w.delta[i0:], w.lowTileBF16(w.dsLow))
 			ds := w.lowTile(w.dp, w.dsLow)
 			// dQ_i += dS·K_j; dK_j += dSᵀ·Q_i (scaled at the end)
