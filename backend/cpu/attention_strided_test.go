@@ -26,7 +26,7 @@ func TestAttnStridedKernel(t *testing.T) {
 	mr, nr := kern.mr, kern.nr
 	rng := rand.New(rand.NewPCG(91, 92))
 	for rows := 1; rows <= mr; rows++ {
-		for _, kc := range []int{1, 7, 16, 17, 64, 100} {
+		for _, kc := range []int{0, 1, 7, 16, 17, 64, 100} {
 			t.Run(fmt.Sprintf("rows=%d/kc=%d", rows, kc), func(t *testing.T) {
 				astep := 64 + 3 // the tile's row stride, and not a multiple of 16
 				// a: kc stored rows of astep values; columns [0, rows) are op(A)'s rows,
