@@ -107,6 +107,23 @@ func BenchmarkAttentionLarge(b *testing.B) {
 	}
 }
 
+// BenchmarkAttentionSmall times the forward and the backward pass of ampbench
+// transformer's attention (32 × 4 heads, T = 64, D = 32, not causal) on the packed
+// layout of tensor.SelfAttention.
+func BenchmarkAttentionSmall(b *testing.B) {
+	be, _ := New(0)
+	for _, dt := range []backend.DType{backend.Float32, backend.BFloat16} {
+		a := attnBenchPackedShape(b, dt, 32, 4, 64, 32, false)
+		b.Run(dt.String()+"/forward", func(b *testing.B) {
+			attnCPUTime(b, func() { be.Attention(a) })
+		})
+		b.Run(dt.String()+"/backward", func(b *testing.B) {
+			be.Attention(a)
+			attnCPUTime(b, func() { be.AttentionBackward(a) })
+		})
+	}
+}
+
 // BenchmarkAttentionPass times the forward and the backward pass of chargpt's attention
 // apart, on dense [BH, T, D] operands and on the packed layout of tensor.SelfAttention.
 func BenchmarkAttentionPass(b *testing.B) {

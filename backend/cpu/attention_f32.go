@@ -26,7 +26,8 @@ import (
 // per head in the kernel's panel layout (attnB), and A is read in place where the
 // kernel can, else packed per row panel:
 //   - float32 (and float16, widened once per head): gemmKernel32; Q, dO, P and dS are
-//     read in place by its direct form, Pᵀ and dSᵀ packed (attnPackT); outputs and
+//     read in place by its direct form, Pᵀ and dSᵀ down the tile's columns by the
+//     strided form (attnStridedT; packed by attnPackT where there is none); outputs and
 //     gradients accumulate in the float32 storage itself;
 //   - bf16: bf16 products with float32 accumulation, the BF16 GEMM micro-kernels
 //     (AMX where the process may use it, reading A in place, else VDPBF16PS, else their
@@ -57,12 +58,15 @@ type attnWork[L attnLow] struct {
 	amx bool
 	// With masked set, mul leaves out the micro-kernel tiles whose every element (r, c)
 	// has c - r > diag: the causally masked scores, which nothing reads.
-	masked     bool
-	diag       int
+	masked bool
+	diag   int
+	// With pfA set, mulF32 prefetches the next row panel of the A it reads in place
+	// (Q and dO, whose rows come from L2; not the tiles, which are in L1).
+	pfA        bool
 	lse, delta []float32 // per row of the head
 	seen       []bool    // per key block: dK and dV written (backwardHead)
-	// The next head's prefetch (planPrefetch): pfStep rows per block step, the
-	// rows before pfRow issued.
+	// The next head's prefetch (planPrefetch): pfStep rows per product, the rows
+	// before pfRow issued.
 	pf            []attnPF
 	pfRow, pfStep int
 	// Rows gathered from, or rounded for, operands whose rows are not contiguous.
@@ -336,7 +340,9 @@ func (w *attnWork[L]) mul(transA bool, m, n, k int, a []L, lda int, b *attnB, n0
 //     panels, not transposed); a last panel of fewer rows is copied into w.aRows
 //     first (the direct form reads every row of a panel; the rows past m hold stale
 //     values, which reach only the tile rows that are dropped); a transposed A is
-//     packed per row panel (attnPackT);
+//     read in place down its columns by attnStridedT when n fills whole column
+//     panels, else packed per row panel (attnPackT); with w.pfA the next row panel
+//     of an A read in place is prefetched to L1 (attnPrefetchPanel);
 //   - with add false, whole tiles run the kernel's storing forms (what the adding ones
 //     leave on a C of +0s), edge tiles (past m or n) clear their part of C before
 //     adding; tiles left out (masked) are not written;
@@ -363,7 +369,10 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 		ar, lar := a[i0*lda:], lda
 		// A partial row panel runs the row kernels on C for its whole column panels.
 		rowKern := rows < mr && attnRowsFn != nil && attnRowsDirect != nil
+		// A transposed A with whole column panels is read in place down its columns.
+		strided := transA && attnStridedT != nil && n%nr == 0
 		switch {
+		case strided:
 		case transA:
 			attnPackT(ap, a[i0:], lda, k, rows, mr)
 		case rowKern && n%nr == 0:
@@ -374,6 +383,10 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 			}
 			ar, lar = w.aRows, k
 		}
+		if direct && w.pfA && attnPrefetchA && i0+mr < m {
+			// The next row panel of A, toward L1 while this one computes.
+			attnPrefetchPanel(a[(i0+mr)*lda:], lda, min(mr, m-i0-mr), k)
+		}
 		for q := range np {
 			j0 := q * nr
 			cols := min(nr, n-j0)
@@ -381,6 +394,14 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 				continue
 			}
 			bp := b.panels()[(q0+q)*b.steps*nr+k0*nr:][:k*nr]
+			if strided {
+				var start []float32
+				if !add {
+					start = attnZeroRow
+				}
+				attnStridedT(rows, k, a[i0:], 1, lda, bp, c[i0*ldc+j0:], ldc, start)
+				continue
+			}
 			if rowKern && cols == nr {
 				var start []float32
 				if !add {
@@ -419,6 +440,21 @@ func (w *attnWork[L]) mulF32(transA bool, m, n, k int, a []float32, lda int, b *
 			}
 		}
 	}
+}
+
+// attnPrefetchA lets mulF32 prefetch the next row panel of an A it reads in place;
+// tests and benchmarks clear it to compare.
+var attnPrefetchA = true
+
+// attnPrefetchPanel issues a PREFETCHT0 for the lines of rows rows of k values of a
+// (row stride lda, a[0] the first). It changes nothing.
+func attnPrefetchPanel(a []float32, lda, rows, k int) {
+	if rows <= 0 || k <= 0 {
+		return
+	}
+	_ = a[(rows-1)*lda+k-1]
+	// One line more than k values need when the rows do not start on a line.
+	attnPrefetchRowsL1((*byte)(unsafe.Pointer(&a[0])), 4*lda, rows, (4*k+63)/64+1)
 }
 
 // mulF32Ref is mulF32 with the kernels' adding forms only: C cleared first unless add,
@@ -565,7 +601,7 @@ func attnForwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, pl []at
 			defer attnAMXRelease()
 		}
 		for h := lo; h < hi; h++ {
-			w.planPrefetch(ops[:3], pl, h+1, hi)
+			w.planPrefetch(ops[:3], pl, h+1, hi, 2)
 			var x attnHead[L]
 			x.q, x.lq = w.view(q, pl[0], h, &w.qb)
 			x.k, x.lk = w.view(k, pl[1], h, &w.kb)
@@ -645,9 +681,10 @@ func attnPrefetchOf(s *storage, p attnPlace, h, t, d int) (f attnPF, ok bool) {
 
 // planPrefetch plans the prefetch of head h of ops (places pl) toward the cache while
 // the current head computes, nothing when h ≥ hi (the worker's last head is current):
-// forwardHead and backwardHead issue it a slice of rows per block step (prefetchStep)
-// rather than in one burst, which stalls on the line fill buffers. It changes nothing.
-func (w *attnWork[L]) planPrefetch(ops []*storage, pl []attnPlace, h, hi int) {
+// forwardHead and backwardHead issue it a slice of rows before each of the products
+// (prefetchStep), products of them per block step, rather than in one burst, which
+// stalls on the line fill buffers. It changes nothing.
+func (w *attnWork[L]) planPrefetch(ops []*storage, pl []attnPlace, h, hi, products int) {
 	w.pf, w.pfRow = w.pf[:0], 0
 	if h >= hi {
 		return
@@ -658,7 +695,7 @@ func (w *attnWork[L]) planPrefetch(ops []*storage, pl []attnPlace, h, hi int) {
 		}
 	}
 	nb := gemmCeilDiv(w.t, attnBlock)
-	w.pfStep = gemmCeilDiv(w.t, max(nb*nb, 1))
+	w.pfStep = gemmCeilDiv(w.t, max(nb*nb*products, 1))
 }
 
 // prefetchStep issues the planned prefetch of the next n rows (fewer at the end).
@@ -729,11 +766,12 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, x *attnHead[L], ou
 		for j0 := 0; j0 < end; j0 += attnBlock {
 			cols := min(attnBlock, end-j0)
 			w.prefetchStep(w.pfStep)
-			w.masked, w.diag = causal && attnSkipMasked, i0-j0
+			w.masked, w.diag, w.pfA = causal && attnSkipMasked, i0-j0, true
 			w.mul(false, rows, cols, d, q[i0*lq:], lq, &w.bKt, j0, 0, false, w.tile, attnBlock)
-			w.masked = false
+			w.masked, w.pfA = false, false
 			w.softmaxTile(causal, scale, i0, j0, rows, cols, acc, ldo)
 			p := w.lowTile(w.tile, w.pLow)
+			w.prefetchStep(w.pfStep)
 			w.mul(false, rows, d, cols, p, attnBlock, &w.bV, 0, j0, !first || j0 > 0, acc, ldo)
 		}
 		for r := range rows {
@@ -876,7 +914,7 @@ func attnBackwardF32[L attnLow](a *backend.AttentionArgs, ops []*storage, pl []a
 			defer attnAMXRelease()
 		}
 		for h := lo; h < hi; h++ {
-			w.planPrefetch(ops[:5], pl, h+1, hi)
+			w.planPrefetch(ops[:5], pl, h+1, hi, 5)
 			load(w.lse[:t], lseS, h*t, 1)
 			var x attnHead[L]
 			x.q, x.lq = w.view(q, pl[0], h, &w.qb)
@@ -1024,11 +1062,11 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], g
 		end := attnKeyEnd(causal, i0, rows, t)
 		for j0 := 0; j0 < end; j0 += attnBlock {
 			cols := min(attnBlock, end-j0)
-			w.prefetchStep(w.pfStep)
 			// P = exp(scale·Q_i·K_jᵀ - lse_i), masked entries 0.
-			w.masked, w.diag = causal && attnSkipMasked, i0-j0
+			w.prefetchStep(w.pfStep)
+			w.masked, w.diag, w.pfA = causal && attnSkipMasked, i0-j0, true
 			w.mul(false, rows, cols, d, q[i0*lq:], lq, &w.bKt, j0, 0, false, w.tile, attnBlock)
-			w.masked = false
+			w.masked, w.pfA = false, false
 			vis0 := cols
 			if causal {
 				vis0 = i0 - j0 + 1
@@ -1038,13 +1076,19 @@ func (w *attnWork[L]) backwardHead(causal bool, scale float32, x *attnHead[L], g
 			addK := !first || w.seen[j0/attnBlock]
 			w.seen[j0/attnBlock] = true
 			// dV_j += Pᵀ·dO_i
+			w.prefetchStep(w.pfStep)
 			w.mul(true, cols, d, rows, p, attnBlock, &w.bG, 0, i0, addK, gv[j0*gr.lv:], gr.lv)
 			// dP = dO_i·V_jᵀ, then dS = P∘(dP - delta_i) in place of dP.
+			w.prefetchStep(w.pfStep)
+			w.pfA = true
 			w.mul(false, rows, cols, d, g[i0*lg:], lg, &w.bVt, j0, 0, false, w.dp, attnBlock)
+			w.pfA = false
 			attnDSTile(w.dp, w.tile, attnBlock, rows, cols, w.delta[i0:], w.lowTileBF16(w.dsLow))
 			ds := w.lowTile(w.dp, w.dsLow)
 			// dQ_i += dS·K_j; dK_j += dSᵀ·Q_i (scaled at the end)
+			w.prefetchStep(w.pfStep)
 			w.mul(false, rows, d, cols, ds, attnBlock, &w.bK, 0, j0, !first || j0 > 0, gq[i0*gr.lq:], gr.lq)
+			w.prefetchStep(w.pfStep)
 			w.mul(true, cols, d, rows, ds, attnBlock, &w.bQ, 0, i0, addK, gk[j0*gr.lk:], gr.lk)
 		}
 	}

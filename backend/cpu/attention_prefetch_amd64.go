@@ -7,3 +7,9 @@ package cpu
 //
 //go:noescape
 func attnPrefetchRows(p *byte, stride, rows, lines int)
+
+// attnPrefetchRowsL1 is attnPrefetchRows with PREFETCHT0 (to L1) (vecgen's
+// prefetchRowsL1). It changes nothing.
+//
+//go:noescape
+func attnPrefetchRowsL1(p *byte, stride, rows, lines int)

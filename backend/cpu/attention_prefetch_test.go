@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// TestAttnPrefetchRows runs the prefetch hint over rows of a buffer, empty counts
-// and lines past a row's end included, and checks that it changed nothing: its twin
-// does nothing.
+// TestAttnPrefetchRows runs the prefetch hints (to L2 and to L1) over rows of a
+// buffer, empty counts and lines past a row's end included, and checks that they
+// changed nothing: their twins do nothing.
 func TestAttnPrefetchRows(t *testing.T) {
 	buf := make([]byte, 64<<10)
 	for i := range buf {
@@ -19,8 +19,10 @@ func TestAttnPrefetchRows(t *testing.T) {
 	} {
 		attnPrefetchRows(&buf[0], c.stride, c.rows, c.lines)
 		attnPrefetchRows(&buf[100], c.stride, c.rows, c.lines)
+		attnPrefetchRowsL1(&buf[0], c.stride, c.rows, c.lines)
+		attnPrefetchRowsL1(&buf[100], c.stride, c.rows, c.lines)
 	}
 	if !bytes.Equal(buf, want) {
-		t.Fatal("attnPrefetchRows changed its buffer")
+		t.Fatal("attnPrefetchRows or attnPrefetchRowsL1 changed its buffer")
 	}
 }

@@ -29,3 +29,10 @@ var (
 	attnRowsFn, attnRowsDirect = gemmKernel32.rowsFn, gemmKernel32.rowsDirect
 	attnZeroRow                = make([]float32, gemmKernel32.nr)
 )
+
+// attnStridedT is the kernel mulF32 runs on a transposed A in place (the backward's
+// Pᵀ and dSᵀ, read down the columns of the tile: row i's value at step p at
+// a[i*lda+p*astep], lda 1, astep the tile's row stride) instead of packing each row
+// panel (attnPackT) for fn: rows ≤ mr rows of a tile, start as for rowsFn (nil adds
+// to C). nil where gemmKernel32 has none; tests clear it to compare.
+var attnStridedT = attnStridedFor(gemmKernel32)

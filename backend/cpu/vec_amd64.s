@@ -5035,3 +5035,30 @@ attnDeltaF32AVX_onecol:
 
 attnDeltaF32AVX_done:
 	RET
+
+// func attnPrefetchRowsL1(p *byte, stride, rows, lines int)
+TEXT ·attnPrefetchRowsL1(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), SI
+	MOVQ stride+8(FP), DX
+	MOVQ rows+16(FP), CX
+	MOVQ lines+24(FP), BX
+	TESTQ CX, CX
+	JZ attnPrefetchRowsL1_done
+	TESTQ BX, BX
+	JZ attnPrefetchRowsL1_done
+
+attnPrefetchRowsL1_row:
+	MOVQ SI, DI
+	MOVQ BX, AX
+
+attnPrefetchRowsL1_line:
+	PREFETCHT0 (DI)
+	ADDQ $64, DI
+	DECQ AX
+	JNZ attnPrefetchRowsL1_line
+	ADDQ DX, SI
+	DECQ CX
+	JNZ attnPrefetchRowsL1_row
+
+attnPrefetchRowsL1_done:
+	RET

@@ -71,6 +71,7 @@ func main() {
 	g.f32RowsB()
 	g.f32Half(false)
 	g.f32Half(true)
+	g.f32Strided()
 	src, err := g.resolve()
 	if err != nil {
 		log.Fatal(err)

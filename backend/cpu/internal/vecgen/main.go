@@ -117,6 +117,8 @@ func main() {
 	g.prefetchRows() // attention's next-head prefetch
 	g.lnRow2(true)   // the same with the weight product fused in
 	g.attnDeltaF32() // the float32 attention backward's row terms
+
+	g.prefetchRowsL1() // the attention products' next A row panel
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
