@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"unsafe"
 
 	"github.com/gamp-ml/gamp/half"
 )
@@ -257,14 +256,6 @@ func gemmBF16With(kern *gemmBF16Kernel, workers int, transA, transB bool, m, n, 
 // beta 1. C is read only when a tile is stored, so each tile takes the bias
 // row right before its store: no pass of its own writes C.
 func gemmBF16WithBias(kern *gemmBF16Kernel, workers int, transA, transB bool, m, n, k int, alpha float32, a []half.BFloat16, lda int, b []half.BFloat16, ldb int, beta float32, bias, c []half.BFloat16, ldc int) {
-	gemmBF16WithBiasReLU(kern, workers, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, false)
-}
-
-// gemmBF16WithBiasReLU is gemmBF16WithBias followed, where relu is set, by a
-// ReLU on C (reluHalf on the words, as Unary's Relu of bfloat16 data): the task
-// that stores a column of tiles (or a row panel's chunk) of C applies it right
-// after, on the last k slice, while the tiles are in its cache.
-func gemmBF16WithBiasReLU(kern *gemmBF16Kernel, workers int, transA, transB bool, m, n, k int, alpha float32, a []half.BFloat16, lda int, b []half.BFloat16, ldb int, beta float32, bias, c []half.BFloat16, ldc int, relu bool) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(gemmArgError(fmt.Sprintf("cpu: GemmBF16: negative dimension m=%d n=%d k=%d", m, n, k)))
 	}
@@ -297,16 +288,11 @@ func gemmBF16WithBiasReLU(kern *gemmBF16Kernel, workers int, transA, transB bool
 			}
 		}
 		gemmBF16Scale(m, n, beta, c, ldc)
-		if relu {
-			for i := range m {
-				reluBF16InPlace(c[i*ldc:][:n])
-			}
-		}
 		return
 	}
 
 	g := gemmBF16Calls.Get().(*gemmBF16Call)
-	g.bias, g.relu = bias, relu
+	g.bias = bias
 	g.transA, g.transB = transA, transB
 	g.alpha, g.beta = alpha, beta
 	g.a, g.lda, g.b, g.ldb, g.c, g.ldc = a, lda, b, ldb, c, ldc
@@ -315,7 +301,7 @@ func gemmBF16WithBiasReLU(kern *gemmBF16Kernel, workers int, transA, transB bool
 		workers = 1
 	}
 	g.run(m, n, k, workers)
-	g.a, g.b, g.c, g.bias, g.kern, g.relu = nil, nil, nil, nil, nil, false
+	g.a, g.b, g.c, g.bias, g.kern = nil, nil, nil, nil, nil
 	gemmBF16Calls.Put(g)
 }
 
@@ -361,9 +347,6 @@ type gemmBF16Call struct {
 	// bias, where not nil, is the row every row of C starts from (beta is
 	// then 1): copied into each tile of C right before the tile is stored.
 	bias []half.BFloat16
-	// relu, where set, applies the ReLU to C's tiles once stored on the last
-	// k slice (reluRows).
-	relu bool
 
 	bPack []uint32
 	// acc holds the float32 partial sums of the current column block when
@@ -699,28 +682,8 @@ func (g *gemmBF16Call) task(t int) {
 				g.store(s, acc, g.accLd, i, j, rows, cols)
 			}
 		}
-		if g.relu && g.last {
-			g.reluRows(i0, i1, j, j+cols)
-		}
 	}
 	gemmBF16Scratches.Put(s)
-}
-
-// reluRows applies the fused ReLU to rows [i0, i1) by columns [j0, j1) of C.
-func (g *gemmBF16Call) reluRows(i0, i1, j0, j1 int) {
-	for i := i0; i < i1; i++ {
-		reluBF16InPlace(g.c[i*g.ldc+j0:][:j1-j0])
-	}
-}
-
-// reluBF16InPlace sets each bfloat16 of c to max(0, v) as Unary's Relu does on
-// bfloat16 data (reluHalf on the words: NaN kept, -0 to +0).
-func reluBF16InPlace(c []half.BFloat16) {
-	if len(c) == 0 {
-		return
-	}
-	w := unsafe.Slice((*uint16)(unsafe.Pointer(&c[0])), len(c))
-	reluHalf(bf16Fmt, w, w)
 }
 
 // rowOrder computes the task's tiles of rows [mp0, mp1) and columns
@@ -750,10 +713,6 @@ func (g *gemmBF16Call) rowOrder(s *gemmBF16Scratch, mp0, mp1, np0, np1 int) {
 			ap := s.aPack[(r-mp0)*kc2*mr:][:kc2*mr]
 			g.kern.fn(kc2, ap, bp, s.tile, nr, false)
 			g.store(s, s.tile, nr, i, j, rows, cols)
-		}
-		if g.relu {
-			// rowOrder runs unsliced: every k slice is the last.
-			g.reluRows(i, min(i+mr, g.m), g.jc+np0*nr, min(g.jc+np1*nr, g.n))
 		}
 	}
 }

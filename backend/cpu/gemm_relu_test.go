@@ -5,10 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 
 	"github.com/gamp-ml/gamp/backend"
-	"github.com/gamp-ml/gamp/half"
 )
 
 // reluTestValues returns n normal values with NaN, ±Inf and -0 sprinkled in
@@ -143,14 +141,7 @@ func TestMatMulReLUBits(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(23, 24))
-	dts := []backend.DType{backend.Float32, backend.Float64}
-	refused := []backend.DType{backend.Float16}
-	if gemmBF16Native {
-		dts = append(dts, backend.BFloat16)
-	} else {
-		refused = append(refused, backend.BFloat16)
-	}
-	for _, dt := range dts {
+	for _, dt := range []backend.DType{backend.Float32, backend.Float64} {
 		if !be.GemmReLU(dt) {
 			t.Fatalf("GemmReLU(%s) is false", dt)
 		}
@@ -185,7 +176,7 @@ func TestMatMulReLUBits(t *testing.T) {
 			}
 		}
 	}
-	for _, dt := range refused {
+	for _, dt := range []backend.DType{backend.BFloat16, backend.Float16} {
 		if be.GemmReLU(dt) {
 			t.Fatalf("GemmReLU(%s) is true", dt)
 		}
@@ -201,87 +192,5 @@ func TestMatMulReLUBits(t *testing.T) {
 			}()
 			be.MatMul(backend.MatMulArgs{A: s, B: s, C: s, Batch: 1, M: 2, N: 2, K: 2, Alpha: 1, ReLU: true})
 		}()
-	}
-}
-
-// TestGemmBF16ReLUBits checks gemmBF16WithBiasReLU with relu set against
-// gemmBF16WithBias followed by reluHalfGo on the words of every row of C (Unary's
-// Relu of bfloat16 data), bit for bit, for every bf16 kernel the CPU has and the
-// pure-Go one: the column split with its row order (few rows, k a multiple of
-// the AMX k tile pair), the row tasks,
-// k in several slices (k > gemmBF16KC), edge tiles, transposed operands, with and
-// without a bias, beta 0 and 1, K = 0, and NaN, ±Inf and -0 in A and the bias.
-func TestGemmBF16ReLUBits(t *testing.T) {
-	type shape struct{ m, n, k int }
-	shapes := []shape{
-		{1, 1, 1}, {7, 45, 600}, {25, 70, 37}, {13, 33, 17}, {96, 100, 64}, {100, 257, 130},
-		{3, 80, 0}, {290, 70, 600}, {20, 40, 4200}, {256, 1024, 784}, {256, 1024, 1024}, {40, 600, 512},
-	}
-	rng := rand.New(rand.NewPCG(25, 26))
-	for _, kern := range gemmBF16Kernels() {
-		for _, sh := range shapes {
-			for _, workers := range []int{1, 2, 3} {
-				for _, tr := range [][2]bool{{false, true}, {true, false}, {false, false}} {
-					big := sh.m*sh.n*sh.k > 1<<22
-					if big && (workers == 3 || tr != [2]bool{false, true} || kern == gemmBF16KernelGo12x32) {
-						continue
-					}
-					name := fmt.Sprintf("%s/%dx%dx%d/w%d/tA=%v,tB=%v", kern.name, sh.m, sh.n, sh.k, workers, tr[0], tr[1])
-					t.Run(name, func(t *testing.T) {
-						checkGemmBF16ReLU(t, rng, kern, workers, sh.m, sh.n, sh.k, tr[0], tr[1])
-					})
-				}
-			}
-		}
-	}
-}
-
-func checkGemmBF16ReLU(t *testing.T, rng *rand.Rand, kern *gemmBF16Kernel, workers, m, n, k int, transA, transB bool) {
-	t.Helper()
-	lda, ldb, ldc := k+3, n+5, n+2
-	if transA {
-		lda = m + 3
-	}
-	if transB {
-		ldb = k + 5
-	}
-	bf := func(v []float32) []half.BFloat16 {
-		out := make([]half.BFloat16, len(v))
-		for i, x := range v {
-			out[i] = half.BFloat16FromFloat32(x)
-		}
-		return out
-	}
-	a32 := reluTestValues[float32](rng, max(m, k)*lda, false)
-	if k > 0 && !transA {
-		reluSpecialRows(a32, m, lda, k)
-	}
-	a := bf(a32)
-	b := bf(reluTestValues[float32](rng, max(n, k)*ldb, false))
-	bias := bf(reluTestValues[float32](rng, n, true))
-	c0 := bf(reluTestValues[float32](rng, m*ldc, false))
-	for _, withBias := range []bool{false, true} {
-		for _, beta := range []float32{0, 1} {
-			if withBias && beta != 0 {
-				continue
-			}
-			var bs []half.BFloat16
-			if withBias {
-				bs = bias
-			}
-			want := append([]half.BFloat16(nil), c0...)
-			gemmBF16WithBias(kern, workers, transA, transB, m, n, k, 1, a, lda, b, ldb, beta, bs, want, ldc)
-			for i := range m {
-				row := unsafe.Slice((*uint16)(unsafe.Pointer(&want[i*ldc])), n)
-				reluHalfGo(bf16Fmt, row, row)
-			}
-			got := append([]half.BFloat16(nil), c0...)
-			gemmBF16WithBiasReLU(kern, workers, transA, transB, m, n, k, 1, a, lda, b, ldb, beta, bs, got, ldc, true)
-			for i := range want {
-				if want[i] != got[i] {
-					t.Fatalf("bias %v beta %v: C[%d][%d] = %#04x, want %#04x (GEMM then ReLU)", withBias, beta, i/ldc, i%ldc, got[i], want[i])
-				}
-			}
-		}
 	}
 }

@@ -59,8 +59,8 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 			bs = bias.bf16()[a.OffBias:][:a.N]
 		}
 		run(func(i int) {
-			gemmBF16WithBiasReLU(gemmBF16KernelBest, Workers(), a.TransA, a.TransB, a.M, a.N, a.K, a.Alpha, af[a.OffA+i*a.StrideA:], lda,
-				bf[a.OffB+i*a.StrideB:], ldb, a.Beta, bs, cf[a.OffC+i*a.StrideC:], ldc, a.ReLU)
+			gemmBF16WithBias(gemmBF16KernelBest, Workers(), a.TransA, a.TransB, a.M, a.N, a.K, a.Alpha, af[a.OffA+i*a.StrideA:], lda,
+				bf[a.OffB+i*a.StrideB:], ldb, a.Beta, bs, cf[a.OffC+i*a.StrideC:], ldc)
 		})
 		return
 	}
@@ -125,11 +125,10 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 func (b *Backend) GemmBias() bool { return true }
 
 // GemmReLU implements backend.GemmReLU: MatMul applies MatMulArgs.ReLU inside the
-// float32 and float64 GEMMs (gemmWithBiasReLU) and the native bf16 one
-// (gemmBF16WithBiasReLU, where the CPU has AVX512_BF16); the widening route takes
-// none (the caller runs Unary's Relu after it).
+// float32 and float64 GEMMs (gemmWithBiasReLU); the bf16 and widening routes take
+// none (the caller runs Unary's Relu after them).
 func (b *Backend) GemmReLU(dt backend.DType) bool {
-	return dt == backend.Float32 || dt == backend.Float64 || dt == backend.BFloat16 && gemmBF16Native
+	return dt == backend.Float32 || dt == backend.Float64
 }
 
 // widen converts a rows×cols matrix with leading dimension ld to dense float32.
