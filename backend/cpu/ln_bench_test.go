@@ -25,7 +25,7 @@ func BenchmarkLayerNorm(b *testing.B) {
 		be.RandNormal(s, n, backend.RNG{Seed: 1}, 0, 1)
 		return s
 	}
-	for _, sh := range [][2]int{{2048, 128}, {4096, 128}, {2048, 512}} {
+	for _, sh := range [][2]int{{2048, 128}, {4096, 128}, {2048, 512}, {256, 512}} {
 		rows, cols := sh[0], sh[1]
 		w, bias := alloc(backend.Float32, cols), alloc(backend.Float32, cols)
 		gw, gb := alloc(backend.Float32, cols), alloc(backend.Float32, cols)
