@@ -7,10 +7,11 @@ import "math"
 const lnFwdRowsMax = 64
 
 // lnFwdRows is layerNormRow's float32 affine forward of the len(ms) rows of width n
-// in x (y may be x), each row's float32 mean and invstd stored in ms and is, in one
-// AVX-512 call (lnFwdRowsAVX512) with the same bits as lnFwdRowsGo. It reports false,
-// doing nothing, where that call cannot run (no AVX-512, n not a positive multiple of
-// 16); then the caller takes the row path.
+// in x (y may be x), each row's float32 mean and invstd stored in ms and is, in
+// AVX-512 calls (lnFwdRows2AVX512 on the pairs of rows, lnFwdRowsAVX512 on an odd last
+// one) with the same bits as lnFwdRowsGo. It reports false, doing nothing, where
+// those calls cannot run (no AVX-512, n not a positive multiple of 16); then the
+// caller takes the row path.
 func lnFwdRows(y, x, w, b, ms, is []float32, eps float64, n int) bool {
 	rows := len(ms)
 	if rows == 0 || n <= 0 || n&15 != 0 {

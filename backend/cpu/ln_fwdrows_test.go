@@ -175,3 +175,57 @@ func TestLayerNormNoStats(t *testing.T) {
 		}
 	}
 }
+
+// TestLayerNormBackwardBlockOrder checks that GWeight and GBias add the blocks'
+// partial sums in block order (as the reference does) on gradients where the order
+// shows: in each column block 0 holds 2^60, block 1 −2^60 and block 2 one, so the
+// sums are 1 in block order and 0 in others; on a width that spans several column
+// tiles and parallel chunks of the final sum.
+func TestLayerNormBackwardBlockOrder(t *testing.T) {
+	b, _ := New(0)
+	const n, c = 300, 1000 // blocks of 30 rows
+	rng := rand.New(rand.NewPCG(87, 88))
+	xv, gv := make([]float32, n*c), make([]float32, n*c)
+	for i := range xv {
+		xv[i] = float32(rng.NormFloat64())
+	}
+	for j := range c {
+		gv[0*c+j], gv[30*c+j], gv[60*c+j] = 1<<60, -(1 << 60), 1
+	}
+	run := func(ref bool) (gw, gb []float32) {
+		mk := func(v []float32) *storage {
+			s, err := b.Alloc(backend.Float32, len(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st(s).storeF32(0, v)
+			return st(s)
+		}
+		x, gy, gx := mk(xv), mk(gv), mk(make([]float32, n*c))
+		p := bnParams{sm: make([]float32, n), si: make([]float32, n), w: mk(make([]float32, c)).f32()[:c],
+			gw: make([]float32, c), gb: make([]float32, c)}
+		for r := range n {
+			p.sm[r], p.si[r] = 0.25, 1.5
+		}
+		for j := range p.w {
+			p.w[j] = 1
+		}
+		a := backend.NormArgs{N: n, C: c, Eps: 1e-5}
+		if ref {
+			layerNormBackwardRef[float32](&a, x, gy, gx, &p)
+		} else {
+			layerNormBackward[float32](&a, x, gy, gx, &p)
+		}
+		return p.gw, p.gb
+	}
+	wgw, wgb := run(true)
+	ggw, ggb := run(false)
+	for j := range c {
+		if wgb[j] != 1 {
+			t.Fatalf("reference GBias[%d] = %v, want 1: the data does not show the order", j, wgb[j])
+		}
+		if math.Float32bits(ggb[j]) != math.Float32bits(wgb[j]) || math.Float32bits(ggw[j]) != math.Float32bits(wgw[j]) {
+			t.Fatalf("column %d: GWeight, GBias = %v, %v, reference %v, %v", j, ggw[j], ggb[j], wgw[j], wgb[j])
+		}
+	}
+}

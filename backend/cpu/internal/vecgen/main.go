@@ -118,6 +118,7 @@ func main() {
 	g.lnRow2(true)   // the same with the weight product fused in
 	g.attnDeltaF32() // the float32 attention backward's row terms
 	g.lnFwdRows()    // the LayerNorm float32 forward, rows at a time
+	g.lnFwdRows2()   // the same two rows at a time
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
