@@ -637,6 +637,9 @@ func layerNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 	xrun, yrun := elemRunOf[C](x), elemRunOf[C](y)
 	cr := lnChunkRows(cols)
 	ParallelFor(rows, max(1, grainElems/max(cols, 1)), func(lo, hi int) {
+		if lnFwdInPlace(a, p, xrun.native, yrun.native, w, bias, lo, hi) {
+			return
+		}
 		var buf []C
 		if !xrun.ok || !yrun.ok {
 			buf = make([]C, min(cr, hi-lo)*cols)
@@ -653,6 +656,35 @@ func layerNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 			yrun.flush(off, ys)
 		}
 	})
+}
+
+// lnFwdInPlace runs layerNormRow on rows [lo, hi) of float32 x and y read and written
+// in place, with both Weight and Bias, in lnFwdRows calls of up to lnFwdRowsMax rows,
+// and reports whether it did (false: the caller's row loop does it, as when lnFwdRows
+// declines the width).
+func lnFwdInPlace[C numeric](a *backend.NormArgs, p *bnParams, x, y, w, bias []C, lo, hi int) bool {
+	xf, ok := any(x).([]float32)
+	yf, _ := any(y).([]float32)
+	if !ok || xf == nil || yf == nil || w == nil || bias == nil {
+		return false
+	}
+	cols := a.C
+	wf, bf := any(w).([]float32), any(bias).([]float32)
+	var msb, isb [lnFwdRowsMax]float32
+	for r0 := lo; r0 < hi; r0 += lnFwdRowsMax {
+		nr := min(lnFwdRowsMax, hi-r0)
+		ms, is := msb[:nr], isb[:nr]
+		if p.sm != nil {
+			ms = p.sm[r0 : r0+nr]
+		}
+		if p.si != nil {
+			is = p.si[r0 : r0+nr]
+		}
+		if !lnFwdRows(yf[r0*cols:], xf[r0*cols:], wf, bf, ms, is, a.Eps, cols) {
+			return false // the width, so for the first block, before any row is written
+		}
+	}
+	return true
 }
 
 // layerNormRow normalises row r: yr from xr (yr may be xr, not otherwise overlapping).

@@ -10,7 +10,7 @@ import (
 
 // BenchmarkLayerNorm times LayerNorm forward and backward on transformer blocks' shapes
 // (2048 tokens of width 128, the ampbench transformer's, 4096, chargpt's, and 2048 of
-// width 512, transformer-large's; affine),
+// width 512, transformer-large's, and 256 of width 512, which stay in L2; affine),
 // float32 and bfloat16 activations.
 func BenchmarkLayerNorm(b *testing.B) {
 	be, err := cpu.New(0)
@@ -25,7 +25,7 @@ func BenchmarkLayerNorm(b *testing.B) {
 		be.RandNormal(s, n, backend.RNG{Seed: 1}, 0, 1)
 		return s
 	}
-	for _, sh := range [][2]int{{2048, 128}, {4096, 128}, {2048, 512}} {
+	for _, sh := range [][2]int{{2048, 128}, {4096, 128}, {2048, 512}, {256, 512}} {
 		rows, cols := sh[0], sh[1]
 		w, bias := alloc(backend.Float32, cols), alloc(backend.Float32, cols)
 		gw, gb := alloc(backend.Float32, cols), alloc(backend.Float32, cols)

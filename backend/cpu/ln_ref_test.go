@@ -191,7 +191,7 @@ func layerNormBackwardRef[C numeric](a *backend.NormArgs, x, gyS, gxS *storage, 
 func TestLayerNormMatchesReference(t *testing.T) {
 	b, _ := New(0)
 	rng := rand.New(rand.NewPCG(61, 62))
-	geoms := [][2]int{{1, 1}, {3, 7}, {5, 16}, {17, 33}, {64, 128}, {300, 128}, {41, 100}, {7, 3000}, {2048, 128}, {1000, 1}, {0, 8}, {4, 0}}
+	geoms := [][2]int{{1, 1}, {3, 7}, {5, 16}, {17, 33}, {64, 128}, {300, 128}, {41, 100}, {7, 3000}, {2048, 128}, {1000, 1}, {0, 8}, {4, 0}, {131, 512}, {200, 160}, {67, 48}, {300, 1000}}
 	for _, dt := range []backend.DType{backend.BFloat16, backend.Float16, backend.Float32, backend.Float64} {
 		for _, gm := range geoms {
 			for _, affine := range []int{0, 1, 2, 3} {

@@ -113,12 +113,13 @@ func main() {
 	g.maxPool2x2Rows(isas[0], false)
 	g.maxPool2x2Rows(isas[0], true)
 	g.lnStats()
-	g.lnRow2(false)  // the LayerNorm backward's two-row pass
-	g.prefetchRows() // attention's next-head prefetch
-	g.lnRow2(true)   // the same with the weight product fused in
-	g.attnDeltaF32() // the float32 attention backward's row terms
-
+	g.lnRow2(false)    // the LayerNorm backward's two-row pass
+	g.prefetchRows()   // attention's next-head prefetch
+	g.lnRow2(true)     // the same with the weight product fused in
+	g.attnDeltaF32()   // the float32 attention backward's row terms
 	g.prefetchRowsL1() // the attention products' next A row panel
+	g.lnFwdRows()      // the LayerNorm float32 forward, rows at a time
+	g.lnFwdRows2()     // the same two rows at a time
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
