@@ -225,35 +225,7 @@ func gemmKernelGo[T float32 | float64](mr, nr, kc int, a, b, c []T, ldc int) {
 //		c[i*ldc+j] = start[j] + acc
 //	}
 func gemmKernelGoRows[T float32 | float64](rows, nr, kc int, a []T, lda, astep int, b, c []T, ldc int, start []T) {
-	b = b[:kc*nr]
-	if start != nil {
-		start = start[:nr]
-	}
-	for i := range rows {
-		ci := c[i*ldc:][:nr]
-		for j := 0; j < nr; j += 4 {
-			var s0, s1, s2, s3 T
-			for p := range kc {
-				ai := a[i*lda+p*astep]
-				bp := b[p*nr+j:][:4]
-				s0 += ai * bp[0]
-				s1 += ai * bp[1]
-				s2 += ai * bp[2]
-				s3 += ai * bp[3]
-			}
-			if start == nil {
-				ci[j] += s0
-				ci[j+1] += s1
-				ci[j+2] += s2
-				ci[j+3] += s3
-			} else {
-				ci[j] = start[j] + s0
-				ci[j+1] = start[j+1] + s1
-				ci[j+2] = start[j+2] + s2
-				ci[j+3] = start[j+3] + s3
-			}
-		}
-	}
+	gemmKernelGoRowsB(rows, nr, kc, a, lda, astep, b[:kc*nr], nr, c, ldc, start)
 }
 
 // gemmArgError is the panic value for invalid Gemm arguments.

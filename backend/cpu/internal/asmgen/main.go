@@ -944,36 +944,7 @@ func (g *gen) f32Rows() {
 		g.p("")
 		g.p("%s:", lbl)
 		g.f32Loops(lbl, r, 2, func() { g.f32RowsStep(r) })
-		g.p("%s_store:", lbl)
-		g.p("\tMOVQ start+64(FP), AX")
-		g.p("\tTESTQ AX, AX")
-		g.p("\tJZ %s_add", lbl)
-		g.p("\tVMOVUPS 0(AX), Z24")
-		g.p("\tVMOVUPS 64(AX), Z25")
-		for i := range r {
-			if i > 0 {
-				g.p("\tADDQ R8, DX")
-			}
-			for v := range 2 {
-				g.p("\tVADDPS Z%d, Z%d, Z%d", 24+v, 2*i+v, 2*i+v)
-				g.p("\tVMOVUPS Z%d, %d(DX)", 2*i+v, 64*v)
-			}
-		}
-		g.p("\tVZEROUPPER")
-		g.p("\tRET")
-		g.p("")
-		g.p("%s_add:", lbl)
-		for i := range r {
-			if i > 0 {
-				g.p("\tADDQ R8, DX")
-			}
-			for v := range 2 {
-				g.p("\tVADDPS %d(DX), Z%d, Z%d", 64*v, 2*i+v, 2*i+v)
-				g.p("\tVMOVUPS Z%d, %d(DX)", 2*i+v, 64*v)
-			}
-		}
-		g.p("\tVZEROUPPER")
-		g.p("\tRET")
+		g.f32StoreStartOrAdd(lbl, r, 64)
 	}
 }
 
@@ -1469,4 +1440,41 @@ func encode(insts []string) ([][]byte, error) {
 		return nil, fmt.Errorf("objdump listed %d instructions, want %d", len(enc), len(insts))
 	}
 	return enc, nil
+}
+
+// f32StoreStartOrAdd emits the store of a float32 row kernel's rows×32
+// accumulators (label lbl_store, C at DX with row stride R8): where the start
+// pointer (the argument at startOff in the frame) is not nil, C = start + the
+// sum; otherwise C += the sum (label lbl_add).
+func (g *gen) f32StoreStartOrAdd(lbl string, rows, startOff int) {
+	g.p("%s_store:", lbl)
+	g.p("\tMOVQ start+%d(FP), AX", startOff)
+	g.p("\tTESTQ AX, AX")
+	g.p("\tJZ %s_add", lbl)
+	g.p("\tVMOVUPS 0(AX), Z24")
+	g.p("\tVMOVUPS 64(AX), Z25")
+	for i := range rows {
+		if i > 0 {
+			g.p("\tADDQ R8, DX")
+		}
+		for v := range 2 {
+			g.p("\tVADDPS Z%d, Z%d, Z%d", 24+v, 2*i+v, 2*i+v)
+			g.p("\tVMOVUPS Z%d, %d(DX)", 2*i+v, 64*v)
+		}
+	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+	g.p("%s_add:", lbl)
+	for i := range rows {
+		if i > 0 {
+			g.p("\tADDQ R8, DX")
+		}
+		for v := range 2 {
+			g.p("\tVADDPS %d(DX), Z%d, Z%d", 64*v, 2*i+v, 2*i+v)
+			g.p("\tVMOVUPS Z%d, %d(DX)", 2*i+v, 64*v)
+		}
+	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
 }

@@ -36,36 +36,7 @@ func (g *gen) f32RowsB() {
 		g.p("")
 		g.p("%s:", lbl)
 		g.f32Loops(lbl, r, 2, func() { g.f32RowsBStep(r) })
-		g.p("%s_store:", lbl)
-		g.p("\tMOVQ start+72(FP), AX")
-		g.p("\tTESTQ AX, AX")
-		g.p("\tJZ %s_add", lbl)
-		g.p("\tVMOVUPS 0(AX), Z24")
-		g.p("\tVMOVUPS 64(AX), Z25")
-		for i := range r {
-			if i > 0 {
-				g.p("\tADDQ R8, DX")
-			}
-			for v := range 2 {
-				g.p("\tVADDPS Z%d, Z%d, Z%d", 24+v, 2*i+v, 2*i+v)
-				g.p("\tVMOVUPS Z%d, %d(DX)", 2*i+v, 64*v)
-			}
-		}
-		g.p("\tVZEROUPPER")
-		g.p("\tRET")
-		g.p("")
-		g.p("%s_add:", lbl)
-		for i := range r {
-			if i > 0 {
-				g.p("\tADDQ R8, DX")
-			}
-			for v := range 2 {
-				g.p("\tVADDPS %d(DX), Z%d, Z%d", 64*v, 2*i+v, 2*i+v)
-				g.p("\tVMOVUPS Z%d, %d(DX)", 2*i+v, 64*v)
-			}
-		}
-		g.p("\tVZEROUPPER")
-		g.p("\tRET")
+		g.f32StoreStartOrAdd(lbl, r, 72)
 	}
 }
 

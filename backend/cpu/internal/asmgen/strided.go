@@ -25,34 +25,5 @@ func (g *gen) f32Strided() {
 	g.p("\tLEAQ (SI)(R9*4), R11 // row 4")
 	g.p("\tLEAQ (R11)(R9*4), R12 // row 8")
 	g.f32Loops(name, 12, 2, func() { g.f32StepOf(12, 2, true, "R13") })
-	g.p("%s_store:", name)
-	g.p("\tMOVQ start+56(FP), AX")
-	g.p("\tTESTQ AX, AX")
-	g.p("\tJZ %s_add", name)
-	g.p("\tVMOVUPS 0(AX), Z24")
-	g.p("\tVMOVUPS 64(AX), Z25")
-	for i := range 12 {
-		if i > 0 {
-			g.p("\tADDQ R8, DX")
-		}
-		for v := range 2 {
-			g.p("\tVADDPS Z%d, Z%d, Z%d", 24+v, 2*i+v, 2*i+v)
-			g.p("\tVMOVUPS Z%d, %d(DX)", 2*i+v, 64*v)
-		}
-	}
-	g.p("\tVZEROUPPER")
-	g.p("\tRET")
-	g.p("")
-	g.p("%s_add:", name)
-	for i := range 12 {
-		if i > 0 {
-			g.p("\tADDQ R8, DX")
-		}
-		for v := range 2 {
-			g.p("\tVADDPS %d(DX), Z%d, Z%d", 64*v, 2*i+v, 2*i+v)
-			g.p("\tVMOVUPS Z%d, %d(DX)", 2*i+v, 64*v)
-		}
-	}
-	g.p("\tVZEROUPPER")
-	g.p("\tRET")
+	g.f32StoreStartOrAdd(name, 12, 56)
 }

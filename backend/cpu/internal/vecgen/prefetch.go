@@ -5,8 +5,12 @@ package main
 // p + r·stride. It reads nothing into registers and writes nothing: a hint
 // that brings the next attention head's operands into L2 while the
 // current head computes (a prefetch never faults).
-func (g *gen) prefetchRows() {
-	const name = "attnPrefetchRows"
+func (g *gen) prefetchRows() { g.prefetchRowsInsn("attnPrefetchRows", "PREFETCHT1") }
+
+// prefetchRowsInsn emits name(p *byte, stride, rows, lines int): insn (a
+// PREFETCHT0/T1) of each of the first lines 64-byte lines of rows rows, row r
+// at p + r·stride.
+func (g *gen) prefetchRowsInsn(name, insn string) {
 	g.p("")
 	g.p("// func %s(p *byte, stride, rows, lines int)", name)
 	g.p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
@@ -24,7 +28,7 @@ func (g *gen) prefetchRows() {
 	g.p("\tMOVQ BX, AX")
 	g.p("")
 	g.p("%s_line:", name)
-	g.p("\tPREFETCHT1 (DI)")
+	g.p("\t%s (DI)", insn)
 	g.p("\tADDQ $64, DI")
 	g.p("\tDECQ AX")
 	g.p("\tJNZ %s_line", name)
