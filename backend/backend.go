@@ -380,6 +380,18 @@ type Backend interface {
 	CountNonFinite(src Storage, n int) (inf, nan int, maxAbs float64)
 }
 
+// GeluWithGrad is implemented by backends whose exact GELU forward can also write the
+// factor its backward multiplies gy by, T = Φ(x) + x·φ(x), for the dtypes where
+// GeluWithGrad reports true: autograd then saves T instead of x, and the backward is
+// one multiply. GeluForwardGrad's y has the bits of Unary(Gelu, y, x, n, 0, 0), and
+// GeluBackwardGrad(gx, gy, t, n) those of UnaryBackward(Gelu, gx, gy, x, nil, n, 0, 0)
+// for the x that t came from. y may be x; t must not overlap x or y.
+type GeluWithGrad interface {
+	GeluWithGrad(dt DType) bool
+	GeluForwardGrad(y, t, x Storage, n int)
+	GeluBackwardGrad(gx, gy, t Storage, n int)
+}
+
 // DeviceCopier is implemented by backends that copy directly from the storage of
 // another device of the same kind (CUDA peer copies), so moving a tensor between two
 // GPUs does not go through host memory. tensor.To uses it when the destination's

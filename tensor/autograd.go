@@ -39,22 +39,27 @@ func (c *Context) recordCustom(op *Op, out *Tensor, ins []*Tensor, bw backwardFn
 	if obs != nil {
 		tag = obs.Forward(c, op, ins, out)
 	}
-	if !c.GradEnabled() {
-		return out
-	}
-	need := force
-	for _, in := range ins {
-		if in != nil && in.requiresGrad {
-			need = true
-			break
-		}
-	}
-	if !need {
+	if !c.GradEnabled() || !force && !c.recording(ins) {
 		return out
 	}
 	out.requiresGrad = true
 	out.node = &node{op: op, inputs: ins, backward: bw, reusable: op == opCast, obs: obs, tag: tag}
 	return out
+}
+
+// recording reports whether record attaches a node to the output of an op on ins:
+// grad is on and some input requires grad (an op can skip saving for its backward
+// otherwise).
+func (c *Context) recording(ins []*Tensor) bool {
+	if !c.GradEnabled() {
+		return false
+	}
+	for _, in := range ins {
+		if in != nil && in.requiresGrad {
+			return true
+		}
+	}
+	return false
 }
 
 // RequiresGrad reports whether gradients flow to or through the tensor.

@@ -1250,3 +1250,318 @@ geluCompactAVX512_nan:
 	MOVB $0, ret+32(FP)
 	VZEROUPPER
 	RET
+
+// func geluCompactGradAVX512(y, t, x *float32, n int) bool
+// The frame (not zeroed, no pointers) holds the packed lanes, the masks and the
+// packed lanes' factors T.
+TEXT ·geluCompactGradAVX512(SB), 0, $16896-33
+	MOVQ y+0(FP), DI
+	MOVQ t+8(FP), R8
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), CX
+	LEAQ 0(SP), BX // the frame's scratch
+	LEAQ 0(BX), R9
+	LEAQ 4160(BX), R10
+	LEAQ 8320(BX), R11
+	MOVQ SI, R13
+	MOVQ CX, R12
+	VPXORD Z20, Z20, Z20 // the largest |x| bits: > +Inf's for a NaN
+
+geluCompactGradAVX512_class:
+	VMOVUPS (SI), Z0
+	VPANDD gelucx<>+1152(SB), Z0, Z3 // |x|
+	VPMAXUD Z3, Z20, Z20
+	VCMPPS $0x1d, gelucx<>+1344(SB), Z3, K1 // |x| >= ta: a >= 0.84375
+	VCMPPS $0x11, gelucx<>+1408(SB), Z3, K1, K2 // and |x| < tb: a < 1.25
+	VCMPPS $0x1d, gelucx<>+1408(SB), Z3, K3 // a >= 1.25
+	VCOMPRESSPS Z0, K2, Z5
+	VMOVUPS Z5, (R9)
+	KMOVW K2, AX
+	MOVW AX, 0(R11)
+	POPCNTL AX, AX
+	LEAQ (R9)(AX*4), R9
+	VCOMPRESSPS Z0, K3, Z6
+	VMOVUPS Z6, (R10)
+	KMOVW K3, AX
+	MOVW AX, 2(R11)
+	POPCNTL AX, AX
+	LEAQ (R10)(AX*4), R10
+	ADDQ $64, SI
+	ADDQ $4, R11
+	SUBQ $16, CX
+	JNZ geluCompactGradAVX512_class
+	VPCMPUD $6, gelucx<>+1472(SB), Z20, K1 // |x| bits > +Inf's: NaN
+	KORTESTW K1, K1
+	JNZ geluCompactGradAVX512_nan
+
+geluCompactGradAVX512_grad:
+	LEAQ 0(BX), SI
+geluCompactGradAVX512_grad_b:
+	CMPQ SI, R9
+	JAE geluCompactGradAVX512_grad_b_end
+	VMOVUPS (SI), Z0
+	VMULPS gelucx<>+0(SB), Z0, Z1 // uh = x·(1/√2)
+	VMOVAPS Z1, Z2
+	VFMSUB231PS gelucx<>+0(SB), Z0, Z2 // ul = x·(1/√2) - uh
+	VFMADD231PS gelucx<>+64(SB), Z0, Z2 // ul += x·lo
+	VPANDD gelucx<>+1152(SB), Z1, Z3 // a = |uh|
+	VPANDD gelucx<>+1216(SB), Z0, Z9
+	VPXORD Z2, Z9, Z9 // ul with u's sign
+	VSUBPS gelucx<>+192(SB), Z3, Z10 // a - 1
+	VADDPS Z9, Z10, Z10 // s
+	VMOVUPS gelucx<>+2240(SB), Z11
+	VFMADD213PS gelucx<>+2304(SB), Z10, Z11 // p = p·v + pa1
+	VFMADD213PS gelucx<>+2368(SB), Z10, Z11 // p = p·v + pa2
+	VFMADD213PS gelucx<>+2432(SB), Z10, Z11 // p = p·v + pa3
+	VFMADD213PS gelucx<>+2496(SB), Z10, Z11 // p = p·v + pa4
+	VFMADD213PS gelucx<>+2560(SB), Z10, Z11 // p = p·v + pa5
+	VFMADD213PS gelucx<>+2624(SB), Z10, Z11 // p = p·v + pa6
+	VMOVUPS gelucx<>+2688(SB), Z12
+	VFMADD213PS gelucx<>+2752(SB), Z10, Z12 // p = p·v + qa1
+	VFMADD213PS gelucx<>+2816(SB), Z10, Z12 // p = p·v + qa2
+	VFMADD213PS gelucx<>+2880(SB), Z10, Z12 // p = p·v + qa3
+	VFMADD213PS gelucx<>+2944(SB), Z10, Z12 // p = p·v + qa4
+	VFMADD213PS gelucx<>+3008(SB), Z10, Z12 // p = p·v + qa5
+	VFMADD213PS gelucx<>+3072(SB), Z10, Z12 // p = p·v + qa6
+	VDIVPS Z12, Z11, Z5 // P/Q
+	VMULPS Z0, Z0, Z9 // s = x·x
+	VMOVAPS Z9, Z15
+	VFMSUB231PS Z0, Z0, Z15 // sl = x·x - s
+	VMULPS gelucx<>+320(SB), Z9, Z6 // hi = -s/2
+	VMULPS gelucx<>+320(SB), Z15, Z10 // -sl/2
+	VADDPS Z6, Z10, Z11 // hi + lo
+	VMULPS gelucx<>+896(SB), Z11, Z11
+	VRNDSCALEPS $8, Z11, Z11 // k, to nearest even
+	VMOVAPS Z6, Z12
+	VFNMADD231PS gelucx<>+960(SB), Z11, Z12 // r = hi - k·ln2hi
+	VFNMADD231PS gelucx<>+1024(SB), Z11, Z12 // r -= k·ln2lo
+	VADDPS Z10, Z12, Z12 // r += lo
+	VMOVUPS gelucx<>+5504(SB), Z4
+	VFMADD213PS gelucx<>+5568(SB), Z12, Z4 // p = p·v + ex1
+	VFMADD213PS gelucx<>+5632(SB), Z12, Z4 // p = p·v + ex2
+	VFMADD213PS gelucx<>+5696(SB), Z12, Z4 // p = p·v + ex3
+	VFMADD213PS gelucx<>+5760(SB), Z12, Z4 // p = p·v + ex4
+	VFMADD213PS gelucx<>+5824(SB), Z12, Z4 // p = p·v + ex5
+	VFMADD213PS gelucx<>+5888(SB), Z12, Z4 // p = p·v + ex6
+	VFMADD213PS gelucx<>+5952(SB), Z12, Z4 // p = p·v + ex7
+	VCVTPS2DQ Z11, Z9
+	VPADDD gelucx<>+1280(SB), Z9, Z9
+	VPSLLD $23, Z9, Z9 // 2^k
+	VMULPS Z9, Z4, Z4
+	VCMPPS $0x11, gelucx<>+1088(SB), Z6, K2 // hi < cut
+	VPXORD Z4, Z4, K2, Z4
+	VMOVUPS gelucx<>+512(SB), Z9
+	VFMADD231PS gelucx<>+256(SB), Z5, Z9
+	VMOVUPS gelucx<>+576(SB), Z10
+	VFNMADD231PS gelucx<>+256(SB), Z5, Z10
+	VCMPPS $0x11, gelucx<>+384(SB), Z0, K2 // x < 0
+	VMOVAPS Z10, K2, Z9
+	VMULPS Z9, Z0, Z13 // y = x·Φ
+	VMULPS gelucx<>+832(SB), Z4, Z16 // φ
+	VFMADD213PS Z9, Z0, Z16 // T = Φ + x·φ
+	VMOVUPS Z13, (SI)
+	VMOVUPS Z16, 8576(SI)
+	ADDQ $64, SI
+	JMP geluCompactGradAVX512_grad_b
+geluCompactGradAVX512_grad_b_end:
+	LEAQ 4160(BX), SI
+geluCompactGradAVX512_grad_c:
+	CMPQ SI, R10
+	JAE geluCompactGradAVX512_grad_c_end
+	VMOVUPS (SI), Z0
+	VMULPS gelucx<>+0(SB), Z0, Z1 // uh
+	VPANDD gelucx<>+1152(SB), Z1, Z3 // a = |uh|
+	VPANDD gelucx<>+1152(SB), Z0, Z9 // |x|
+	VMOVUPS gelucx<>+128(SB), Z8
+	VDIVPS Z9, Z8, Z8 // ia = √2/|x|
+	VMULPS Z8, Z8, Z9 // q = ia·ia
+	VMOVUPS gelucx<>+3136(SB), Z5
+	VFMADD213PS gelucx<>+3200(SB), Z9, Z5 // p = p·v + ra1
+	VFMADD213PS gelucx<>+3264(SB), Z9, Z5 // p = p·v + ra2
+	VFMADD213PS gelucx<>+3328(SB), Z9, Z5 // p = p·v + ra3
+	VFMADD213PS gelucx<>+3392(SB), Z9, Z5 // p = p·v + ra4
+	VFMADD213PS gelucx<>+3456(SB), Z9, Z5 // p = p·v + ra5
+	VFMADD213PS gelucx<>+3520(SB), Z9, Z5 // p = p·v + ra6
+	VFMADD213PS gelucx<>+3584(SB), Z9, Z5 // p = p·v + ra7
+	VMOVUPS gelucx<>+3648(SB), Z6
+	VFMADD213PS gelucx<>+3712(SB), Z9, Z6 // p = p·v + sa1
+	VFMADD213PS gelucx<>+3776(SB), Z9, Z6 // p = p·v + sa2
+	VFMADD213PS gelucx<>+3840(SB), Z9, Z6 // p = p·v + sa3
+	VFMADD213PS gelucx<>+3904(SB), Z9, Z6 // p = p·v + sa4
+	VFMADD213PS gelucx<>+3968(SB), Z9, Z6 // p = p·v + sa5
+	VFMADD213PS gelucx<>+4032(SB), Z9, Z6 // p = p·v + sa6
+	VFMADD213PS gelucx<>+4096(SB), Z9, Z6 // p = p·v + sa7
+	VFMADD213PS gelucx<>+4160(SB), Z9, Z6 // p = p·v + sa8
+	VCMPPS $0x1d, gelucx<>+768(SB), Z3, K2 // a >= 1/0.35
+	KORTESTW K2, K2
+	JZ geluCompactGradAVX512_grad_c_div
+	VMOVUPS gelucx<>+4224(SB), Z10
+	VFMADD213PS gelucx<>+4288(SB), Z9, Z10 // p = p·v + rb1
+	VFMADD213PS gelucx<>+4352(SB), Z9, Z10 // p = p·v + rb2
+	VFMADD213PS gelucx<>+4416(SB), Z9, Z10 // p = p·v + rb3
+	VFMADD213PS gelucx<>+4480(SB), Z9, Z10 // p = p·v + rb4
+	VFMADD213PS gelucx<>+4544(SB), Z9, Z10 // p = p·v + rb5
+	VFMADD213PS gelucx<>+4608(SB), Z9, Z10 // p = p·v + rb6
+	VMOVAPS Z10, K2, Z5
+	VMOVUPS gelucx<>+4672(SB), Z10
+	VFMADD213PS gelucx<>+4736(SB), Z9, Z10 // p = p·v + sb1
+	VFMADD213PS gelucx<>+4800(SB), Z9, Z10 // p = p·v + sb2
+	VFMADD213PS gelucx<>+4864(SB), Z9, Z10 // p = p·v + sb3
+	VFMADD213PS gelucx<>+4928(SB), Z9, Z10 // p = p·v + sb4
+	VFMADD213PS gelucx<>+4992(SB), Z9, Z10 // p = p·v + sb5
+	VFMADD213PS gelucx<>+5056(SB), Z9, Z10 // p = p·v + sb6
+	VFMADD213PS gelucx<>+5120(SB), Z9, Z10 // p = p·v + sb7
+	VMOVAPS Z10, K2, Z6
+geluCompactGradAVX512_grad_c_div:
+	VDIVPS Z6, Z5, Z5 // R/S
+	VMULPS Z0, Z0, Z9 // s = x·x
+	VMOVAPS Z9, Z15
+	VFMSUB231PS Z0, Z0, Z15 // sl = x·x - s
+	VMULPS gelucx<>+320(SB), Z9, Z6 // hi = -s/2
+	VMULPS gelucx<>+320(SB), Z15, Z10 // -sl/2
+	VADDPS Z6, Z10, Z11 // hi + lo
+	VMULPS gelucx<>+896(SB), Z11, Z11
+	VRNDSCALEPS $8, Z11, Z11 // k, to nearest even
+	VMOVAPS Z6, Z12
+	VFNMADD231PS gelucx<>+960(SB), Z11, Z12 // r = hi - k·ln2hi
+	VFNMADD231PS gelucx<>+1024(SB), Z11, Z12 // r -= k·ln2lo
+	VADDPS Z10, Z12, Z12 // r += lo
+	VMOVUPS gelucx<>+5504(SB), Z4
+	VFMADD213PS gelucx<>+5568(SB), Z12, Z4 // p = p·v + ex1
+	VFMADD213PS gelucx<>+5632(SB), Z12, Z4 // p = p·v + ex2
+	VFMADD213PS gelucx<>+5696(SB), Z12, Z4 // p = p·v + ex3
+	VFMADD213PS gelucx<>+5760(SB), Z12, Z4 // p = p·v + ex4
+	VFMADD213PS gelucx<>+5824(SB), Z12, Z4 // p = p·v + ex5
+	VFMADD213PS gelucx<>+5888(SB), Z12, Z4 // p = p·v + ex6
+	VFMADD213PS gelucx<>+5952(SB), Z12, Z4 // p = p·v + ex7
+	VCVTPS2DQ Z11, Z9
+	VPADDD gelucx<>+1280(SB), Z9, Z9
+	VPSLLD $23, Z9, Z9 // 2^k
+	VMULPS Z9, Z4, Z4
+	VCMPPS $0x11, gelucx<>+1088(SB), Z6, K2 // hi < cut
+	VPXORD Z4, Z4, K2, Z4
+	VADDPS gelucx<>+448(SB), Z5, Z10 // R/S - 0.5625
+	VFMADD231PS gelucx<>+320(SB), Z15, Z10 // - sl/2
+	VADDPS Z6, Z10, Z11 // hi + lo
+	VMULPS gelucx<>+896(SB), Z11, Z11
+	VRNDSCALEPS $8, Z11, Z11 // k, to nearest even
+	VMOVAPS Z6, Z12
+	VFNMADD231PS gelucx<>+960(SB), Z11, Z12 // r = hi - k·ln2hi
+	VFNMADD231PS gelucx<>+1024(SB), Z11, Z12 // r -= k·ln2lo
+	VADDPS Z10, Z12, Z12 // r += lo
+	VMOVUPS gelucx<>+5504(SB), Z9
+	VFMADD213PS gelucx<>+5568(SB), Z12, Z9 // p = p·v + ex1
+	VFMADD213PS gelucx<>+5632(SB), Z12, Z9 // p = p·v + ex2
+	VFMADD213PS gelucx<>+5696(SB), Z12, Z9 // p = p·v + ex3
+	VFMADD213PS gelucx<>+5760(SB), Z12, Z9 // p = p·v + ex4
+	VFMADD213PS gelucx<>+5824(SB), Z12, Z9 // p = p·v + ex5
+	VFMADD213PS gelucx<>+5888(SB), Z12, Z9 // p = p·v + ex6
+	VFMADD213PS gelucx<>+5952(SB), Z12, Z9 // p = p·v + ex7
+	VCVTPS2DQ Z11, Z15
+	VPADDD gelucx<>+1280(SB), Z15, Z15
+	VPSLLD $23, Z15, Z15 // 2^k
+	VMULPS Z15, Z9, Z9
+	VCMPPS $0x11, gelucx<>+1088(SB), Z6, K2 // hi < cut
+	VPXORD Z9, Z9, K2, Z9
+	VMULPS Z8, Z9, Z9 // erfc
+	VMULPS gelucx<>+256(SB), Z9, Z10 // ½erfc
+	VMOVUPS gelucx<>+192(SB), Z11
+	VFNMADD231PS gelucx<>+256(SB), Z9, Z11 // 1 - ½erfc
+	VCMPPS $0x11, gelucx<>+384(SB), Z0, K2 // x < 0
+	VMOVAPS Z10, K2, Z11
+	VMULPS Z11, Z0, Z13 // y = x·Φ
+	VMULPS gelucx<>+832(SB), Z4, Z16 // φ
+	VFMADD213PS Z11, Z0, Z16 // T = Φ + x·φ
+	VMOVUPS Z13, (SI)
+	VMOVUPS Z16, 8576(SI)
+	ADDQ $64, SI
+	JMP geluCompactGradAVX512_grad_c
+geluCompactGradAVX512_grad_c_end:
+	MOVQ R13, SI
+	LEAQ 0(BX), R9
+	LEAQ 4160(BX), R10
+	LEAQ 8320(BX), R11
+geluCompactGradAVX512_grad_a:
+	VMOVUPS (SI), Z0
+	VMULPS gelucx<>+0(SB), Z0, Z1 // uh = x·(1/√2)
+	VMOVAPS Z1, Z2
+	VFMSUB231PS gelucx<>+0(SB), Z0, Z2 // ul = x·(1/√2) - uh
+	VFMADD231PS gelucx<>+64(SB), Z0, Z2 // ul += x·lo
+	VMULPS Z1, Z1, Z14 // z = uh·uh
+	VMOVUPS gelucx<>+1536(SB), Z11
+	VFMADD213PS gelucx<>+1600(SB), Z14, Z11 // p = p·v + pp1
+	VFMADD213PS gelucx<>+1664(SB), Z14, Z11 // p = p·v + pp2
+	VFMADD213PS gelucx<>+1728(SB), Z14, Z11 // p = p·v + pp3
+	VFMADD213PS gelucx<>+1792(SB), Z14, Z11 // p = p·v + pp4
+	VMOVUPS gelucx<>+1856(SB), Z12
+	VFMADD213PS gelucx<>+1920(SB), Z14, Z12 // p = p·v + qq1
+	VFMADD213PS gelucx<>+1984(SB), Z14, Z12 // p = p·v + qq2
+	VFMADD213PS gelucx<>+2048(SB), Z14, Z12 // p = p·v + qq3
+	VFMADD213PS gelucx<>+2112(SB), Z14, Z12 // p = p·v + qq4
+	VFMADD213PS gelucx<>+2176(SB), Z14, Z12 // p = p·v + qq5
+	VDIVPS Z12, Z11, Z5 // P/Q
+	VMULPS Z0, Z0, Z9 // s = x·x
+	VMOVAPS Z9, Z15
+	VFMSUB231PS Z0, Z0, Z15 // sl = x·x - s
+	VMULPS gelucx<>+320(SB), Z9, Z6 // hi = -s/2
+	VMULPS gelucx<>+320(SB), Z15, Z10 // -sl/2
+	VADDPS Z6, Z10, Z11 // hi + lo
+	VMULPS gelucx<>+896(SB), Z11, Z11
+	VRNDSCALEPS $8, Z11, Z11 // k, to nearest even
+	VMOVAPS Z6, Z12
+	VFNMADD231PS gelucx<>+960(SB), Z11, Z12 // r = hi - k·ln2hi
+	VFNMADD231PS gelucx<>+1024(SB), Z11, Z12 // r -= k·ln2lo
+	VADDPS Z10, Z12, Z12 // r += lo
+	VMOVUPS gelucx<>+5504(SB), Z4
+	VFMADD213PS gelucx<>+5568(SB), Z12, Z4 // p = p·v + ex1
+	VFMADD213PS gelucx<>+5632(SB), Z12, Z4 // p = p·v + ex2
+	VFMADD213PS gelucx<>+5696(SB), Z12, Z4 // p = p·v + ex3
+	VFMADD213PS gelucx<>+5760(SB), Z12, Z4 // p = p·v + ex4
+	VFMADD213PS gelucx<>+5824(SB), Z12, Z4 // p = p·v + ex5
+	VFMADD213PS gelucx<>+5888(SB), Z12, Z4 // p = p·v + ex6
+	VFMADD213PS gelucx<>+5952(SB), Z12, Z4 // p = p·v + ex7
+	VCVTPS2DQ Z11, Z9
+	VPADDD gelucx<>+1280(SB), Z9, Z9
+	VPSLLD $23, Z9, Z9 // 2^k
+	VMULPS Z9, Z4, Z4
+	VMOVUPS gelucx<>+5184(SB), Z9
+	VFMADD213PS gelucx<>+5248(SB), Z14, Z9 // p = p·v + dm1
+	VFMADD213PS gelucx<>+5312(SB), Z14, Z9 // p = p·v + dm2
+	VFMADD213PS gelucx<>+5376(SB), Z14, Z9 // p = p·v + dm3
+	VFMADD213PS gelucx<>+5440(SB), Z14, Z9 // p = p·v + dm4
+	VMULPS Z2, Z9, Z9 // ul·erf'(uh)
+	VFMADD231PS Z5, Z1, Z9 // t = uh·q + ul·erf'
+	VMOVUPS gelucx<>+256(SB), Z10
+	VFMADD231PS gelucx<>+256(SB), Z1, Z10 // uh·½ + ½
+	VFMADD231PS gelucx<>+256(SB), Z9, Z10 // t·½ + …
+	VMULPS Z10, Z0, Z13 // y = x·Φ
+	VMULPS gelucx<>+832(SB), Z4, Z16 // φ
+	VFMADD213PS Z10, Z0, Z16 // T = Φ + x·φ
+	KMOVW 0(R11), K2
+	VEXPANDPS (R9), K2, Z13
+	VEXPANDPS 8576(R9), K2, Z16
+	MOVWLZX 0(R11), AX
+	POPCNTL AX, AX
+	LEAQ (R9)(AX*4), R9
+	KMOVW 2(R11), K3
+	VEXPANDPS (R10), K3, Z13
+	VEXPANDPS 8576(R10), K3, Z16
+	MOVWLZX 2(R11), AX
+	POPCNTL AX, AX
+	LEAQ (R10)(AX*4), R10
+	VMOVUPS Z13, (DI)
+	VMOVUPS Z16, (R8)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	ADDQ $64, R8
+	ADDQ $4, R11
+	SUBQ $16, R12
+	JNZ geluCompactGradAVX512_grad_a
+	MOVB $1, ret+32(FP)
+	VZEROUPPER
+	RET
+
+geluCompactGradAVX512_nan:
+	MOVB $0, ret+32(FP)
+	VZEROUPPER
+	RET

@@ -1,5 +1,6 @@
 // Command gelugen writes backend/cpu/gelu_f32_amd64.s: geluCompactAVX512, the
-// float32 exact-erf GELU (forward and backward) of vec_gelu.go by lane compaction.
+// float32 exact-erf GELU (forward and backward) of vec_gelu.go by lane compaction, and
+// geluCompactGradAVX512 (grad.go), its forward that also writes the backward's factor.
 // vecgen's vecGeluAVX512 runs every piece of geluParts that some lane of a 16-lane
 // vector needs, and activations put lanes of several pieces in most vectors; this loop
 // takes a block of up to 1024 elements in three passes:
@@ -170,12 +171,20 @@ func (g *gen) sq(bwd, cut bool) {
 // piece emits the loop over one piece's buffer, SI to its end in end, in place: the
 // lane's Φ into register phi by code, then y = x·Φ or fma(x, φ, Φ).
 func (g *gen) piece(label, end string, bwd bool, code func() int) {
+	g.pieceWith(label, end, code, func(phi int) {
+		g.result(phi, bwd)
+		g.p("\tVMOVUPS Z13, (SI)")
+	})
+}
+
+// pieceWith is piece with the results and their stores emitted by store, given the
+// register holding Φ.
+func (g *gen) pieceWith(label, end string, code func() int, store func(phi int)) {
 	g.p("%s:", label)
 	g.p("\tCMPQ SI, %s", end)
 	g.p("\tJAE %s_end", label)
 	g.p("\tVMOVUPS (SI), Z0")
-	g.result(code(), bwd)
-	g.p("\tVMOVUPS Z13, (SI)")
+	store(code())
 	g.p("\tADDQ $64, SI")
 	g.p("\tJMP %s", label)
 	g.p("%s_end:", label)
@@ -231,39 +240,7 @@ func (g *gen) kernel() {
 	g.p("\tMOVQ x+8(FP), SI")
 	g.p("\tMOVQ gy+16(FP), DX")
 	g.p("\tMOVQ n+24(FP), CX")
-	g.p("\tLEAQ 0(SP), BX // the frame's scratch")
-	g.p("\tLEAQ 0(BX), R9")
-	g.p("\tLEAQ %d(BX), R10", S)
-	g.p("\tLEAQ %d(BX), R11", 2*S)
-	g.p("\tMOVQ SI, R13")
-	g.p("\tMOVQ CX, R12")
-	g.p("\tVPXORD Z20, Z20, Z20 // the largest |x| bits: > +Inf's for a NaN")
-	g.p("")
-	// Classify: only the lanes of the second and third pieces are packed; the first
-	// piece runs over every lane in the last pass and the others' results replace it.
-	g.p("%s_class:", name)
-	g.p("\tVMOVUPS (SI), Z0")
-	g.p("\tVPANDD %s, Z0, Z3 // |x|", gc("abs"))
-	g.p("\tVPMAXUD Z3, Z20, Z20")
-	g.p("\tVCMPPS $0x%02x, %s, Z3, K1 // |x| >= ta: a >= 0.84375", cmpGEOQ, gc("ta"))
-	g.p("\tVCMPPS $0x%02x, %s, Z3, K1, K2 // and |x| < tb: a < 1.25", cmpLTOQ, gc("tb"))
-	g.p("\tVCMPPS $0x%02x, %s, Z3, K3 // a >= 1.25", cmpGEOQ, gc("tb"))
-	for i, ptr := range []string{"R9", "R10"} {
-		k := fmt.Sprintf("K%d", i+2)
-		g.p("\tVCOMPRESSPS Z0, %s, %s", k, r(5+i))
-		g.p("\tVMOVUPS %s, (%s)", r(5+i), ptr)
-		g.p("\tKMOVW %s, AX", k)
-		g.p("\tMOVW AX, %d(R11)", 2*i)
-		g.p("\tPOPCNTL AX, AX")
-		g.p("\tLEAQ (%s)(AX*4), %s", ptr, ptr)
-	}
-	g.p("\tADDQ $64, SI")
-	g.p("\tADDQ $4, R11")
-	g.p("\tSUBQ $16, CX")
-	g.p("\tJNZ %s_class", name)
-	g.p("\tVPCMPUD $6, %s, Z20, K1 // |x| bits > +Inf's: NaN", gc("inf"))
-	g.p("\tKORTESTW K1, K1")
-	g.p("\tJNZ %s_nan", name)
+	g.classify(name)
 	g.p("\tTESTQ DX, DX")
 	g.p("\tJNZ %s_bwd", name)
 	for _, bwd := range []bool{false, true} {
@@ -275,59 +252,10 @@ func (g *gen) kernel() {
 		g.p("%s:", lab)
 		// [0.84375, 1.25): ½(1 + erx) + ½P/Q, or ½(1 - erx) - ½P/Q for x < 0.
 		g.p("\tLEAQ 0(BX), SI")
-		g.piece(lab+"_b", "R9", bwd, func() int {
-			g.uhul()
-			g.p("\tVPANDD %s, Z1, Z3 // a = |uh|", gc("abs"))
-			g.p("\tVPANDD %s, Z0, Z9", gc("sign"))
-			g.p("\tVPXORD Z2, Z9, Z9 // ul with u's sign")
-			g.p("\tVSUBPS %s, Z3, Z10 // a - 1", gc("one"))
-			g.p("\tVADDPS Z9, Z10, Z10 // s")
-			g.horner("pa", 10, 11)
-			g.horner("qa", 10, 12)
-			g.p("\tVDIVPS Z12, Z11, Z5 // P/Q")
-			if bwd {
-				g.sq(true, true)
-			}
-			g.p("\tVMOVUPS %s, Z9", gc("chp"))
-			g.p("\tVFMADD231PS %s, Z5, Z9", gc("half"))
-			g.p("\tVMOVUPS %s, Z10", gc("chm"))
-			g.p("\tVFNMADD231PS %s, Z5, Z10", gc("half"))
-			g.p("\tVCMPPS $0x%02x, %s, Z0, K2 // x < 0", cmpLTOQ, gc("zero"))
-			g.p("\tVMOVAPS Z10, K2, Z9")
-			return 9
-		})
+		g.piece(lab+"_b", "R9", bwd, func() int { return g.bPiece(bwd) })
 		// a ≥ 1.25: erfc = exp(hi + (R/S - 0.5625 - sl/2))·ia; Φ = ½erfc or 1 - ½erfc.
 		g.p("\tLEAQ %d(BX), SI", S)
-		g.piece(lab+"_c", "R10", bwd, func() int {
-			g.p("\tVMULPS %s, Z0, Z1 // uh", gc("invsqrt2"))
-			g.p("\tVPANDD %s, Z1, Z3 // a = |uh|", gc("abs"))
-			g.p("\tVPANDD %s, Z0, Z9 // |x|", gc("abs"))
-			g.p("\tVMOVUPS %s, Z8", gc("sqrt2"))
-			g.p("\tVDIVPS Z9, Z8, Z8 // ia = √2/|x|")
-			g.p("\tVMULPS Z8, Z8, Z9 // q = ia·ia")
-			g.horner("ra", 9, 5)
-			g.horner("sa", 9, 6)
-			g.p("\tVCMPPS $0x%02x, %s, Z3, K2 // a >= 1/0.35", cmpGEOQ, gc("c"))
-			g.p("\tKORTESTW K2, K2")
-			g.p("\tJZ %s_c_div", lab)
-			g.horner("rb", 9, 10)
-			g.p("\tVMOVAPS Z10, K2, Z5")
-			g.horner("sb", 9, 10)
-			g.p("\tVMOVAPS Z10, K2, Z6")
-			g.p("%s_c_div:", lab)
-			g.p("\tVDIVPS Z6, Z5, Z5 // R/S")
-			g.sq(bwd, true)
-			g.p("\tVADDPS %s, Z5, Z10 // R/S - 0.5625", gc("m05625"))
-			g.p("\tVFMADD231PS %s, Z15, Z10 // - sl/2", gc("neghalf"))
-			g.exp32(6, 10, 9, 11, 12, 15, true)
-			g.p("\tVMULPS Z8, Z9, Z9 // erfc")
-			g.p("\tVMULPS %s, Z9, Z10 // ½erfc", gc("half"))
-			g.p("\tVMOVUPS %s, Z11", gc("one"))
-			g.p("\tVFNMADD231PS %s, Z9, Z11 // 1 - ½erfc", gc("half"))
-			g.p("\tVCMPPS $0x%02x, %s, Z0, K2 // x < 0", cmpLTOQ, gc("zero"))
-			g.p("\tVMOVAPS Z10, K2, Z11")
-			return 11
-		})
+		g.piece(lab+"_c", "R10", bwd, func() int { return g.cPiece(lab, bwd) })
 		// The first piece over every lane, in order, the other pieces' results
 		// expanded over it under their masks.
 		g.p("\tMOVQ R13, SI")
@@ -366,6 +294,106 @@ func (g *gen) kernel() {
 	g.p("\tRET")
 }
 
+// classify emits the frame's scratch pointers (BX, R9, R10, R11; x kept in R13, n in
+// R12) and the first pass over the block, x from SI and n in CX: the lanes of the
+// second and third pieces packed, their masks stored, and a jump to name_nan when
+// some x is NaN.
+func (g *gen) classify(name string) {
+	const S = scratchS
+	g.p("\tLEAQ 0(SP), BX // the frame's scratch")
+	g.p("\tLEAQ 0(BX), R9")
+	g.p("\tLEAQ %d(BX), R10", S)
+	g.p("\tLEAQ %d(BX), R11", 2*S)
+	g.p("\tMOVQ SI, R13")
+	g.p("\tMOVQ CX, R12")
+	g.p("\tVPXORD Z20, Z20, Z20 // the largest |x| bits: > +Inf's for a NaN")
+	g.p("")
+	// Classify: only the lanes of the second and third pieces are packed; the first
+	// piece runs over every lane in the last pass and the others' results replace it.
+	g.p("%s_class:", name)
+	g.p("\tVMOVUPS (SI), Z0")
+	g.p("\tVPANDD %s, Z0, Z3 // |x|", gc("abs"))
+	g.p("\tVPMAXUD Z3, Z20, Z20")
+	g.p("\tVCMPPS $0x%02x, %s, Z3, K1 // |x| >= ta: a >= 0.84375", cmpGEOQ, gc("ta"))
+	g.p("\tVCMPPS $0x%02x, %s, Z3, K1, K2 // and |x| < tb: a < 1.25", cmpLTOQ, gc("tb"))
+	g.p("\tVCMPPS $0x%02x, %s, Z3, K3 // a >= 1.25", cmpGEOQ, gc("tb"))
+	for i, ptr := range []string{"R9", "R10"} {
+		k := fmt.Sprintf("K%d", i+2)
+		g.p("\tVCOMPRESSPS Z0, %s, %s", k, r(5+i))
+		g.p("\tVMOVUPS %s, (%s)", r(5+i), ptr)
+		g.p("\tKMOVW %s, AX", k)
+		g.p("\tMOVW AX, %d(R11)", 2*i)
+		g.p("\tPOPCNTL AX, AX")
+		g.p("\tLEAQ (%s)(AX*4), %s", ptr, ptr)
+	}
+	g.p("\tADDQ $64, SI")
+	g.p("\tADDQ $4, R11")
+	g.p("\tSUBQ $16, CX")
+	g.p("\tJNZ %s_class", name)
+	g.p("\tVPCMPUD $6, %s, Z20, K1 // |x| bits > +Inf's: NaN", gc("inf"))
+	g.p("\tKORTESTW K1, K1")
+	g.p("\tJNZ %s_nan", name)
+}
+
+// bPiece emits the second piece, a in [0.84375, 1.25): ½(1 + erx) + ½P/Q, or
+// ½(1 - erx) - ½P/Q for x < 0, on x in register 0 (exp(-x²/2) into 4 for the
+// backward); Φ is left in register 9.
+func (g *gen) bPiece(bwd bool) int {
+	g.uhul()
+	g.p("\tVPANDD %s, Z1, Z3 // a = |uh|", gc("abs"))
+	g.p("\tVPANDD %s, Z0, Z9", gc("sign"))
+	g.p("\tVPXORD Z2, Z9, Z9 // ul with u's sign")
+	g.p("\tVSUBPS %s, Z3, Z10 // a - 1", gc("one"))
+	g.p("\tVADDPS Z9, Z10, Z10 // s")
+	g.horner("pa", 10, 11)
+	g.horner("qa", 10, 12)
+	g.p("\tVDIVPS Z12, Z11, Z5 // P/Q")
+	if bwd {
+		g.sq(true, true)
+	}
+	g.p("\tVMOVUPS %s, Z9", gc("chp"))
+	g.p("\tVFMADD231PS %s, Z5, Z9", gc("half"))
+	g.p("\tVMOVUPS %s, Z10", gc("chm"))
+	g.p("\tVFNMADD231PS %s, Z5, Z10", gc("half"))
+	g.p("\tVCMPPS $0x%02x, %s, Z0, K2 // x < 0", cmpLTOQ, gc("zero"))
+	g.p("\tVMOVAPS Z10, K2, Z9")
+	return 9
+}
+
+// cPiece emits the third piece, a ≥ 1.25: erfc = exp(hi + (R/S - 0.5625 - sl/2))·ia;
+// Φ = ½erfc or 1 - ½erfc, left in register 11 (exp(-x²/2) into 4 for the backward).
+// lab prefixes its labels.
+func (g *gen) cPiece(lab string, bwd bool) int {
+	g.p("\tVMULPS %s, Z0, Z1 // uh", gc("invsqrt2"))
+	g.p("\tVPANDD %s, Z1, Z3 // a = |uh|", gc("abs"))
+	g.p("\tVPANDD %s, Z0, Z9 // |x|", gc("abs"))
+	g.p("\tVMOVUPS %s, Z8", gc("sqrt2"))
+	g.p("\tVDIVPS Z9, Z8, Z8 // ia = √2/|x|")
+	g.p("\tVMULPS Z8, Z8, Z9 // q = ia·ia")
+	g.horner("ra", 9, 5)
+	g.horner("sa", 9, 6)
+	g.p("\tVCMPPS $0x%02x, %s, Z3, K2 // a >= 1/0.35", cmpGEOQ, gc("c"))
+	g.p("\tKORTESTW K2, K2")
+	g.p("\tJZ %s_c_div", lab)
+	g.horner("rb", 9, 10)
+	g.p("\tVMOVAPS Z10, K2, Z5")
+	g.horner("sb", 9, 10)
+	g.p("\tVMOVAPS Z10, K2, Z6")
+	g.p("%s_c_div:", lab)
+	g.p("\tVDIVPS Z6, Z5, Z5 // R/S")
+	g.sq(bwd, true)
+	g.p("\tVADDPS %s, Z5, Z10 // R/S - 0.5625", gc("m05625"))
+	g.p("\tVFMADD231PS %s, Z15, Z10 // - sl/2", gc("neghalf"))
+	g.exp32(6, 10, 9, 11, 12, 15, true)
+	g.p("\tVMULPS Z8, Z9, Z9 // erfc")
+	g.p("\tVMULPS %s, Z9, Z10 // ½erfc", gc("half"))
+	g.p("\tVMOVUPS %s, Z11", gc("one"))
+	g.p("\tVFNMADD231PS %s, Z9, Z11 // 1 - ½erfc", gc("half"))
+	g.p("\tVCMPPS $0x%02x, %s, Z0, K2 // x < 0", cmpLTOQ, gc("zero"))
+	g.p("\tVMOVAPS Z10, K2, Z11")
+	return 11
+}
+
 func main() {
 	out := flag.String("o", "gelu_f32_amd64.s", "output file")
 	flag.Parse()
@@ -384,6 +412,7 @@ func main() {
 	}
 	g.p("GLOBL gelucx<>(SB), RODATA|NOPTR, $%d", 64*len(consts))
 	g.kernel()
+	g.kernelGrad()
 	if err := os.WriteFile(*out, g.b.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
