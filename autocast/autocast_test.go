@@ -118,6 +118,9 @@ func init() {
 		"linear_relu": func(ac *tensor.Context, dt tensor.DType) *tensor.Tensor {
 			return tensor.LinearReLU(in(ac, dt, 4, 3), in(ac, dt, 5, 3), in(ac, dt, 5))
 		},
+		"linear_gelu": func(ac *tensor.Context, dt tensor.DType) *tensor.Tensor {
+			return tensor.LinearGELU(in(ac, dt, 4, 3), in(ac, dt, 5, 3), in(ac, dt, 5))
+		},
 		"conv2d": func(ac *tensor.Context, dt tensor.DType) *tensor.Tensor {
 			return tensor.Conv2d(in(ac, dt, 1, 2, 5, 5), in(ac, dt, 3, 2, 3, 3), nil, tensor.ConvOptions{})
 		},

@@ -57,6 +57,7 @@
 //	| index_select                     | passthrough     |
 //	| layer_norm                       | fp32            |
 //	| linear                           | lower_precision |
+//	| linear_gelu                      | lower_precision |
 //	| linear_relu                      | lower_precision |
 //	| log                              | fp32            |
 //	| log_softmax                      | fp32            |

@@ -382,10 +382,11 @@ type Backend interface {
 
 // GeluWithGrad is implemented by backends whose exact GELU forward can also write the
 // factor its backward multiplies gy by, T = Φ(x) + x·φ(x), for the dtypes where
-// GeluWithGrad reports true: autograd then saves T instead of x, and the backward is
-// one multiply. GeluForwardGrad's y has the bits of Unary(Gelu, y, x, n, 0, 0), and
-// GeluBackwardGrad(gx, gy, t, n) those of UnaryBackward(Gelu, gx, gy, x, nil, n, 0, 0)
-// for the x that t came from. y may be x; t must not overlap x or y.
+// GeluWithGrad reports true: tensor.LinearGELU then saves T instead of x, and the
+// backward is one multiply. GeluForwardGrad's y has the bits of Unary(Gelu, y, x, n,
+// 0, 0), and GeluBackwardGrad(gx, gy, t, n) those of UnaryBackward(Gelu, gx, gy, x,
+// nil, n, 0, 0) for the x that t came from. y may be x, t must not overlap x or y; gx
+// may be gy or t.
 type GeluWithGrad interface {
 	GeluWithGrad(dt DType) bool
 	GeluForwardGrad(y, t, x Storage, n int)

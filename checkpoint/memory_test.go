@@ -23,8 +23,9 @@ const (
 
 // mlp16 is a 16-block MLP of Linear+GELU blocks on dev, and its input. Release them
 // with release, so that the GC does not free them while another test measures. Each
-// block keeps two activations (the GELU's input and output); Linear+ReLU would keep
-// one, the Sequential fusing it into a linear_relu op.
+// block keeps two activations (the GELU's input and output; on float32 CPU data, where
+// the Sequential runs the pair as one linear_gelu op, its output and its backward's
+// factor); Linear+ReLU would keep one, the Sequential fusing it into a linear_relu op.
 func mlp16(dev tensor.Device) ([]nn.Module, *tensor.Tensor) {
 	blocks := make([]nn.Module, mlpBlocks)
 	for i := range blocks {

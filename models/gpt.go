@@ -163,7 +163,7 @@ func newGPTBlock(cfg GPTConfig, g *tensor.Generator) *GPTBlock {
 // Forward implements nn.Module on x [N, T, Dim].
 func (b *GPTBlock) Forward(x *tensor.Tensor) *tensor.Tensor {
 	x = x.Add(nn.Call(b.attn, nn.Call(b.ln1, x)))
-	h := nn.Call(b.fc2, nn.Call(b.act, nn.Call(b.fc1, nn.Call(b.ln2, x))))
+	h := nn.Call(b.fc2, nn.CallPair(b.fc1, b.act, nn.Call(b.ln2, x)))
 	return x.Add(nn.Call(b.drop, h))
 }
 

@@ -188,7 +188,7 @@ func NewEncoderBlock(dim, heads int, dropout float64, init nn.Init) *EncoderBloc
 // Forward implements nn.Module.
 func (b *EncoderBlock) Forward(x *tensor.Tensor) *tensor.Tensor {
 	x = x.Add(nn.Call(b.drop, nn.Call(b.attn, nn.Call(b.ln1, x))))
-	h := nn.Call(b.fc2, nn.Call(b.act, nn.Call(b.fc1, nn.Call(b.ln2, x))))
+	h := nn.Call(b.fc2, nn.CallPair(b.fc1, b.act, nn.Call(b.ln2, x)))
 	return x.Add(nn.Call(b.drop, h))
 }
 

@@ -76,6 +76,15 @@ func (l *Linear) forwardReLU(x *tensor.Tensor) (*tensor.Tensor, bool) {
 	return tensor.LinearReLU(x, l.Weight.T, optional(l.Bias)), true
 }
 
+// forwardGELU is Forward followed by an exact GELU, as one tensor.LinearGELU op (same
+// results, bit for bit).
+func (l *Linear) forwardGELU(x *tensor.Tensor) *tensor.Tensor {
+	if x.Dim() < 1 || x.Size(-1) != l.In {
+		misuse("nn.Linear", x, "want input [..., %d]", l.In)
+	}
+	return tensor.LinearGELU(x, l.Weight.T, optional(l.Bias))
+}
+
 // optional returns p's tensor, or nil for a missing parameter.
 func optional(p *Param) *tensor.Tensor {
 	if p == nil {

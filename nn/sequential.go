@@ -37,13 +37,14 @@ func (s *Sequential) Len() int { return len(s.layers) }
 func (s *Sequential) At(i int) Module { return s.layers[i] }
 
 // Forward feeds x through every layer in order (through Call, so the layers' hooks
-// run). A BatchNorm or Linear directly followed by a ReLU, neither with hooks, runs
-// as one tensor.BatchNormReLU or tensor.LinearReLU op, whose results are those of the
-// two layers.
+// run). A BatchNorm or Linear directly followed by a ReLU, or a Linear directly
+// followed by an exact GELU, neither with hooks, runs as one tensor.BatchNormReLU,
+// tensor.LinearReLU or tensor.LinearGELU op, whose results are those of the two
+// layers (see CallPair).
 func (s *Sequential) Forward(x *tensor.Tensor) *tensor.Tensor {
 	for i := 0; i < len(s.layers); i++ {
 		if i+1 < len(s.layers) {
-			if y, ok := forwardFusedReLU(s.layers[i], s.layers[i+1], x); ok {
+			if y, ok := forwardFused(s.layers[i], s.layers[i+1], x); ok {
 				x = y
 				i++
 				continue
@@ -57,6 +58,34 @@ func (s *Sequential) Forward(x *tensor.Tensor) *tensor.Tensor {
 // reluFuser is a layer that can apply the ReLU layer that follows it in its own op.
 type reluFuser interface {
 	forwardReLU(x *tensor.Tensor) (*tensor.Tensor, bool)
+}
+
+// CallPair is Call(next, Call(m, x)), run as one op where forwardFused has one for
+// the pair (a Linear or BatchNorm then a ReLU, a Linear then an exact GELU) and
+// neither layer has hooks, with the same results and gradients, bit for bit. For a
+// Linear then a GELU the one op is also smaller: with float32 data on a backend that
+// writes GELU's backward factor in its forward, it keeps two tensors of the hidden
+// size for the backward where the two calls keep three (tensor.LinearGELU).
+func CallPair(m, next Module, x *tensor.Tensor) *tensor.Tensor {
+	if y, ok := forwardFused(m, next, x); ok {
+		return y
+	}
+	return Call(next, Call(m, x))
+}
+
+// forwardFused runs m then next as one op when m is a Linear and next an exact GELU
+// (tensor.LinearGELU), or as forwardFusedReLU does, and neither has hooks; ok is
+// false, and nothing ran, otherwise.
+func forwardFused(m, next Module, x *tensor.Tensor) (y *tensor.Tensor, ok bool) {
+	l, lin := m.(*Linear)
+	g, gelu := next.(*GELU)
+	if !lin || !gelu || g.Approximate {
+		return forwardFusedReLU(m, next, x)
+	}
+	if m.base().hooks.set.Load() != nil || next.base().hooks.set.Load() != nil {
+		return nil, false
+	}
+	return l.forwardGELU(x), true
 }
 
 // forwardFusedReLU runs m then next as one op when m is one of this package's

@@ -230,8 +230,9 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 			leaf.gradLow.Store(g) // the leaf owns g now; casts keep no state to free
 			continue
 		}
-		ins := runBackward(n, g)
-		if !o.retain && !n.reusable {
+		last := !o.retain && !n.reusable
+		ins := runBackward(n, g, last)
+		if last {
 			n.backward = nil
 			n.freed = true
 		}
@@ -269,9 +270,12 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 
 // runBackward runs one node's backward in a scope of its own, keeps the input
 // gradients it returns and releases every temporary and g. Each returned gradient is a
-// distinct handle the caller owns.
-func runBackward(n *node, g *Tensor) []*Tensor {
+// distinct handle the caller owns. last says that the node's backward will not run
+// again (no RetainGraph): its saved tensors are dead once it returns, and it may
+// overwrite them (Context.lastBackward).
+func runBackward(n *node, g *Tensor, last bool) []*Tensor {
 	nc := NewContext(NoGradMode())
+	nc.lastBackward = last
 	done := false
 	defer func() {
 		if !done { // a panic inside the node's backward: release its scope and g

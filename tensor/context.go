@@ -29,6 +29,11 @@ type Context struct {
 	gen     *Generator
 	obs     Observer
 
+	// lastBackward is set on the Context a node's backward runs in when that backward
+	// will not run again (no RetainGraph): it may then write into the tensors it saved
+	// (linear_gelu computes the GELU's gradient over its saved factor).
+	lastBackward bool
+
 	mu        sync.Mutex
 	tracked   []*Tensor
 	closed    bool

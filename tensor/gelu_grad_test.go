@@ -9,12 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestGeluSavesFactor checks that float32 Gelu, whose CPU forward saves the backward's
-// factor T (backend.GeluWithGrad), gives the bits of the old path, the backend's Unary
-// and UnaryBackward from x, for y and for the gradient, autocast off, on lengths
-// around the vector width and over several parallel ranges, with ±0, ±Inf,
-// subnormals and NaN payloads in x and in the output gradient; and that with grad off
-// it computes y alone, with the same bits.
+// TestGeluSavesFactor checks that LinearGELU on float32, whose CPU forward saves the
+// GELU's backward factor T (backend.GeluWithGrad), gives the bits of the old path,
+// Linear then Gelu, which saves the GELU's input and runs UnaryBackward from it, for y
+// and for the gradient, autocast off. The GEMM is x [n, 1] times a weight of 1, which
+// passes x (-0 becomes +0) and the gradient through; lengths around the vector width
+// and over several parallel ranges, with ±0, ±Inf, subnormals and NaN payloads in x
+// and in the output gradient; and with grad off it computes y alone, with the same
+// bits.
 func TestGeluSavesFactor(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	sp := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)),
@@ -33,35 +35,23 @@ func TestGeluSavesFactor(t *testing.T) {
 				}
 			}
 			c := NewContext()
-			leaf := FromSlice(xv, Shape{n}, WithGrad())
+			leaf := FromSlice(xv, Shape{n, 1}, WithGrad())
 			x := c.Bind(leaf)
-			gy := FromSlice(gv, Shape{n})
-			y := x.Gelu()
+			one := c.Bind(FromSlice([]float32{1}, Shape{1, 1}))
+			gy := FromSlice(gv, Shape{n, 1})
+			y := LinearGELU(x, one, nil)
 			y.Backward(GradOutput(gy))
 			gotY, gotG := y.Float32s(), leaf.Grad().Float32s()
 
-			be := x.ref.b
-			_, ok := be.(backend.GeluWithGrad)
+			_, ok := x.ref.b.(backend.GeluWithGrad)
 			require.True(t, ok, "the CPU backend implements GeluWithGrad")
-			s := func(v []float32) backend.Storage {
-				st, err := be.Alloc(backend.Float32, n)
-				require.NoError(t, err)
-				if v != nil {
-					be.Upload(st, 0, v)
-				}
-				return st
-			}
-			xs, gys, y0, g0 := s(xv), s(gv), s(nil), s(nil)
-			be.Unary(backend.Gelu, y0, xs, n, 0, 0)
-			be.UnaryBackward(backend.Gelu, g0, gys, xs, nil, n, 0, 0)
-			wantY, wantG := make([]float32, n), make([]float32, n)
-			be.Download(wantY, y0, 0)
-			be.Download(wantG, g0, 0)
-			for _, st := range []backend.Storage{xs, gys, y0, g0} {
-				be.Free(st)
-			}
+			// The old path: Linear, then Gelu saving its input, UnaryBackward from it.
+			leaf0 := FromSlice(xv, Shape{n, 1}, WithGrad())
+			y0 := Linear(c.Bind(leaf0), one, nil).Gelu()
+			y0.Backward(GradOutput(gy))
+			wantY, wantG := y0.Float32s(), leaf0.Grad().Float32s()
 			ng := NewContext(NoGradMode())
-			plain := ng.Bind(FromSlice(xv, Shape{n})).Gelu().Float32s()
+			plain := LinearGELU(ng.Bind(FromSlice(xv, Shape{n, 1})), ng.Bind(FromSlice([]float32{1}, Shape{1, 1})), nil).Float32s()
 			for i := range wantY {
 				if math.Float32bits(gotY[i]) != math.Float32bits(wantY[i]) || math.Float32bits(plain[i]) != math.Float32bits(wantY[i]) ||
 					math.Float32bits(gotG[i]) != math.Float32bits(wantG[i]) {
@@ -72,8 +62,10 @@ func TestGeluSavesFactor(t *testing.T) {
 			}
 			ng.Close()
 			c.Close()
-			leaf.Release()
-			leaf.Grad().Release()
+			for _, l := range []*Tensor{leaf, leaf0} {
+				l.Grad().Release()
+				l.Release()
+			}
 			gy.Release()
 		}
 	}

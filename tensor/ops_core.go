@@ -619,9 +619,6 @@ func (c *Context) unary(d unaryDef, x *Tensor, p0, p1 float64) *Tensor {
 		fail(d.op.Name(), in, "needs a floating-point tensor; Cast it first")
 	}
 	xd := x.dense(c)
-	if gb, ok := x.ref.b.(backend.GeluWithGrad); ok && d.kind == backend.Gelu && gb.GeluWithGrad(x.dtype) && c.recording(in) {
-		return c.geluWithGrad(d, gb, in, xd)
-	}
 	out := allocOut(c, x.dtype, x.device, x.shape)
 	x.ref.b.Unary(d.kind, out.ref.s, xd.ref.s, x.Numel(), p0, p1)
 	return c.record(d.op, out, in, func(bc *Context, g *Tensor) []*Tensor {
@@ -635,23 +632,6 @@ func (c *Context) unary(d unaryDef, x *Tensor, p0, p1 float64) *Tensor {
 			ys = out.ref.s
 		}
 		g.ref.b.UnaryBackward(d.kind, gx.ref.s, g.ref.s, xs, ys, g.Numel(), p0, p1)
-		return []*Tensor{gx}
-	})
-}
-
-// geluWithGrad is unary for Gelu on a backend that writes the backward's factor
-// T = Φ(x) + x·φ(x) in the forward's pass (backend.GeluWithGrad): the node saves T
-// instead of x, and its backward is gx = T·gy, the bits UnaryBackward(Gelu) gives from
-// x. T takes x's place among the saved tensors; x itself is held only by whoever else
-// holds it (its Context, the caller).
-func (c *Context) geluWithGrad(d unaryDef, gb backend.GeluWithGrad, in []*Tensor, xd *Tensor) *Tensor {
-	out := allocOut(c, xd.dtype, xd.device, xd.shape)
-	t := allocOut(c, xd.dtype, xd.device, xd.shape)
-	gb.GeluForwardGrad(out.ref.s, t.ref.s, xd.ref.s, xd.Numel())
-	return c.record(d.op, out, in, func(bc *Context, g *Tensor) []*Tensor {
-		g = g.dense(bc)
-		gx := allocOut(bc, g.dtype, g.device, g.shape)
-		gb.GeluBackwardGrad(gx.ref.s, g.ref.s, t.ref.s, g.Numel())
 		return []*Tensor{gx}
 	})
 }

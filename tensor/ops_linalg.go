@@ -10,6 +10,17 @@ var (
 	// linear_relu is Linear then Relu as one op (LowerPrecision like linear; relu is
 	// Passthrough, so it runs in linear's dtype).
 	opLinearReLU = defOp("linear_relu", LowerPrecision)
+	// linear_gelu is Linear then Gelu (exact) as one op, LowerPrecision as linear_relu.
+	opLinearGELU = defOp("linear_gelu", LowerPrecision)
+)
+
+// linearAct is the activation a linear op applies to its output.
+type linearAct uint8
+
+const (
+	linearNone linearAct = iota
+	linearReLU
+	linearGELU
 )
 
 // MatMul is the matrix product with NumPy semantics: 1-d operands are promoted to
@@ -202,7 +213,9 @@ func (c *Context) gemmBiasInto(out, a, b, bias *Tensor, relu bool) {
 
 // Linear computes x·wᵀ + b for x [..., in], w [out, in] and b [out] (b may be nil), as
 // torch.nn.functional.linear. Under autocast it runs in the low dtype.
-func Linear(x, w, b *Tensor) *Tensor { return resolve(opLinear, x, w, b).linear(x, w, b, false) }
+func Linear(x, w, b *Tensor) *Tensor {
+	return resolve(opLinear, x, w, b).linear(x, w, b, linearNone)
+}
 
 // LinearReLU is Linear(x, w, b).Relu() as one op, with the same results and
 // gradients, bit for bit. Where the backend applies the ReLU inside the GEMM
@@ -213,14 +226,31 @@ func Linear(x, w, b *Tensor) *Tensor { return resolve(opLinear, x, w, b).linear(
 // backward does, then runs Linear's backward. Under autocast it runs in the low
 // dtype, as Linear (and the Relu after it) would.
 func LinearReLU(x, w, b *Tensor) *Tensor {
-	return resolve(opLinearReLU, x, w, b).linear(x, w, b, true)
+	return resolve(opLinearReLU, x, w, b).linear(x, w, b, linearReLU)
 }
 
-// linear runs linear, or linear_relu when relu is set.
-func (c *Context) linear(x, w, b *Tensor, relu bool) *Tensor {
-	op := opLinear
-	if relu {
+// LinearGELU is Linear(x, w, b).Gelu() as one op, with the same results and
+// gradients, bit for bit. It exists for memory: where the backend writes the GELU's
+// backward factor in its forward pass (backend.GeluWithGrad, for the dtype the op
+// runs in) and a gradient will be needed, the GELU overwrites the GEMM's output in
+// place and the op saves the factor, so that it holds two tensors of the output's
+// size, as Linear then Gelu do (Linear's output, which the caller's Context keeps,
+// and the GELU's); Gelu alone, saving the factor, would hold three. Otherwise it runs
+// the GEMM, then the Gelu kernel, and saves the GEMM's output for the GELU's
+// backward. Under autocast it runs in the low dtype, as Linear (and the Gelu after
+// it) would.
+func LinearGELU(x, w, b *Tensor) *Tensor {
+	return resolve(opLinearGELU, x, w, b).linear(x, w, b, linearGELU)
+}
+
+// linear runs linear, or linear_relu or linear_gelu as act says.
+func (c *Context) linear(x, w, b *Tensor, act linearAct) *Tensor {
+	op, relu := opLinear, act == linearReLU
+	switch act {
+	case linearReLU:
 		op = opLinearReLU
+	case linearGELU:
+		op = opLinearGELU
 	}
 	name := op.Name()
 	var in []*Tensor
@@ -264,10 +294,45 @@ func (c *Context) linear(x, w, b *Tensor, relu bool) *Tensor {
 		out.Release()
 		out = y
 	}
+	// GELU: pre holds what its backward reads, the factor T (gelu set) or the GEMM's
+	// output, its input.
+	var pre *Tensor
+	gelu, _ := out.ref.b.(backend.GeluWithGrad)
+	if act == linearGELU {
+		if gelu != nil && gelu.GeluWithGrad(out.dtype) && c.recording(in) {
+			pre = allocOut(c, out.dtype, out.device, out.shape)
+			gelu.GeluForwardGrad(out.ref.s, pre.ref.s, out.ref.s, out.Numel())
+		} else {
+			gelu = nil
+			y := allocOut(c, out.dtype, out.device, out.shape)
+			out.ref.b.Unary(backend.Gelu, y.ref.s, out.ref.s, out.Numel(), 0, 0)
+			if c.recording(in) {
+				pre = out
+			} else {
+				out.Release()
+			}
+			out = y
+		}
+	}
 	out = c.reshapeRaw(out, outShape)
 	y := out
 	return c.record(op, out, in, func(bc *Context, g *Tensor) []*Tensor {
 		g2 := bc.reshapeRaw(g.dense(bc), Shape{rows, outF})
+		switch {
+		case act == linearGELU && gelu != nil:
+			// The gradient over the saved factor where it is seen for the last time:
+			// no tensor of the output's size more than the two the forward kept.
+			da := pre
+			if !bc.lastBackward {
+				da = allocOut(bc, g2.dtype, g2.device, g2.shape)
+			}
+			gelu.GeluBackwardGrad(da.ref.s, g2.ref.s, pre.ref.s, g2.Numel())
+			g2 = da
+		case act == linearGELU:
+			da := allocOut(bc, g2.dtype, g2.device, g2.shape)
+			g2.ref.b.UnaryBackward(backend.Gelu, da.ref.s, g2.ref.s, pre.ref.s, nil, g2.Numel(), 0, 0)
+			g2 = da
+		}
 		if relu {
 			// The ReLU's backward, reading the output for its input: y > 0
 			// exactly where its input is > 0.

@@ -123,7 +123,8 @@ func (b *Backend) GeluForwardGrad(y, t, x backend.Storage, n int) {
 }
 
 // GeluBackwardGrad implements backend.GeluWithGrad: gx = t·gy over n elements, t from
-// GeluForwardGrad; the bits of UnaryBackward(Gelu, gx, gy, x, nil, n) for its x.
+// GeluForwardGrad; the bits of UnaryBackward(Gelu, gx, gy, x, nil, n) for its x. gx
+// may be gy or t.
 func (b *Backend) GeluBackwardGrad(gx, gy, t backend.Storage, n int) {
 	gxs, gys, ts := st(gx), st(gy), st(t)
 	geluGradCheck("GeluBackwardGrad", n, []string{"gx", "gy", "t"}, gxs, gys, ts)

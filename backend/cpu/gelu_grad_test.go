@@ -126,7 +126,8 @@ func TestGeluGradLengths(t *testing.T) {
 
 // TestGeluGradBackend pits the backend's GeluForwardGrad and GeluBackwardGrad against
 // Unary and UnaryBackward of Gelu, bit for bit, on lengths that run one chunk, several
-// and several parallel ranges, with special values in x and gy.
+// and several parallel ranges, with special values in x and gy, apart and in place (y
+// over x, gx over t, as tensor.LinearGELU runs them).
 func TestGeluGradBackend(t *testing.T) {
 	b, err := New(0)
 	if err != nil {
@@ -150,16 +151,19 @@ func TestGeluGradBackend(t *testing.T) {
 				return st
 			}
 			xs, gys, y0, y1, ts, g0, g1 := s(x), s(gy), s(nil), s(nil), s(nil), s(nil), s(nil)
+			yin, tin := s(x), s(nil) // y over x, then gx over t: in place
 			b.Unary(backend.Gelu, y0, xs, n, 0, 0)
 			b.GeluForwardGrad(y1, ts, xs, n)
+			b.GeluForwardGrad(yin, tin, yin, n)
 			b.UnaryBackward(backend.Gelu, g0, gys, xs, nil, n, 0, 0)
 			b.GeluBackwardGrad(g1, gys, ts, n)
+			b.GeluBackwardGrad(tin, gys, tin, n)
 			get := func(st backend.Storage) []float32 {
 				v := make([]float32, n)
 				b.Download(v, st, 0)
 				return v
 			}
-			for _, p := range [][2][]float32{{get(y0), get(y1)}, {get(g0), get(g1)}} {
+			for _, p := range [][2][]float32{{get(y0), get(y1)}, {get(g0), get(g1)}, {get(y0), get(yin)}, {get(g0), get(tin)}} {
 				for i := range p[0] {
 					if math.Float32bits(p[0][i]) != math.Float32bits(p[1][i]) {
 						t.Fatalf("n=%d special=%v [%d] x=%#08x gy=%#08x: Unary/UnaryBackward %#08x, with grad %#08x",
@@ -167,7 +171,7 @@ func TestGeluGradBackend(t *testing.T) {
 					}
 				}
 			}
-			for _, st := range []backend.Storage{xs, gys, y0, y1, ts, g0, g1} {
+			for _, st := range []backend.Storage{xs, gys, y0, y1, ts, g0, g1, yin, tin} {
 				b.Free(st)
 			}
 		}
