@@ -15,13 +15,6 @@ import (
 // shapes whose output lengths are and are not multiples of 16 and reach several
 // parallel ranges, and NaN, ±Inf and -0 in x, the bias and the output gradient.
 func TestLinearGELUMatchesComposed(t *testing.T) {
-	specials := []float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0}
-	sprinkle := func(v []float64, every int) []float64 {
-		for i := 3; i < len(v); i += every {
-			v[i] = specials[(i/every)%len(specials)]
-		}
-		return v
-	}
 	for _, dt := range []DType{Float32, Float64, BFloat16, Float16} {
 		for _, sh := range [][3]int{{1, 1, 1}, {7, 60, 45}, {25, 37, 70}, {300, 60, 1100}, {13, 33, 1}} {
 			for _, withBias := range []bool{true, false} {
@@ -29,12 +22,12 @@ func TestLinearGELUMatchesComposed(t *testing.T) {
 				name := fmt.Sprintf("%s/%v/bias=%v", dt, sh, withBias)
 				c := NewContext()
 				xv := randVals(1, rows*in, 1)
-				for r := range min(rows, len(specials)) {
-					xv[r*in+(7*r+5)%in] = specials[r]
+				for r := range min(rows, len(linearSpecials)) {
+					xv[r*in+(7*r+5)%in] = linearSpecials[r]
 				}
 				wv := randVals(2, out*in, 0.1)
-				bv := sprinkle(randVals(3, out, 1), 17)
-				gv := sprinkle(randVals(4, rows*out, 1), 29)
+				bv := sprinkleSpecials(randVals(3, out, 1), 17)
+				gv := sprinkleSpecials(randVals(4, rows*out, 1), 29)
 				run := func(fused, grad bool) (y, gx, gw, gb []float64) {
 					x := FromSlice(xv, Shape{rows, in}, WithDType(dt), WithContext(c)).SetRequiresGrad(grad)
 					w := FromSlice(wv, Shape{out, in}, WithDType(dt), WithContext(c)).SetRequiresGrad(grad)

@@ -17,13 +17,6 @@ import (
 // ≤ 288 and > 288 (the GEMM's two schedules), and NaN, ±Inf and -0 in x, the bias and
 // the output gradient.
 func TestLinearReLUMatchesComposed(t *testing.T) {
-	specials := []float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0}
-	sprinkle := func(v []float64, every int) []float64 {
-		for i := 3; i < len(v); i += every {
-			v[i] = specials[(i/every)%len(specials)]
-		}
-		return v
-	}
 	for _, dt := range []DType{Float32, Float64, BFloat16, Float16} {
 		for _, sh := range [][3]int{{1, 1, 1}, {7, 600, 45}, {25, 37, 70}, {300, 600, 70}, {256, 784, 130}, {13, 33, 1}} {
 			for _, withBias := range []bool{true, false} {
@@ -31,12 +24,12 @@ func TestLinearReLUMatchesComposed(t *testing.T) {
 				name := fmt.Sprintf("%s/%v/bias=%v", dt, sh, withBias)
 				c := NewContext()
 				xv := randVals(1, rows*in, 1)
-				for r := range min(rows, len(specials)) {
-					xv[r*in+(7*r+5)%in] = specials[r] // the other rows stay finite
+				for r := range min(rows, len(linearSpecials)) {
+					xv[r*in+(7*r+5)%in] = linearSpecials[r] // the other rows stay finite
 				}
 				wv := randVals(2, out*in, 1)
-				bv := sprinkle(randVals(3, out, 1), 17)
-				gv := sprinkle(randVals(4, rows*out, 1), 29)
+				bv := sprinkleSpecials(randVals(3, out, 1), 17)
+				gv := sprinkleSpecials(randVals(4, rows*out, 1), 29)
 				run := func(fused bool) (y, gx, gw, gb []float64) {
 					x := FromSlice(xv, Shape{rows, in}, WithDType(dt), WithContext(c)).SetRequiresGrad(true)
 					w := FromSlice(wv, Shape{out, in}, WithDType(dt), WithContext(c)).SetRequiresGrad(true)
@@ -134,4 +127,16 @@ func benchCPU() int64 {
 	var r syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r)
 	return r.Utime.Nano() + r.Stime.Nano()
+}
+
+// linearSpecials are the values the linear+activation tests put into their operands.
+var linearSpecials = []float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0}
+
+// sprinkleSpecials puts linearSpecials in turn into every every-th element of v from
+// index 3, and returns v.
+func sprinkleSpecials(v []float64, every int) []float64 {
+	for i := 3; i < len(v); i += every {
+		v[i] = linearSpecials[(i/every)%len(linearSpecials)]
+	}
+	return v
 }

@@ -114,12 +114,7 @@ func (b *Backend) GeluForwardGrad(y, t, x backend.Storage, n int) {
 	ys, ts, xs := st(y), st(t), st(x)
 	geluGradCheck("GeluForwardGrad", n, []string{"y", "t", "x"}, ys, ts, xs)
 	yf, tf, xf := ys.f32(), ts.f32(), xs.f32()
-	ParallelFor(n, grainElems, func(lo, hi int) {
-		for c := lo; c < hi; c += chunk {
-			e := c + min(chunk, hi-c)
-			vecGeluGrad(yf[c:e], tf[c:e], xf[c:e])
-		}
-	})
+	parallelChunks(n, func(c, e int) { vecGeluGrad(yf[c:e], tf[c:e], xf[c:e]) })
 }
 
 // GeluBackwardGrad implements backend.GeluWithGrad: gx = t·gy over n elements, t from
@@ -129,10 +124,16 @@ func (b *Backend) GeluBackwardGrad(gx, gy, t backend.Storage, n int) {
 	gxs, gys, ts := st(gx), st(gy), st(t)
 	geluGradCheck("GeluBackwardGrad", n, []string{"gx", "gy", "t"}, gxs, gys, ts)
 	gxf, gyf, tf := gxs.f32(), gys.f32(), ts.f32()
+	parallelChunks(n, func(c, e int) { geluGradMul(gxf[c:e], tf[c:e], gyf[c:e]) })
+}
+
+// parallelChunks runs fn(c, e) on every chunk [c, e) of at most chunk elements of
+// [0, n), the ranges split over the pool as Unary splits its elements (ParallelFor
+// with grain grainElems), so the same elements reach each call's vector loop and tail.
+func parallelChunks(n int, fn func(c, e int)) {
 	ParallelFor(n, grainElems, func(lo, hi int) {
 		for c := lo; c < hi; c += chunk {
-			e := c + min(chunk, hi-c)
-			geluGradMul(gxf[c:e], tf[c:e], gyf[c:e])
+			fn(c, c+min(chunk, hi-c))
 		}
 	})
 }
