@@ -3,19 +3,36 @@
 # networks, batches, SGD with momentum and cross-entropy as scripts/torch_ampbench.py),
 # FP32 and BF16 autocast, in gamp (cmd/ampbench) and in PyTorch. Rounds alternate the
 # two engines (and which goes first) so that other load on the machine hits both
-# alike; each round's figure is the median of STEPS steps, and the table shows the
+# alike; each round's figure is the median of its steps, and the table shows the
 # median over the rounds. The README's CPU figures come from this script.
 #
-#   scripts/bench-torch.sh                              # all models, 3 rounds of 15 steps
-#   MODELS="cnn transformer" ROUNDS=7 scripts/bench-torch.sh
+#   scripts/bench-torch.sh                              # all models
+#   MODELS="cnn transformer" ROUNDS=7 STEPS=20 scripts/bench-torch.sh
+#
+# Rounds and steps per round default per model so that each timed block lasts a few
+# hundred milliseconds or more: 5 rounds of 60 steps for the MLP (~3-11 ms a step), 5 of
+# 40 for the CNN and the transformer, 3 of 15 for transformer-large (~0.2-0.7 s a
+# step). Blocks of
+# 15 MLP steps (50-150 ms) let a passing change in the machine's speed set a whole
+# block's median: the MLP's FP32 ratio read 0.76-0.85 over seven runs within one hour,
+# and 0.77-0.82 over four runs of 5 rounds of 60. ROUNDS and STEPS, when set, apply to
+# every model.
 #
 # PyTorch gets its best configuration here: Debian's python3-torch with OpenBLAS
 # (libopenblas0-openmp on LD_LIBRARY_PATH) for FP32 linear layers, its bundled oneDNN
 # for convolutions and BF16, torch.set_num_threads(THREADS). Without OpenBLAS it says
 # so (FP32 then runs on the reference BLAS and the comparison is unfair to PyTorch).
 set -euo pipefail
-rounds=${ROUNDS:-3}
-steps=${STEPS:-15}
+# rounds_for and steps_for give a model's defaults (see above) unless ROUNDS or STEPS
+# is set.
+rounds_for() {
+  if [ -n "${ROUNDS:-}" ]; then echo "$ROUNDS"; return; fi
+  case $1 in transformer-large) echo 3 ;; *) echo 5 ;; esac
+}
+steps_for() {
+  if [ -n "${STEPS:-}" ]; then echo "$STEPS"; return; fi
+  case $1 in mlp) echo 60 ;; cnn | transformer) echo 40 ;; *) echo 15 ;; esac
+}
 warmup=${WARMUP:-5}
 threads=${THREADS:-2}
 models=${MODELS:-mlp cnn transformer transformer-large}
@@ -43,32 +60,36 @@ results="$tmp/results"
 # ampbench's own multi-precision table does: interleaving evicts one
 # configuration's weights and activations from the caches before each step of the
 # other, which slowed gamp's steps by 5-20 % against PyTorch's blocked ones.
-run_gamp() { # model round
+run_gamp() { # model steps
   local p
   for p in fp32 bf16; do
     GAMP_CPU_THREADS=$threads "$tmp/ampbench" -device cpu -model "$1" -precision "$p" \
-        -steps "$steps" -warmup "$warmup" -json |
+        -steps "$2" -warmup "$warmup" -json |
       "$python" -c 'import json, sys
 d = json.load(sys.stdin)
 for r in d["results"]:
     print("gamp", d["model"], r["precision"], r["median_ms"])' >>"$results"
   done
 }
-run_torch() { # model round
+run_torch() { # model steps
   [ "$torch" = 1 ] || return 0
   LD_LIBRARY_PATH="$openblas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OMP_NUM_THREADS=$threads \
       "$python" scripts/torch_ampbench.py --device cpu --model "$1" --threads "$threads" \
-      --steps "$steps" --warmup "$warmup" --json |
+      --steps "$2" --warmup "$warmup" --json |
     "$python" -c 'import json, sys
 d = json.load(sys.stdin)
 for r in d["rows"]:
     print("torch", d["model"], r["precision"], r["median_ms"])' >>"$results"
 }
 
+plan=""
 for m in $models; do
+  rounds=$(rounds_for "$m")
+  steps=$(steps_for "$m")
+  plan="$plan${plan:+, }$m $rounds×$steps"
   for r in $(seq "$rounds"); do
     echo "$m: round $r/$rounds" >&2
-    if [ $((r % 2)) = 1 ]; then run_gamp "$m"; run_torch "$m"; else run_torch "$m"; run_gamp "$m"; fi
+    if [ $((r % 2)) = 1 ]; then run_gamp "$m" "$steps"; run_torch "$m" "$steps"; else run_torch "$m" "$steps"; run_gamp "$m" "$steps"; fi
   done
 done
 
@@ -77,7 +98,7 @@ flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512f|avx51
 tv=$([ "$torch" = 1 ] && "$python" -c 'import torch; print(torch.__version__)' || echo none)
 echo
 echo "CPU: $cpu ($flags), $threads threads; PyTorch $tv"
-echo "median ms per training step over $rounds rounds (each the median of $steps steps)"
+echo "median ms per training step over the rounds, each round the median of its steps (rounds×steps: $plan)"
 echo
 "$python" - "$results" <<'EOF'
 import statistics, sys
