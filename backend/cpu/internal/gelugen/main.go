@@ -278,15 +278,28 @@ func (g *gen) kernel() {
 			g.p("\tADDQ $64, DX")
 		}
 		g.p("\tVMOVUPS Z13, (DI)")
-		g.p("\tADDQ $64, SI")
-		g.p("\tADDQ $64, DI")
-		g.p("\tADDQ $4, R11")
-		g.p("\tSUBQ $16, R12")
-		g.p("\tJNZ %s_a", lab)
-		g.p("\tMOVB $1, ret+32(FP)")
-		g.p("\tVZEROUPPER")
-		g.p("\tRET")
+		g.lastPassEnd(lab, "SI", "DI")
 	}
+	g.nanExit(name)
+}
+
+// lastPassEnd ends the last pass's loop at lab_a: the pointers ptrs each advanced by a
+// vector, the mask pointer R11 by two masks, n in R12 by 16 lanes, then the return of
+// true once the block is done.
+func (g *gen) lastPassEnd(lab string, ptrs ...string) {
+	for _, r := range ptrs {
+		g.p("\tADDQ $64, %s", r)
+	}
+	g.p("\tADDQ $4, R11")
+	g.p("\tSUBQ $16, R12")
+	g.p("\tJNZ %s_a", lab)
+	g.p("\tMOVB $1, ret+32(FP)")
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
+// nanExit emits name_nan, where classify jumps when some x is NaN: return false.
+func (g *gen) nanExit(name string) {
 	g.p("")
 	g.p("%s_nan:", name)
 	g.p("\tMOVB $0, ret+32(FP)")
