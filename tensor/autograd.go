@@ -256,7 +256,16 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 				continue
 			}
 			if prev, ok := grads[in]; ok {
-				prev.ref.b.Binary(addOp, prev.bview(), prev.bview(), gi.bview())
+				if prev.ref.refs.Load() > 1 {
+					// prev shares its storage with another gradient (add's backward gives
+					// g to both inputs): add out of place, with the same operands.
+					sum := allocOut(nil, prev.dtype, prev.device, prev.shape)
+					sum.ref.b.Binary(addOp, sum.bview(), prev.bview(), gi.bview())
+					prev.Release()
+					grads[in] = sum
+				} else {
+					prev.ref.b.Binary(addOp, prev.bview(), prev.bview(), gi.bview())
+				}
 				gi.Release()
 			} else {
 				grads[in] = gi
@@ -267,6 +276,10 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 		g.Release()
 	}
 }
+
+// copySharedGrads makes runBackward copy a gradient that shares storage with another
+// the same backward returned, as it did before they were shared: the tests compare.
+var copySharedGrads = false
 
 // runBackward runs one node's backward in a scope of its own, keeps the input
 // gradients it returns and releases every temporary and g. Each returned gradient is a
@@ -294,12 +307,15 @@ func runBackward(n *node, g *Tensor, last bool) []*Tensor {
 			continue
 		}
 		switch {
-		case seen[gi.ref]:
-			// Two gradients sharing storage (add gives g to both inputs) would alias:
-			// accumulating into one in place would change the other. Copy.
+		case seen[gi.ref] && copySharedGrads:
 			gi = gi.untrackedCopy(gi.dtype)
 			ins[k] = gi
-		case gi == g || gi.ctx == nil || gi.ctx.root != nc.root:
+		case seen[gi.ref] || gi == g || gi.ctx == nil || gi.ctx.root != nc.root:
+			// Two gradients may share storage (add gives g to both inputs): each gets
+			// a handle of its own, and whoever would write into a shared one (an
+			// accumulation, a leaf taking it as its gradient) sees the storage's
+			// other holders and does not (Backward, accumulateLeaf). A copy here
+			// cost a pass over the gradient on one thread, per residual connection.
 			// Aliases of g and tensors from other scopes get their own handle.
 			gi = gi.view(nil, gi.shape, gi.strides, gi.offset)
 			ins[k] = gi
@@ -319,6 +335,13 @@ func accumulateLeaf(leaf, g *Tensor) {
 	if leaf.gradLow.Load() != nil {
 		leaf.widenGrad()
 	}
+	if len(leaf.hooks) > 0 && g.ref.refs.Load() > 1 {
+		// A hook may keep or change the gradient it is given: give it one that
+		// shares storage with no other gradient.
+		c := g.untrackedCopy(g.dtype)
+		g.Release()
+		g = c
+	}
 	for _, h := range leaf.hooks {
 		if r := h(g); r != nil && r != g {
 			if !r.shape.Equal(leaf.shape) {
@@ -330,7 +353,7 @@ func accumulateLeaf(leaf, g *Tensor) {
 		}
 	}
 	if leaf.grad == nil {
-		if g.ctx != nil || !g.IsContiguous() || g.dtype != leaf.dtype {
+		if g.ctx != nil || !g.IsContiguous() || g.dtype != leaf.dtype || g.ref.refs.Load() > 1 {
 			c := g.untrackedCopy(leaf.dtype)
 			g.Release()
 			g = c
