@@ -897,7 +897,7 @@ func (g *gemmCall[T]) task(t int) {
 	direct := g.kern.direct != nil && !g.transA && g.alpha == 1
 	if !direct {
 		g.packA(s.aPack, i0, i1-i0, g.pc, kc)
-		g.sumATask(t, i0, i1)
+		g.sumATask(g.jc, t%g.tn, i0, i1, g.pc, kc)
 	} else if last := (mp1 - 1) * mr; i1-last < mr && g.kern.rowsDirect == nil {
 		g.packA(s.aPack[(mp1-1-mp0)*kc*mr:], last, i1-last, g.pc, kc)
 	}

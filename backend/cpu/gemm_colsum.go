@@ -20,6 +20,10 @@ import (
 // a block that spans an edge in a second accumulator, so that every column sees the
 // same additions in the same order whatever the slicing; only the task that owns a
 // column on the first column block (jc = 0, tj = 0) sums it, slice after slice.
+// NaN payloads aside: which of two NaNs a column keeps depends, in Reduce too, on
+// whether the vector loop or its Go twin sums it, that is on where the column falls
+// in a strip (Reduce's strips follow the worker count). gemmSumABlock must follow
+// reduceColsSum's blocks; TestGemmSumABits has columns whose float32 sums show them.
 
 // gemmSumA is a call's state for the row sums of op(A): out, where not nil, takes
 // them (m values); acc holds each row's finished blocks, blk the open one.
@@ -130,12 +134,13 @@ func colSumRange(acc, blk []float64, x []float32, ld, r0, r1, k, block int) {
 	}
 }
 
-// sumATask sums, for loop task t, its rows [i0, i1) of the op(A) it has just packed
-// for the current k slice: on the first column block, by the tasks of the first
-// column share (one per row range, in slice order), the others packing the same rows.
-func (g *gemmCall[T]) sumATask(t, i0, i1 int) {
-	if g.sum.out != nil && g.jc == 0 && t%g.tn == 0 {
-		g.sum.rows(g.a, g.lda, i0, i1, g.pc, g.pc+g.kc, g.k)
+// sumATask sums, for a loop task of column share tj in the block of columns from jc,
+// its rows [i0, i1) of the op(A) it has just packed for k slice [pc, pc+kc): on the
+// first column block, by the tasks of the first column share (one per row range,
+// run in slice order), the others packing the same rows.
+func (g *gemmCall[T]) sumATask(jc, tj, i0, i1, pc, kc int) {
+	if g.sum.out != nil && jc == 0 && tj == 0 {
+		g.sum.rows(g.a, g.lda, i0, i1, pc, pc+kc, g.k)
 	}
 }
 
@@ -173,7 +178,7 @@ func (b *Backend) matMulSumA(a backend.MatMulArgs, lda int) []float32 {
 	if a.Batch == 1 && a.N > 0 && gemmSumAFits(A.dt, a.TransA, a.M, a.K) {
 		return S.f32()[a.OffSumA:][:a.M]
 	}
-	if a.M == 0 {
+	if a.M == 0 || a.Batch == 0 {
 		return nil
 	}
 	// op(A) of each item, copied dense as the tensor Reduce would read it: K×M
