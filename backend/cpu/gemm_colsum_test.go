@@ -151,11 +151,6 @@ func TestColSumRangeCuts(t *testing.T) {
 				r = e
 			}
 			for c := range m {
-				// Which NaN a sum keeps depends on the loop that added it (the
-				// purego build's Go loop keeps another payload than the vector one).
-				if acc[c] != acc[c] && want[c] != want[c] {
-					continue
-				}
 				if math.Float64bits(acc[c]) != math.Float64bits(want[c]) {
 					t.Fatalf("k=%d m=%d block=%d trial %d: column %d: %#x, want %#x", k, m, block, trial, c, math.Float64bits(acc[c]), math.Float64bits(want[c]))
 				}
