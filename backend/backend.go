@@ -161,14 +161,6 @@ type MatMulArgs struct {
 	// without a pass of its own (a linear layer followed by a ReLU). Only backends
 	// implementing GemmReLU (and saying yes for C's dtype) accept it.
 	ReLU bool
-	// SumA, where not nil, receives from element OffSumA the sum over k of each row of
-	// op(A) of every batch item (Batch×M values in C's dtype, item b's from OffSumA +
-	// b·M), as Reduce Sum over that axis of op(A) alone computes it, bit for bit: a
-	// linear layer's bias gradient, read in the weight gradient's pack of g2ᵀ rather
-	// than in a pass of its own. It must not overlap A or C. Only backends
-	// implementing GemmSumA (and saying yes for C's dtype) accept it.
-	SumA    Storage
-	OffSumA int
 }
 
 // GemmBias is implemented by backends whose MatMul accepts MatMulArgs.Bias where
@@ -181,12 +173,6 @@ type GemmBias interface {
 // dtypes where GemmReLU reports true.
 type GemmReLU interface {
 	GemmReLU(dt DType) bool
-}
-
-// GemmSumA is implemented by backends whose MatMul accepts MatMulArgs.SumA for the
-// dtypes where GemmSumA reports true.
-type GemmSumA interface {
-	GemmSumA(dt DType) bool
 }
 
 // LeadingDims returns LDA, LDB and LDC with 0 (packed) replaced by the packed row

@@ -181,48 +181,35 @@ func (c *Context) gemmInto(out, a, b *Tensor, batch Shape, beta float32) {
 
 // gemmReLUInto is gemmInto with backend.MatMulArgs.ReLU set to relu.
 func (c *Context) gemmReLUInto(out, a, b *Tensor, batch Shape, beta float32, relu bool) {
-	args := c.gemmArgs(out, a, b, batch)
-	args.Beta, args.ReLU = beta, relu
-	out.ref.b.MatMul(args)
-}
-
-// gemmBiasInto is gemmInto (no batch) with C starting from the bias row bias
-// (backend.MatMulArgs.Bias) in every row, and the ReLU applied where relu is set
-// (backend.MatMulArgs.ReLU).
-func (c *Context) gemmBiasInto(out, a, b, bias *Tensor, relu bool) {
-	args := c.gemmArgs(out, a, b, Shape{})
-	args.Bias, args.OffBias, args.ReLU = bias.ref.s, bias.offset, relu
-	out.ref.b.MatMul(args)
-}
-
-// gemmSumAInto is gemmInto (no batch, beta 0) that also stores in sum the sum over
-// k of each row of a (backend.MatMulArgs.SumA): Reduce Sum's bits, from the GEMM's
-// own pass over a.
-func (c *Context) gemmSumAInto(out, a, b, sum *Tensor) {
-	args := c.gemmArgs(out, a, b, Shape{})
-	args.SumA, args.OffSumA = sum.ref.s, sum.offset
-	out.ref.b.MatMul(args)
-}
-
-// gemmArgs lays out out = a·b over the batch dims for MatMul: alpha 1, beta 0.
-func (c *Context) gemmArgs(out, a, b *Tensor, batch Shape) backend.MatMulArgs {
 	la, lb := c.layoutFor(a, batch), c.layoutFor(b, batch)
 	m, k, n := out.shape[out.Dim()-2], a.shape[a.Dim()-1], out.shape[out.Dim()-1]
-	return backend.MatMulArgs{
+	out.ref.b.MatMul(backend.MatMulArgs{
 		A: la.t.ref.s, B: lb.t.ref.s, C: out.ref.s,
 		OffA: la.t.offset, OffB: lb.t.offset, OffC: out.offset,
 		Batch: batch.Numel(), M: m, N: n, K: k,
 		TransA: la.trans, TransB: lb.trans,
 		LDA: la.ld, LDB: lb.ld, LDC: n,
 		StrideA: la.bstride, StrideB: lb.bstride, StrideC: m * n,
-		Alpha: 1,
-	}
+		Alpha: 1, Beta: beta, ReLU: relu,
+	})
 }
 
-// linearBiasInGemm, when set, lets a Linear's backward take the bias gradient from
-// the weight gradient's GEMM (backend.GemmSumA) instead of a Reduce of its own: the
-// same bits; a variable so that tests can compare the two.
-var linearBiasInGemm = true
+// gemmBiasInto is gemmInto (no batch) with C starting from the bias row bias
+// (backend.MatMulArgs.Bias) in every row, and the ReLU applied where relu is set
+// (backend.MatMulArgs.ReLU).
+func (c *Context) gemmBiasInto(out, a, b, bias *Tensor, relu bool) {
+	la, lb := c.layoutFor(a, Shape{}), c.layoutFor(b, Shape{})
+	m, k, n := out.shape[0], a.shape[1], out.shape[1]
+	out.ref.b.MatMul(backend.MatMulArgs{
+		A: la.t.ref.s, B: lb.t.ref.s, C: out.ref.s,
+		OffA: la.t.offset, OffB: lb.t.offset, OffC: out.offset,
+		Batch: 1, M: m, N: n, K: k,
+		TransA: la.trans, TransB: lb.trans,
+		LDA: la.ld, LDB: lb.ld, LDC: n,
+		StrideA: la.bstride, StrideB: lb.bstride, StrideC: m * n,
+		Alpha: 1, Bias: bias.ref.s, OffBias: bias.offset, ReLU: relu,
+	})
+}
 
 // Linear computes x·wᵀ + b for x [..., in], w [out, in] and b [out] (b may be nil), as
 // torch.nn.functional.linear. Under autocast it runs in the low dtype.
@@ -361,18 +348,9 @@ func (c *Context) linear(x, w, b *Tensor, act linearAct) *Tensor {
 		}
 		if w.requiresGrad {
 			gw = allocOut(bc, g.dtype, g.device, Shape{outF, inF})
-			// The bias gradient, g2's column sums, in the pass that packs g2ᵀ
-			// for the weight gradient, where the backend sums it as Reduce
-			// would (float32): g2 is not read a second time.
-			sa, ok := g2.ref.b.(backend.GemmSumA)
-			if b != nil && b.requiresGrad && linearBiasInGemm && ok && sa.GemmSumA(g2.dtype) && g2.IsContiguous() {
-				gb = allocOut(bc, g2.dtype, g2.device, Shape{outF})
-				bc.gemmSumAInto(gw, g2.mT(bc), x2, gb)
-			} else {
-				bc.gemmInto(gw, g2.mT(bc), x2, Shape{}, 0)
-			}
+			bc.gemmInto(gw, g2.mT(bc), x2, Shape{}, 0)
 		}
-		if b != nil && b.requiresGrad && gb == nil {
+		if b != nil && b.requiresGrad {
 			gb = bc.reduceRaw(backend.Sum, g2, []int{0}, false)
 		}
 		return []*Tensor{gx, gw, gb}

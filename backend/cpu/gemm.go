@@ -280,21 +280,10 @@ func gemmWithBias[T float32 | float64](kern *gemmKernel[T], workers int, transA,
 // Unary's Relu. The task that computes a block of C applies it on the last k
 // slice, right after the block's kernel calls, while the block is in its cache.
 func gemmWithBiasReLU[T float32 | float64](kern *gemmKernel[T], workers int, transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, bias, c []T, ldc int, relu bool) {
-	gemmWithSumA(kern, workers, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, relu, nil)
-}
-
-// gemmWithSumA is gemmWithBiasReLU that, where sumA is not nil, also stores in
-// sumA[i] (i < m) the sum over k of row i of op(A) — float32, transposed, m ≥ 2,
-// k ≥ 1 — with the bits of Reduce Sum over the rows of the stored A: the tasks
-// that pack op(A) sum it (gemm_colsum.go).
-func gemmWithSumA[T float32 | float64](kern *gemmKernel[T], workers int, transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, bias, c []T, ldc int, relu bool, sumA []T) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(gemmArgError(fmt.Sprintf("cpu: Gemm: negative dimension m=%d n=%d k=%d", m, n, k)))
 	}
 	gemmCheck("C", m, n, c, ldc)
-	if sumA != nil && !gemmSumAInPack(transA, m, n, k, alpha, a, lda, sumA) {
-		sumA = nil
-	}
 	if m == 0 || n == 0 {
 		return
 	}
@@ -333,7 +322,6 @@ func gemmWithSumA[T float32 | float64](kern *gemmKernel[T], workers int, transA,
 
 	g := gemmCallPool[T]().Get().(*gemmCall[T])
 	g.bias, g.relu = bias, relu
-	g.sum.set(sumA, m)
 	g.transA, g.transB = transA, transB
 	g.alpha, g.beta = alpha, beta
 	g.a, g.lda, g.b, g.ldb, g.c, g.ldc = a, lda, b, ldb, c, ldc
@@ -342,7 +330,7 @@ func gemmWithSumA[T float32 | float64](kern *gemmKernel[T], workers int, transA,
 		workers = 1
 	}
 	g.run(m, n, k, workers)
-	g.a, g.b, g.c, g.bias, g.kern, g.relu, g.sum.out = nil, nil, nil, nil, nil, false, nil
+	g.a, g.b, g.c, g.bias, g.kern, g.relu = nil, nil, nil, nil, nil, false
 	gemmCallPool[T]().Put(g)
 }
 
@@ -391,9 +379,6 @@ type gemmCall[T float32 | float64] struct {
 	// relu, where set, applies max(0, v) to each block of C by the task
 	// that computed it, right after its last k slice (reluRows).
 	relu bool
-	// sum, where sum.out is not nil, takes the row sums of op(A) from the
-	// tasks that pack it (gemm_colsum.go).
-	sum gemmSumA[T]
 
 	bPack []T
 
@@ -526,9 +511,7 @@ func (g *gemmCall[T]) run(m, n, k, workers int) {
 	mr, nr := g.kern.mr, g.kern.nr
 	g.plan(m, n, k, mr, nr, workers, gemmSizes{kc: gemmKC, mc: gemmMC, nc: gemmNC})
 	g.bPack = gemmGrow(g.bPack, g.kcMax*gemmCeilDiv(g.ncMax, nr)*nr)
-	sched := g.schedule()
-	g.sumAUnpacked(sched)
-	switch sched {
+	switch g.schedule() {
 	case gemmColTasks, gemmColTasksPacked:
 		g.colTasks = max(1, min(gemmCeilDiv(n, nr)/2, gemmColTasksPerWorker*g.workers))
 		ParallelFor(g.colTasks, 1, g.colTaskFn)
@@ -700,7 +683,6 @@ func (g *gemmCall[T]) colTask(t int) {
 		}
 		if g.colPackA {
 			g.packA(s.aPack, 0, g.m, pc, kc)
-			g.sumAColTask(t, pc, kc)
 		}
 		fill := pc == 0 && g.bias != nil
 		// relu: on the last k slice, each row panel's chunk of tiles is
@@ -897,7 +879,6 @@ func (g *gemmCall[T]) task(t int) {
 	direct := g.kern.direct != nil && !g.transA && g.alpha == 1
 	if !direct {
 		g.packA(s.aPack, i0, i1-i0, g.pc, kc)
-		g.sumATask(g.jc, t%g.tn, i0, i1, g.pc, kc)
 	} else if last := (mp1 - 1) * mr; i1-last < mr && g.kern.rowsDirect == nil {
 		g.packA(s.aPack[(mp1-1-mp0)*kc*mr:], last, i1-last, g.pc, kc)
 	}

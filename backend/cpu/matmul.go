@@ -16,12 +16,10 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 	if A.dt != B.dt || A.dt != C.dt || !A.dt.IsFloat() {
 		panic(fmt.Sprintf("cpu: MatMul: operands %s, %s, %s must share one floating dtype", A.dt, B.dt, C.dt))
 	}
-	lda, ldb, ldc := a.LeadingDims()
-	// sumA: the float32 GEMM sums op(A) as it packs it; otherwise Reduce has.
-	sumA := b.matMulSumA(a, lda)
 	if a.Batch == 0 || a.M == 0 || a.N == 0 {
 		return
 	}
+	lda, ldb, ldc := a.LeadingDims()
 	// With a Bias, every route starts C from the bias row where it would read C
 	// (beta 1): Gemm and GemmBF16 per tile, the widening path per batch item.
 	var bias *storage
@@ -74,8 +72,8 @@ func (b *Backend) MatMul(a backend.MatMulArgs) {
 			bs = bias.f32()[a.OffBias:][:a.N]
 		}
 		run(func(i int) {
-			gemmWithSumA(gemmKernel32, Workers(), a.TransA, a.TransB, a.M, a.N, a.K, a.Alpha, af[a.OffA+i*a.StrideA:], lda,
-				bf[a.OffB+i*a.StrideB:], ldb, a.Beta, bs, cf[a.OffC+i*a.StrideC:], ldc, a.ReLU, sumA)
+			gemmWithBiasReLU(gemmKernel32, Workers(), a.TransA, a.TransB, a.M, a.N, a.K, a.Alpha, af[a.OffA+i*a.StrideA:], lda,
+				bf[a.OffB+i*a.StrideB:], ldb, a.Beta, bs, cf[a.OffC+i*a.StrideC:], ldc, a.ReLU)
 		})
 	case backend.Float64:
 		af, bf, cf := A.f64(), B.f64(), C.f64()
