@@ -5,7 +5,7 @@ export PATH := $(PATH):/usr/local/go/bin
 # under the race detector.
 RACE_PKGS = ./backend/cpu/ ./tensor/ ./data/ ./autocast/ ./memory/ ./profiler/ ./parallel/ ./dist/ ./cmd/gamprun/ ./cuda/
 
-.PHONY: demo chargpt fitdemo test test-deps test-run check check-fmt check-cross check-vet check-staticcheck check-generated test-short race bench bench-torch lint fmt vet gpu-tests
+.PHONY: demo chargpt fitdemo test test-deps test-run check check-fmt check-cross check-vet check-staticcheck check-generated test-short race bench bench-torch gemm-vs-torch lint fmt vet gpu-tests
 
 # The main job: the Fashion-MNIST CNN trained with AMP on the best device present
 # (bf16 autocast on the CPU, fp16 on a GPU).
@@ -111,6 +111,10 @@ gpu-tests:
 bench-torch:
 	scripts/bench-torch.sh
 	STEPS=$${STEPS:-10} scripts/chargpt-vs-torch.sh timing
+
+# gamp's float32 GEMM against PyTorch's OpenBLAS on the linear layers' shapes.
+gemm-vs-torch:
+	scripts/gemm-vs-torch.sh
 
 lint: check
 
