@@ -4,7 +4,9 @@
 # FP32 and BF16 autocast, in gamp (cmd/ampbench) and in PyTorch. Rounds alternate the
 # two engines (and which goes first) so that other load on the machine hits both
 # alike; each round's figure is the median of its steps, and the table shows the
-# median over the rounds. The README's CPU figures come from this script.
+# median over the rounds; a line under it gives, per model and precision, the lowest
+# and highest gamp÷torch ratio of a single round (the band a single run can land in).
+# The README's CPU figures come from this script.
 #
 #   scripts/bench-torch.sh                              # all models
 #   MODELS="cnn transformer" ROUNDS=7 STEPS=20 scripts/bench-torch.sh
@@ -60,7 +62,7 @@ results="$tmp/results"
 # ampbench's own multi-precision table does: interleaving evicts one
 # configuration's weights and activations from the caches before each step of the
 # other, which slowed gamp's steps by 5-20 % against PyTorch's blocked ones.
-run_gamp() { # model steps
+run_gamp() { # model steps round
   local p
   for p in fp32 bf16; do
     GAMP_CPU_THREADS=$threads "$tmp/ampbench" -device cpu -model "$1" -precision "$p" \
@@ -68,10 +70,10 @@ run_gamp() { # model steps
       "$python" -c 'import json, sys
 d = json.load(sys.stdin)
 for r in d["results"]:
-    print("gamp", d["model"], r["precision"], r["median_ms"])' >>"$results"
+    print("gamp", d["model"], r["precision"], r["median_ms"], sys.argv[1])' "$3" >>"$results"
   done
 }
-run_torch() { # model steps
+run_torch() { # model steps round
   [ "$torch" = 1 ] || return 0
   LD_LIBRARY_PATH="$openblas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OMP_NUM_THREADS=$threads \
       "$python" scripts/torch_ampbench.py --device cpu --model "$1" --threads "$threads" \
@@ -79,7 +81,7 @@ run_torch() { # model steps
     "$python" -c 'import json, sys
 d = json.load(sys.stdin)
 for r in d["rows"]:
-    print("torch", d["model"], r["precision"], r["median_ms"])' >>"$results"
+    print("torch", d["model"], r["precision"], r["median_ms"], sys.argv[1])' "$3" >>"$results"
 }
 
 plan=""
@@ -89,7 +91,7 @@ for m in $models; do
   plan="$plan${plan:+, }$m $rounds×$steps"
   for r in $(seq "$rounds"); do
     echo "$m: round $r/$rounds" >&2
-    if [ $((r % 2)) = 1 ]; then run_gamp "$m" "$steps"; run_torch "$m" "$steps"; else run_torch "$m" "$steps"; run_gamp "$m" "$steps"; fi
+    if [ $((r % 2)) = 1 ]; then run_gamp "$m" "$steps" "$r"; run_torch "$m" "$steps" "$r"; else run_torch "$m" "$steps" "$r"; run_gamp "$m" "$steps" "$r"; fi
   done
 done
 
@@ -102,10 +104,11 @@ echo "median ms per training step over the rounds, each round the median of its 
 echo
 "$python" - "$results" <<'EOF'
 import statistics, sys
-v = {}
+v, byround = {}, {}
 for line in open(sys.argv[1]):
-    eng, model, prec, ms = line.split()
+    eng, model, prec, ms, rnd = line.split()
     v.setdefault((eng, model, prec), []).append(float(ms))
+    byround[(eng, model, prec, rnd)] = float(ms)
 med = {k: statistics.median(x) for k, x in v.items()}
 models = list(dict.fromkeys(k[1] for k in v))
 def f(k):
@@ -117,4 +120,18 @@ print("|---|---|---|---|---|---|---|---|")
 for m in models:
     g32, g16, t32, t16 = ("gamp", m, "fp32"), ("gamp", m, "bf16"), ("torch", m, "fp32"), ("torch", m, "bf16")
     print(f"| {m:17} | {f(t32)} | {f(g32)} | {f(t16)} | {f(g16)} | {ratio(g32, t32):>15} | {ratio(g16, t16):>15} | {ratio(g16, g32):>14} |")
+# The spread: gamp÷torch within each round (the two engines ran back to back), lowest
+# to highest over the rounds. A ratio whose band straddles a target is not settled by
+# one run.
+rounds = sorted({k[3] for k in byround}, key=int)
+band = []
+for m in models:
+    for p in ("fp32", "bf16"):
+        rs = [byround[("gamp", m, p, r)] / byround[("torch", m, p, r)] for r in rounds
+              if ("gamp", m, p, r) in byround and ("torch", m, p, r) in byround]
+        if rs:
+            band.append(f"{m} {p} {min(rs):.2f}-{max(rs):.2f}")
+if band:
+    print()
+    print("gamp÷torch within each round, lowest-highest: " + ", ".join(band))
 EOF
