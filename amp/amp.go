@@ -69,6 +69,12 @@ type Config struct {
 	// the micro-batches are single examples; the failed attempts leave no trace (see
 	// Step) and later steps keep the smaller plan. Result.Replanned says so once.
 	OOMFallback bool
+	// Observer, where set, sees every op of the Trainer's forward and backward passes
+	// and of Evaluate (tensor.UseObserver on the Contexts they run in): a
+	// profiler.Profiler (per-op times of whole training steps, as torch.profiler around
+	// a training loop) or the overflow harness. The optimizer update, unscaling and
+	// clipping run outside any Context and are not reported.
+	Observer tensor.Observer
 }
 
 // Prepare casts model for the opt level: O2 to Low except KeepFP32 parameters

@@ -253,7 +253,7 @@ func clipOrInf(v float64) float64 {
 // microStep runs forward and scaled backward for one micro-batch in its own Context,
 // closed before it returns or while an out-of-memory panic unwinds (Step recovers it).
 func (t *Trainer) microStep(x, y *tensor.Tensor, p piece) (loss float64) {
-	ctx := tensor.NewContext(tensor.UseGenerator(t.Gen))
+	ctx := tensor.NewContext(tensor.UseGenerator(t.Gen), tensor.UseObserver(t.cfg.Observer))
 	defer ctx.Close()
 	w := 1 / float64(t.cfg.Accum)
 	if p.of > 0 {
@@ -284,7 +284,7 @@ func (t *Trainer) microStep(x, y *tensor.Tensor, p piece) (loss float64) {
 func (t *Trainer) Evaluate(x *tensor.Tensor) *tensor.Tensor {
 	t.Model.SetTraining(false)
 	defer t.Model.SetTraining(true)
-	ctx := tensor.NewContext(tensor.NoGradMode())
+	ctx := tensor.NewContext(tensor.NoGradMode(), tensor.UseObserver(t.cfg.Observer))
 	defer ctx.Close()
 	out, region := t.Forward(ctx, x)
 	defer region.Close()

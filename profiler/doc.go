@@ -9,6 +9,9 @@
 //	fmt.Print(p.Summary()); p.SaveChromeTrace("step.json")
 //	p.Close()                           // frees the device events of GPU timings
 //
+// An amp.Trainer's steps are profiled by passing the Profiler as amp.Config.Observer
+// (cmd/ampbench -ops does, printing each configuration's ops per step).
+//
 // A Profiler is a tensor.Observer: it flows with the Context like the autocast policy,
 // so two models profiled by two Profilers in two goroutines never mix. Each record has
 // the op, the pass, the dtypes and shapes it ran with, its device, its start and

@@ -19,6 +19,7 @@ import (
 	"github.com/gamp-ml/gamp/models"
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/optim"
+	"github.com/gamp-ml/gamp/profiler"
 	"github.com/gamp-ml/gamp/scaler"
 	"github.com/gamp-ml/gamp/tensor"
 )
@@ -102,6 +103,12 @@ func resolve(o options) (plan, error) {
 		return p, usagef("-batch %d is not divisible by -accum %d (the batch is split into -accum micro-batches)", p.batch, o.accum)
 	}
 	p.micro = p.batch / o.accum
+	switch {
+	case o.ops < 0:
+		return p, usagef("-ops must be ≥ 0, got %d", o.ops)
+	case o.ops > 0 && (o.jsonOut || o.plan):
+		return p, usagef("-ops prints tables after the results: it cannot be combined with -json or -plan")
+	}
 	if o.plot != "" {
 		if _, err := plotFormat(o.plot); err != nil {
 			return p, err
@@ -308,6 +315,9 @@ type bench struct {
 	model nn.Module
 	tr    *amp.Trainer
 
+	// prof, with -ops, observes the trainer's ops; it holds the timed steps' records.
+	prof *profiler.Profiler
+
 	times   []time.Duration // timed steps
 	held    int64           // bytes held between steps: params, optimizer state, masters
 	peak    int64           // highest bytes in use during a timed step
@@ -348,8 +358,13 @@ func (b *bench) setup(p plan) (err error) {
 	// The divergence check is off: a benchmark measures every configuration, and one
 	// that diverges (O3 in float16 often does) is a result to report, not a reason to
 	// stop the others.
+	var obs tensor.Observer
+	if p.ops > 0 {
+		b.prof = profiler.New()
+		obs = b.prof
+	}
 	b.tr, err = amp.NewTrainer(b.model, opt, loss, b.dev, amp.Config{Level: b.level, Low: low, Accum: p.accum,
-		Divergence: amp.DivergenceConfig{Off: true}})
+		Divergence: amp.DivergenceConfig{Off: true}, Observer: obs})
 	if err != nil {
 		return err
 	}
@@ -395,6 +410,9 @@ func (b *bench) step(batches []hostBatch, timed bool) error {
 		b.skipped++
 	}
 	b.loss = res.Loss
+	if !timed && b.prof != nil {
+		b.prof.Reset() // only the timed steps' ops are reported
+	}
 	if timed {
 		b.times = append(b.times, took)
 		b.act = max(b.act, pk-a0)
@@ -411,6 +429,10 @@ func (b *bench) release() {
 	}
 	releaseModel(b.model)
 	b.model, b.tr = nil, nil
+	if b.prof != nil {
+		b.prof.Close()
+		b.prof = nil
+	}
 }
 
 // run measures every configuration and writes the report.
@@ -474,6 +496,11 @@ func runBench(o options, stdout, stderr io.Writer) error {
 		return rep.writeJSON(stdout)
 	}
 	rep.writeTable(stdout)
+	if p.ops > 0 {
+		for _, b := range benches {
+			writeOps(stdout, b, p.ops)
+		}
+	}
 	return nil
 }
 

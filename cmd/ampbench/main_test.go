@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -159,6 +161,55 @@ func TestTable(t *testing.T) {
 	}
 }
 
+// -ops prints each configuration's ops over the timed steps only, per step, the self
+// times adding up to the time in ops.
+func TestOps(t *testing.T) {
+	for _, limit := range []int{50, 2} {
+		o := tiny("mlp", 16)
+		o.jsonOut, o.precision, o.steps, o.warmup, o.ops = false, "fp32,bf16", 2, 2, limit
+		var out bytes.Buffer
+		require.NoError(t, run(o, &out, io.Discard))
+		s := out.String()
+		for _, v := range []string{"fp32", "bf16 O1"} {
+			i := strings.Index(s, "ops of "+v+", per timed step (2 steps): ")
+			require.GreaterOrEqual(t, i, 0, "no ops table for %s in\n%s", v, s)
+			lines := strings.Split(strings.TrimSpace(s[i:]), "\n")
+			if j := strings.Index(s[i+1:], "\nops of "); j >= 0 {
+				lines = strings.Split(strings.TrimSpace(s[i:i+1+j]), "\n")
+			}
+			var inOps, sum float64
+			_, err := fmt.Sscanf(lines[0][strings.Index(lines[0], "): ")+3:], "%f ms in ops", &inOps)
+			require.NoError(t, err, lines[0])
+			require.Equal(t, []string{"op", "pass", "calls", "self", "ms", "of", "step", "total", "ms"}, strings.Fields(lines[1]))
+			calls := map[string]string{}
+			for _, l := range lines[2:] {
+				f := strings.Fields(l)
+				if strings.HasPrefix(l, "(") || strings.HasSuffix(f[1], "more)") {
+					require.Len(t, f, 3, l)
+					more, err := strconv.ParseFloat(f[2], 64)
+					require.NoError(t, err)
+					sum += more
+					continue
+				}
+				require.Len(t, f, 7, l)
+				self, err := strconv.ParseFloat(f[3], 64)
+				require.NoError(t, err)
+				sum += self
+				calls[f[0]+" "+f[1]] = f[2]
+			}
+			assert.InDelta(t, inOps, sum, 0.02*float64(len(lines)), "the self times add up to the time in ops")
+			if limit == 2 {
+				assert.Len(t, lines, 5, "two ops and the rest")
+				continue
+			}
+			// Two linear layers with a ReLU and the classifier's a step: the warm-up
+			// steps' records were dropped.
+			assert.Equal(t, "2", calls["linear_relu forward"], s[i:])
+			assert.Equal(t, "1", calls["linear forward"], s[i:])
+		}
+	}
+}
+
 func TestPlot(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"bench.png", "bench.svg"} {
@@ -200,6 +251,9 @@ func TestBadFlags(t *testing.T) {
 		{"-device", "cuda:0"},
 		{"-device", "tpu"},
 		{"-device", "cpu:99"},
+		{"-ops", "-1"},
+		{"-ops", "5", "-json"},
+		{"-ops", "5", "-plan"},
 		{"-no-such-flag"},
 		{"extra"},
 	} {

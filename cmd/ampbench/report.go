@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,9 +12,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/profiler"
 )
 
 // report is the JSON document -json prints.
@@ -177,4 +180,47 @@ func cpuModel() string {
 		}
 	}
 	return runtime.GOARCH
+}
+
+// writeOps prints b's n most expensive ops over its timed steps (-ops): per step, the
+// calls, the self time (nested ops left out, so the column adds up to the time in ops)
+// and its share of the mean step, and the total time with nested ops. The rest of a
+// step (the optimizer update, unscaling, the autograd bookkeeping) is in no op.
+func writeOps(w io.Writer, b *bench, n int) {
+	if b.prof == nil || len(b.times) == 0 {
+		return
+	}
+	rows := b.prof.Rows(false)
+	slices.SortStableFunc(rows, func(x, y profiler.Row) int { return cmp.Compare(y.Self, x.Self) })
+	steps := float64(len(b.times))
+	var sum time.Duration
+	for _, t := range b.times {
+		sum += t
+	}
+	step := ms(sum) / steps // the mean, as the op times are
+	var self time.Duration
+	for _, r := range rows {
+		self += r.Self
+	}
+	fmt.Fprintf(w, "\nops of %s, per timed step (%d steps): %.2f ms in ops of a %.2f ms mean step\n",
+		b.variant, len(b.times), ms(self)/steps, step)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "op\tpass\tcalls\tself ms\tof step\ttotal ms\t")
+	for i, r := range rows {
+		if i == n {
+			fmt.Fprintf(tw, "(%d more)\t\t\t%.2f\t\t\t\n", len(rows)-n, ms(self-sumSelf(rows[:n]))/steps)
+			break
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.1f %%\t%.2f\t\n", r.Op, r.Pass, float64(r.Calls)/steps,
+			ms(r.Self)/steps, 100*ms(r.Self)/steps/step, ms(r.Total)/steps)
+	}
+	tw.Flush()
+}
+
+// sumSelf is the self time of rows.
+func sumSelf(rows []profiler.Row) (d time.Duration) {
+	for _, r := range rows {
+		d += r.Self
+	}
+	return d
 }
