@@ -1,6 +1,7 @@
 package amp
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,15 +11,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// opCounter is a tensor.Observer counting forwards and backwards by op name.
+// opCounter is a tensor.Observer counting forwards and backwards by op name; it is a
+// tensor.WidenDeferrer saying deferring.
 type opCounter struct {
 	mu                  sync.Mutex
 	forwards, backwards map[string]int
+	deferring           bool
 }
 
-func newOpCounter() *opCounter {
-	return &opCounter{forwards: map[string]int{}, backwards: map[string]int{}}
+func newOpCounter(deferring bool) *opCounter {
+	return &opCounter{forwards: map[string]int{}, backwards: map[string]int{}, deferring: deferring}
 }
+
+func (o *opCounter) DeferWiden() bool { return o.deferring }
 
 func (o *opCounter) Begin(*tensor.Context, *tensor.Op) {}
 
@@ -36,45 +41,58 @@ func (o *opCounter) Backward(op *tensor.Op, _ any, _ *tensor.Tensor, _ []*tensor
 }
 
 // Config.Observer sees every micro-batch's forward and backward ops and Evaluate's
-// forward ones, and observing changes no bit of the training.
+// forward ones, and observing changes no bit of the training, whether the observer
+// lets the weight casts' gradients stay deferred (tensor.WidenDeferrer) or not.
 func TestObserverSeesStepsAndChangesNothing(t *testing.T) {
+	castBackwards := map[OptLevel]int{}
 	for _, level := range []OptLevel{O0, O1} {
-		t.Run(level.String(), func(t *testing.T) {
-			mk := func(obs tensor.Observer) *Trainer {
-				m := newMLP(7)
-				Prepare(m, level, tensor.BFloat16)
-				opt, err := optim.NewSGD(m.Params(), optim.SGDConfig{LR: 0.1, Momentum: 0.9})
-				require.NoError(t, err)
-				tr, err := NewTrainer(m, opt, ce, tensor.CPU, Config{Level: level, Low: tensor.BFloat16, Accum: 2, Observer: obs})
-				require.NoError(t, err)
-				tr.Gen.Seed(3)
-				return tr
-			}
-			obs := newOpCounter()
-			watched, plain := mk(obs), mk(nil)
-			for s := range 3 {
-				for _, tr := range []*Trainer{watched, plain} {
-					x0, y0 := batch(2*s, 8)
-					x1, y1 := batch(2*s+1, 8)
-					_, err := tr.Step([]*tensor.Tensor{x0, x1}, []*tensor.Tensor{y0, y1})
+		for _, deferring := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/deferring=%v", level, deferring), func(t *testing.T) {
+				mk := func(obs tensor.Observer) *Trainer {
+					m := newMLP(7)
+					Prepare(m, level, tensor.BFloat16)
+					opt, err := optim.NewSGD(m.Params(), optim.SGDConfig{LR: 0.1, Momentum: 0.9})
 					require.NoError(t, err)
-					for _, u := range []*tensor.Tensor{x0, y0, x1, y1} {
-						u.Release()
+					tr, err := NewTrainer(m, opt, ce, tensor.CPU, Config{Level: level, Low: tensor.BFloat16, Accum: 2, Observer: obs})
+					require.NoError(t, err)
+					tr.Gen.Seed(3)
+					return tr
+				}
+				obs := newOpCounter(deferring)
+				watched, plain := mk(obs), mk(nil)
+				for s := range 3 {
+					for _, tr := range []*Trainer{watched, plain} {
+						x0, y0 := batch(2*s, 8)
+						x1, y1 := batch(2*s+1, 8)
+						_, err := tr.Step([]*tensor.Tensor{x0, x1}, []*tensor.Tensor{y0, y1})
+						require.NoError(t, err)
+						for _, u := range []*tensor.Tensor{x0, y0, x1, y1} {
+							u.Release()
+						}
 					}
 				}
-			}
-			// Two linear layers, two micro-batches a step, three steps.
-			require.Equal(t, 12, obs.forwards["linear"])
-			require.Equal(t, 12, obs.backwards["linear"])
-			require.Equal(t, 6, obs.forwards["cross_entropy"])
-			require.Equal(t, paramBits(plain.Model), paramBits(watched.Model), "observing changed the training")
+				// Two linear layers, two micro-batches a step, three steps.
+				require.Equal(t, 12, obs.forwards["linear"])
+				require.Equal(t, 12, obs.backwards["linear"])
+				require.Equal(t, 6, obs.forwards["cross_entropy"])
+				require.Equal(t, paramBits(plain.Model), paramBits(watched.Model), "observing changed the training")
 
-			x, _ := batch(9, 8)
-			defer x.Release()
-			out := watched.Evaluate(x)
-			out.Release()
-			require.Equal(t, 14, obs.forwards["linear"], "Evaluate's forward is observed")
-			require.Equal(t, 12, obs.backwards["linear"])
-		})
+				x, _ := batch(9, 8)
+				defer x.Release()
+				out := watched.Evaluate(x)
+				out.Release()
+				require.Equal(t, 14, obs.forwards["linear"], "Evaluate's forward is observed")
+				require.Equal(t, 12, obs.backwards["linear"])
+				// The casts' backwards are reported whether their gradients are
+				// deferred or widened at once.
+				if prev, ok := castBackwards[level]; ok {
+					require.Equal(t, prev, obs.backwards["cast"])
+				}
+				castBackwards[level] = obs.backwards["cast"]
+				if level == O1 {
+					require.Positive(t, obs.backwards["cast"])
+				}
+			})
+		}
 	}
 }

@@ -353,6 +353,12 @@ func (p *Profiler) peekDev() tensor.Device {
 	return p.lastDev
 }
 
+// DeferWiden implements tensor.WidenDeferrer: a profiled step keeps the half gradients
+// of autocast's weight casts deferred, as an unprofiled one does, so that it times the
+// same work; such a cast's backward is recorded with no output gradient (OutDType
+// Invalid, no bytes) and no time.
+func (p *Profiler) DeferWiden() bool { return true }
+
 // Backward implements tensor.Observer.
 func (p *Profiler) Backward(op *tensor.Op, tag any, gradOut *tensor.Tensor, gradIn []*tensor.Tensor, took time.Duration) {
 	dev := p.peekDev()

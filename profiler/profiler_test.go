@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gamp-ml/gamp/autocast"
+	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/profiler"
 	"github.com/gamp-ml/gamp/tensor"
 )
@@ -246,6 +247,43 @@ func TestAutocastCastsAreZeroLengthNestedEvents(t *testing.T) {
 		}
 	}
 	require.True(t, byDT)
+}
+
+// A profiled autocast step leaves a weight cast's gradient deferred, as an unprofiled
+// one does (tensor.WidenDeferrer): its backward record carries no output gradient and
+// no time, and the gradients are the unprofiled run's bit for bit.
+func TestProfiledCastGradientsStayDeferred(t *testing.T) {
+	run := func(p *profiler.Profiler) [][]float32 {
+		m := newMLP(t)
+		opts := []tensor.ContextOption{tensor.UseAutocast(autocast.Half(tensor.BFloat16)), tensor.UseGenerator(tensor.NewGenerator(5))}
+		if p != nil {
+			opts = append(opts, tensor.UseObserver(p))
+		}
+		ctx := tensor.NewContext(opts...)
+		x := tensor.Randn(tensor.Shape{8, 16}, tensor.WithContext(ctx))
+		tensor.Linear(x, m.w1, m.b1).Sum().Backward()
+		ctx.Close()
+		return [][]float32{m.w1.Grad().Float32s(), m.b1.Grad().Float32s()}
+	}
+	want := run(nil)
+	p := profiler.New()
+	got := run(p)
+	require.Equal(t, want, got)
+	deferred := 0
+	for _, r := range p.Records() {
+		if r.Op != "cast" || r.Pass != profiler.Backward {
+			continue
+		}
+		if r.OutDType == backend.Invalid {
+			// A deferred cast: the bf16 gradient arrived, no float32 one was made, no
+			// time taken.
+			deferred++
+			require.Equal(t, tensor.BFloat16, r.InDTypes[0])
+			require.Zero(t, r.Bytes)
+			require.Zero(t, r.Dur)
+		}
+	}
+	require.Positive(t, deferred, "the weight's cast was widened at once")
 }
 
 // tickClock advances 1µs at every Mark, so the tests below know every time exactly.

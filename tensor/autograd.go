@@ -124,12 +124,18 @@ func (t *Tensor) SetGrad(g *Tensor) {
 
 // deferWiden reports whether node n, about to run its backward with output gradient
 // g, is a cast of a float32 leaf whose gradient would be g widened: the leaf has no
-// gradient yet (nor a deferred one) and no hooks, and g is a dense half tensor whose
-// storage nothing else holds. Backward then keeps g as the leaf's deferred gradient
+// gradient yet (nor a deferred one) and no hooks, g is a dense half tensor whose
+// storage nothing else holds, and the node has no Observer or one that is a
+// WidenDeferrer saying yes. Backward then keeps g as the leaf's deferred gradient
 // instead of widening it (see Grad); the numbers are the same.
 func deferWiden(n *node, g *Tensor) *Tensor {
-	if n.op != opCast || n.obs != nil || len(n.inputs) != 1 {
+	if n.op != opCast || len(n.inputs) != 1 {
 		return nil
+	}
+	if n.obs != nil {
+		if d, ok := n.obs.(WidenDeferrer); !ok || !d.DeferWiden() {
+			return nil
+		}
 	}
 	in := n.inputs[0]
 	if in == nil || in.node != nil || !in.requiresGrad || in.dtype != Float32 || len(in.hooks) > 0 ||
@@ -227,7 +233,8 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 			panic(&OpError{Op: "backward", Msg: fmt.Sprintf("the graph through %q was already freed by an earlier Backward; pass RetainGraph() to the first call to backward twice", n.op.Name())})
 		}
 		if leaf := deferWiden(n, g); leaf != nil {
-			leaf.gradLow.Store(g) // the leaf owns g now; casts keep no state to free
+			n.observeBackward(g, []*Tensor{nil}, 0) // a WidenDeferrer: no float32 gradient made
+			leaf.gradLow.Store(g)                   // the leaf owns g now; casts keep no state to free
 			continue
 		}
 		last := !o.retain && !n.reusable

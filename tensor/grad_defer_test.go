@@ -4,6 +4,7 @@ import (
 	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -138,5 +139,75 @@ func TestFromSliceOverwritesRecycledMemory(t *testing.T) {
 			}
 			x.Release()
 		}
+	}
+}
+
+// deferObserver is an Observer recording the backward reports of cast nodes; with
+// deferring set it is a WidenDeferrer saying yes.
+type deferObserver struct {
+	deferring bool
+	casts     [][]*Tensor // gradIn of each cast backward
+}
+
+func (o *deferObserver) Begin(*Context, *Op)                           {}
+func (o *deferObserver) Forward(*Context, *Op, []*Tensor, *Tensor) any { return nil }
+func (o *deferObserver) Backward(op *Op, _ any, _ *Tensor, gin []*Tensor, _ time.Duration) {
+	if op.Name() == "cast" {
+		o.casts = append(o.casts, append([]*Tensor(nil), gin...))
+	}
+}
+
+type deferringObserver struct{ *deferObserver }
+
+func (o deferringObserver) DeferWiden() bool { return o.deferring }
+
+// TestDeferredCastGradObserved checks that an Observer that is a WidenDeferrer saying
+// yes leaves the weight cast's gradient deferred and hears of the cast with a nil
+// gradient, while any other Observer gets it widened at once and hears of the float32
+// gradient; the final gradients agree bit for bit.
+func TestDeferredCastGradObserved(t *testing.T) {
+	x := Randn(Shape{5, 7})
+	w0 := Randn(Shape{7, 3})
+	var bits [][]uint32
+	for _, tc := range []struct {
+		name     string
+		obs      Observer
+		deferred bool
+	}{
+		{"none", nil, true},
+		{"plain observer", &deferObserver{}, false},
+		{"WidenDeferrer no", deferringObserver{&deferObserver{deferring: false}}, false},
+		{"WidenDeferrer yes", deferringObserver{&deferObserver{deferring: true}}, true},
+	} {
+		w := w0.Detach().SetRequiresGrad(true)
+		c := NewContext(UseObserver(tc.obs))
+		ac := c.WithAutocast(castAllPolicy{low: BFloat16})
+		ac.Bind(x).MatMul(w).Cast(Float32).Sum().Backward()
+		ac.Close()
+		c.Close()
+		require.Equal(t, tc.deferred, w.lowGrad() != nil, tc.name)
+		var rec *deferObserver
+		switch o := tc.obs.(type) {
+		case *deferObserver:
+			rec = o
+		case deferringObserver:
+			rec = o.deferObserver
+		}
+		if rec != nil {
+			// The weight's cast; x's cast has no gradient to send (x needs none).
+			require.NotEmpty(t, rec.casts, tc.name)
+			found := false
+			for _, gin := range rec.casts {
+				if len(gin) == 1 && (gin[0] == nil) == tc.deferred {
+					found = true
+				}
+			}
+			require.True(t, found, "%s: cast backward reports %v", tc.name, rec.casts)
+		}
+		bits = append(bits, w.Grad().f32bitsForTest())
+		w.ZeroGrad()
+	}
+	for i := 1; i < len(bits); i++ {
+		require.Equal(t, bits[0], bits[i])
 	}
 }

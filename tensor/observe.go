@@ -19,6 +19,18 @@ type Observer interface {
 	Backward(op *Op, tag any, gradOut *Tensor, gradIn []*Tensor, took time.Duration)
 }
 
+// WidenDeferrer is implemented by Observers that need no gradient tensor from the cast
+// that feeds a float32 leaf (a weight under autocast). Unobserved, Backward keeps such
+// a leaf's half gradient and widens it only when something asks (see Tensor.Grad); with
+// an Observer whose DeferWiden reports true it does the same, and reports the cast's
+// backward as Backward(op, tag, g, []*Tensor{nil}, 0): the half gradient g arrived, no
+// float32 one was made. So an observed run does the work an unobserved one does (the
+// profiler implements it). Other Observers (the overflow harness, which measures the
+// gradients a node sends) get the cast widened at once and see the float32 gradient.
+type WidenDeferrer interface {
+	DeferWiden() bool
+}
+
 // UseObserver attaches an Observer to a root Context.
 func UseObserver(o Observer) ContextOption { return func(c *Context) { c.obs = o } }
 
