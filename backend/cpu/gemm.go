@@ -35,8 +35,10 @@ const (
 var gemmRowOrderWords = 1 << 18
 
 // Products of at most gemmColMaxM rows whose op(A) the kernel reads in
-// place run as gemmColTasksPerWorker column tasks per worker (see colTask);
-// gemmColMaxM is a variable so that tests and benchmarks can turn them off.
+// place, and of at most 2·gemmColMaxM rows and as many columns whose op(A)
+// it packs, run as gemmColTasksPerWorker column tasks per worker (see
+// colTask); gemmColMaxM is a variable so that tests and benchmarks can turn
+// them off.
 var gemmColMaxM = 2 * gemmMC
 
 // Products of at most gemmRowMaxPanels NR-column micro-panels per worker
@@ -555,11 +557,16 @@ func (g *gemmCall[T]) schedule() int {
 	// One row panel not read in place (the MLP's 10-class weight gradient,
 	// m = 10): column tasks too, each packing that panel as every loop task
 	// would (the loop splits no rows then).
+	// Rows not read in place, at most twice gemmColMaxM and no more than
+	// the columns (the transformers' FFN2 weight gradients: m = 128 or 512
+	// by n = 4m, k = the tokens): column tasks too, each packing all of
+	// op(A) (no more than the B it packs) and only its own B panels, in one
+	// parallel phase instead of the loop's two per k slice.
 	if n <= gemmNC && nPanels >= 2*workers {
 		if direct && m <= gemmColMaxM {
 			return gemmColTasks
 		}
-		if !direct && m <= min(mr, gemmColMaxM) {
+		if !direct && (m <= min(mr, gemmColMaxM) || m <= min(n, 2*gemmColMaxM)) {
 			g.colPackA = true
 			return gemmColTasksPacked
 		}

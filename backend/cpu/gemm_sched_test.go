@@ -29,7 +29,8 @@ func gemmScheduleOf[T float32 | float64](kern *gemmKernel[T], workers int, trans
 // 1–13, 31–33, 255–257, 511–513 and 1023–1025, both transposes, alpha 1
 // (A read in place) and not, beta 0, 1 and other, a bias, and operands
 // with NaN, ±Inf, ±0 and denormals. It fails unless the new schedules ran
-// (row tasks where the kernel reads A in place).
+// (row tasks where the kernel reads A in place, column tasks packing an
+// op(A) of more rows than a panel).
 func TestGemmSchedules(t *testing.T) {
 	rng := rand.New(rand.NewPCG(221, 222))
 	dims := []int{}
@@ -40,7 +41,11 @@ func TestGemmSchedules(t *testing.T) {
 	}
 	small := dims[:13]
 	pick := func(from []int) int { return from[rng.IntN(len(from))] }
-	shapes := []gemmShape{{256, 10, 1024}, {256, 1024, 10}, {10, 1024, 256}, {2048, 10, 512}, {10, 512, 2048}, {5, 1024, 600}}
+	// The last two: more rows than a panel against more columns, op(A) packed
+	// where transposed (a transformer's FFN2 weight gradient), over three
+	// k slices.
+	shapes := []gemmShape{{256, 10, 1024}, {256, 1024, 10}, {10, 1024, 256}, {2048, 10, 512}, {10, 512, 2048}, {5, 1024, 600},
+		{128, 512, 1100}, {301, 640, 1030}}
 	for range 40 {
 		// One small dimension and two drawn from all: the small products.
 		sh := gemmShape{pick(dims), pick(dims), pick(dims)}
@@ -55,6 +60,7 @@ func TestGemmSchedules(t *testing.T) {
 		shapes = append(shapes, sh)
 	}
 	seen := map[int]int{}
+	wide := 0 // column tasks packing op(A) of more rows than a panel
 	for _, sh := range shapes {
 		m, n, k := sh.m, sh.n, sh.k
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
@@ -101,7 +107,11 @@ func TestGemmSchedules(t *testing.T) {
 				gemmWithBias(gemmKernel32, 1, transA, transB, m, n, k, v.alpha, a, lda, b, ldb, v.beta, bs, want, ldc)
 				gemmColMaxM, gemmRowMaxPanels = colMaxM, rowMax
 				for _, workers := range []int{1, 2, 3} {
-					seen[gemmScheduleOf(gemmKernel32, workers, transA, m, n, k, v.alpha)]++
+					s := gemmScheduleOf(gemmKernel32, workers, transA, m, n, k, v.alpha)
+					seen[s]++
+					if s == gemmColTasksPacked && m > gemmKernel32.mr {
+						wide++
+					}
 					got := slices.Clone(c0)
 					gemmWithBias(gemmKernel32, workers, transA, transB, m, n, k, v.alpha, a, lda, b, ldb, v.beta, bs, got, ldc)
 					for i := range got {
@@ -122,6 +132,9 @@ func TestGemmSchedules(t *testing.T) {
 		if seen[s] == 0 {
 			t.Errorf("schedule %d never ran (schedules seen: %v)", s, seen)
 		}
+	}
+	if wide == 0 {
+		t.Errorf("column tasks never packed op(A) of more than %d rows", gemmKernel32.mr)
 	}
 }
 
