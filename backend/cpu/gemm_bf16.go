@@ -36,6 +36,12 @@ var gemmBF16RowOrderWords = 1 << 18
 // variable so that benchmarks can compare the two).
 var gemmBF16ColumnSplitPanels = 8
 
+// gemmBF16ColumnSplitRows is the most rows of a packed (transposed) op(A)
+// for which the workers split the columns, each packing all of op(A),
+// when there are at least as many columns; a variable so that tests and
+// benchmarks can turn it off (0).
+var gemmBF16ColumnSplitRows = 256
+
 const (
 	gemmBF16KC = 4096
 	gemmBF16MC = 144
@@ -397,12 +403,8 @@ func grow[T any](buf []T, n int) []T {
 func (g *gemmBF16Call) run(m, n, k, workers int) {
 	mr, nr := g.kern.mr, g.kern.nr
 	g.plan(m, n, k, mr, nr, workers, gemmSizes{kc: gemmBF16KC, mc: gemmBF16MC, nc: gemmBF16NC, evenK: true})
-	// Few rows that the kernel reads in place (k in one slice of whole k
-	// tiles): the workers split the columns instead (one row task), each
-	// packing the B panels it uses, so that they stay in its own L2
-	// rather than every worker reading every panel, packed by both.
 	g.ownPack = false
-	if g.workers > 1 && g.mPanels <= gemmBF16ColumnSplitPanels && g.kern.directRow != nil && !g.transA && !g.sliced && k%(2*g.kern.tileK) == 0 {
+	if g.splitColumns() {
 		g.tm, g.ownPack = 1, true
 	}
 	g.bPack = grow(g.bPack, g.pairSteps(g.kcMax)*gemmCeilDiv(g.ncMax, nr)*nr)
@@ -411,6 +413,25 @@ func (g *gemmBF16Call) run(m, n, k, workers int) {
 		g.acc = grow(g.acc, g.mPanels*mr*g.accLd)
 	}
 	g.loop()
+}
+
+// splitColumns says whether the workers of a planned call split its columns
+// (one row task, each task packing the B panels it uses, so that they stay
+// in its own L2 rather than every worker reading every panel, packed by
+// both) rather than its rows:
+//   - few rows that the kernel reads in place, k in one slice of whole k
+//     tiles;
+//   - few rows that are packed (a transposed op(A): the weight gradients of
+//     width-128 layers, m = 128 against n = 128 or 512), no more than the
+//     columns, k in one slice: each task then packs all of op(A) as well.
+func (g *gemmBF16Call) splitColumns() bool {
+	if g.workers <= 1 || g.sliced {
+		return false
+	}
+	if g.mPanels <= gemmBF16ColumnSplitPanels && g.kern.directRow != nil && !g.transA && g.k%(2*g.kern.tileK) == 0 {
+		return true
+	}
+	return g.transA && g.m <= gemmBF16ColumnSplitRows && g.m <= g.n && gemmCeilDiv(g.n, g.kern.nr) >= 2*g.workers
 }
 
 // pairSteps is the number of pair steps the packed panels hold for kc

@@ -470,12 +470,21 @@ func bf16Matrix(rng *rand.Rand, n int) []half.BFloat16 {
 }
 
 // TestGemmBF16Deterministic checks that whole products agree bit for bit
-// between each micro-kernel and its pure-Go twin and across worker counts:
-// the summation order is fixed by the shape and the kernel's arithmetic
-// (VDPBF16PS or AMX) alone.
+// between each micro-kernel and its pure-Go twin and across worker counts
+// (rows or columns split among the workers): the summation order is fixed by
+// the shape and the kernel's arithmetic (VDPBF16PS or AMX) alone.
 func TestGemmBF16Deterministic(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
-	for _, sh := range []gemmShape{{20, 40, 2*gemmBF16KC + 100}, {37, 4133, 71}, {300, 64, 129}} {
+	// {37, 4133, 71} and {128, 512, 300}: few rows of a transposed A against
+	// more columns, which two or more workers split by columns.
+	for _, sh := range []gemmShape{{37, 4133, 71}, {128, 512, 300}} {
+		for _, kern := range bf16TestKernels() {
+			if !bf16SplitsColumns(kern, 2, true, sh.m, sh.n, sh.k) {
+				t.Fatalf("%v: %s, 2 workers: the columns are not split", sh, kern.name)
+			}
+		}
+	}
+	for _, sh := range []gemmShape{{20, 40, 2*gemmBF16KC + 100}, {37, 4133, 71}, {300, 64, 129}, {128, 512, 300}} {
 		a := bf16Matrix(rng, sh.m*sh.k)
 		b := bf16Matrix(rng, sh.k*sh.n)
 		c0 := bf16Matrix(rng, sh.m*sh.n)
@@ -500,6 +509,17 @@ func TestGemmBF16Deterministic(t *testing.T) {
 			}
 		}
 	}
+}
+
+// bf16SplitsColumns says whether GemmBF16 on workers workers splits the
+// columns of an m×n×k product among them (gemmBF16Call.splitColumns).
+func bf16SplitsColumns(kern *gemmBF16Kernel, workers int, transA bool, m, n, k int) bool {
+	if 2*float64(m)*float64(n)*float64(k) < gemmSerialFlops {
+		return false
+	}
+	g := &gemmBF16Call{kern: kern, transA: transA}
+	g.plan(m, n, k, kern.mr, kern.nr, workers, gemmSizes{kc: gemmBF16KC, mc: gemmBF16MC, nc: gemmBF16NC, evenK: true})
+	return g.splitColumns()
 }
 
 // gemmBF16HashEnv makes TestGemmBF16Threads's child process print a hash of
