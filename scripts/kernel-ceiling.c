@@ -11,6 +11,10 @@
 //	embed  12×32 tile, each FMA reading its A value by an embedded broadcast {1to16}
 //	6x64   6×64 tile, 6 VBROADCASTSS of A and 4 loads of B
 //	8x48   8×48 tile, 8 VBROADCASTSS of A and 3 loads of B
+//	pairs  12×32 tile, 6 VBROADCASTSD of row pairs of A and 4 loads of B (B and B with
+//	       adjacent lanes swapped, packed side by side)
+//	pairs+pf  pairs with four PREFETCHT0 of B per k step
+//	pairperm  pairs with the swapped B made by two VPERMILPS (port 5) from 2 B loads
 //
 // Rounds alternate the variants; each figure is the median over the rounds, GFLOP/s
 // summed over the threads (each thread has its own panels).
@@ -151,10 +155,49 @@ static void k_8x48(const float *a, const float *b, float *c) {
 	                 : CLOB);
 }
 
+// pairs: 12×32 tile with the A values of two adjacent rows broadcast together
+// (VBROADCASTSD, [a(2i), a(2i+1)] repeated) against B and B with adjacent lanes swapped
+// (packed beside it): accumulator 4i holds rows 2i/2i+1 at even/odd columns of the first
+// half, 4i+2 the other parity, and so on. 6 broadcasts and 4 B loads per 24 FMAs; each C
+// element still gets its FMAs in k order (the lanes are sorted back once per tile).
+#define PR(off, r, c0, c1, c2, c3)                                                      \
+	"vbroadcastsd " S(off) "(%[a]), %%zmm" S(r) "\n\t" FMA(24, r, c0) FMA(25, r, c1)     \
+	    FMA(26, r, c2) FMA(27, r, c3)
+#define KPAIRS(name, PF, BSTEP)                                                          \
+	static void name(const float *a, const float *b, float *c) {                       \
+		long k = KC;                                                                     \
+		__asm__ volatile(ZERO24 "1:\n\t"                                                \
+		                 "vmovups (%[b]), %%zmm24\n\tvmovups 64(%[b]), %%zmm25\n\t"     \
+		                 "vmovups 128(%[b]), %%zmm26\n\tvmovups 192(%[b]), %%zmm27\n\t" PF \
+		                 PR(0, 28, 0, 1, 2, 3) PR(8, 29, 4, 5, 6, 7) PR(16, 30, 8, 9, 10, 11)  \
+		                 PR(24, 31, 12, 13, 14, 15) PR(32, 28, 16, 17, 18, 19)                 \
+		                 PR(40, 29, 20, 21, 22, 23)                                            \
+		                 "add $48, %[a]\n\tadd $" S(BSTEP) ", %[b]\n\tdec %[k]\n\tjnz 1b\n\t" STORE24 \
+		                 : [k] "+r"(k), [a] "+r"(a), [b] "+r"(b)                         \
+		                 : [c] "r"(c)                                                    \
+		                 : CLOB);                                                        \
+	}
+#define PF4 "prefetcht0 2048(%[b])\n\tprefetcht0 2112(%[b])\n\tprefetcht0 2176(%[b])\n\tprefetcht0 2240(%[b])\n\t"
+KPAIRS(k_pairs, "", 256)
+KPAIRS(k_pairspf, PF4, 256)
+// pairs-perm: the swapped B made in registers (VPERMILPS, port 5) from two B loads.
+static void k_pairsperm(const float *a, const float *b, float *c) {
+	long k = KC;
+	__asm__ volatile(ZERO24 "1:\n\t"
+	                 "vmovups (%[b]), %%zmm24\n\tvmovups 64(%[b]), %%zmm25\n\t"
+	                 "vpermilps $0xb1, %%zmm24, %%zmm26\n\tvpermilps $0xb1, %%zmm25, %%zmm27\n\t"
+	                 PR(0, 28, 0, 1, 2, 3) PR(8, 29, 4, 5, 6, 7) PR(16, 30, 8, 9, 10, 11)
+	                 PR(24, 31, 12, 13, 14, 15) PR(32, 28, 16, 17, 18, 19) PR(40, 29, 20, 21, 22, 23)
+	                 "add $48, %[a]\n\tadd $128, %[b]\n\tdec %[k]\n\tjnz 1b\n\t" STORE24
+	                 : [k] "+r"(k), [a] "+r"(a), [b] "+r"(b)
+	                 : [c] "r"(c)
+	                 : CLOB);
+}
+
 static struct {
 	const char *name;
 	kernel *fn;
-} variants[] = {{"peak", k_peak}, {"regA", k_regA}, {"bcst", k_bcst}, {"bcst+pf", k_bcstpf}, {"embed", k_embed}, {"6x64", k_6x64}, {"8x48", k_8x48}};
+} variants[] = {{"peak", k_peak}, {"regA", k_regA}, {"bcst", k_bcst}, {"bcst+pf", k_bcstpf}, {"embed", k_embed}, {"6x64", k_6x64}, {"8x48", k_8x48}, {"pairs", k_pairs}, {"pairs+pf", k_pairspf}, {"pairperm", k_pairsperm}};
 #define NV (int)(sizeof variants / sizeof variants[0])
 
 struct job {
@@ -185,12 +228,13 @@ int main(int argc, char **argv) {
 	}
 	struct job jobs[64];
 	for (int t = 0; t < threads; t++) {
-		// Panels for the widest variant: A 12·KC floats, B 64·KC floats.
+		// Panels for the widest variant: A 12·KC floats, B 64·KC floats (and the
+		// prefetches' reach past the end).
 		jobs[t].a = alloc64(12 * KC);
-		jobs[t].b = alloc64(64 * KC);
+		jobs[t].b = alloc64(64 * KC + 1024);
 		jobs[t].c = alloc64(24 * 16);
 		for (int i = 0; i < 12 * KC; i++) jobs[t].a[i] = 1e-3f * (i % 7);
-		for (int i = 0; i < 64 * KC; i++) jobs[t].b[i] = 1e-3f * (i % 5);
+		for (int i = 0; i < 64 * KC + 1024; i++) jobs[t].b[i] = 1e-3f * (i % 5);
 		memset(jobs[t].c, 0, 24 * 16 * sizeof(float));
 	}
 	double g[NV][ROUNDS];
