@@ -7,7 +7,8 @@
 #
 # timing: ROUNDS rounds alternate the engines (and which goes first) so that other load
 # on the machine hits both alike; each figure is the median of STEPS steps after
-# WARMUP untimed ones (gamp: the median over its steps), the table the median over rounds.
+# WARMUP untimed ones (gamp: the median of its JSON's step_ms after the first WARMUP),
+# the table the median over rounds.
 # compare: FP32 for CSTEPS steps with the validation loss at every step (2 batches), and
 # BF16 for BSTEPS steps; both start from the weights gamp exports (PRECISIONS=fp32 runs
 # one of them).
@@ -41,7 +42,7 @@ timing)
           -eval-every 0 -eval-batches 1 -sample 0 -quiet -json |
         "$python" -c 'import json, sys, statistics
 d = json.load(sys.stdin)
-print("gamp", d["precision"], d["median_step_ms"])' >>"$results"
+print("gamp", d["precision"], statistics.median(d["step_ms"][int(sys.argv[1]):]))' "$warmup" >>"$results"
     done
   }
   run_torch() {

@@ -73,10 +73,13 @@ type summary struct {
 	TrainSeconds    float64 `json:"train_seconds"`
 	TokensPerSecond float64 `json:"tokens_per_second"`
 	MedianStepMS    float64 `json:"median_step_ms"`
-	PeakMemoryBytes int64   `json:"peak_memory_bytes"`
-	Sample          string  `json:"sample"`
-	TrainCurve      []point `json:"train_curve"`
-	ValCurve        []point `json:"val_curve"`
+	// StepMS holds each step's wall time in this run, in order (a resumed run lists
+	// only the steps it ran), so that a benchmark can leave out its warm-up steps.
+	StepMS          []float64 `json:"step_ms"`
+	PeakMemoryBytes int64     `json:"peak_memory_bytes"`
+	Sample          string    `json:"sample"`
+	TrainCurve      []point   `json:"train_curve"`
+	ValCurve        []point   `json:"val_curve"`
 }
 
 // defaultOptions are the flags' defaults.
@@ -403,6 +406,7 @@ func run(o options, log io.Writer) (summary, error) {
 		res.TokensPerSecond = float64(tokens) / res.TrainSeconds
 	}
 	res.MedianStepMS = median(stepTimes)
+	res.StepMS = stepTimes
 	res.PeakMemoryBytes = be.MemoryStats().PeakAllocated
 	if len(res.ValCurve) > 0 {
 		res.ValLoss = res.ValCurve[len(res.ValCurve)-1].Loss

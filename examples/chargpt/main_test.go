@@ -51,6 +51,8 @@ func TestTrainsOnTinyText(t *testing.T) {
 	require.Len(t, s.ValCurve, 3)
 	require.Less(t, s.ValLoss, s.UnigramLoss-1, "the model should use the context")
 	require.Greater(t, s.TokensPerSecond, 0.0)
+	require.Len(t, s.StepMS, 60)
+	require.Equal(t, median(s.StepMS), s.MedianStepMS)
 	require.Greater(t, s.PeakMemoryBytes, int64(0))
 	require.Zero(t, s.SkippedSteps)
 	require.True(t, strings.HasPrefix(s.Sample, "\n"))
@@ -69,6 +71,7 @@ func TestTrainsOnTinyText(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(80), s2.Steps)
 	require.Len(t, s2.TrainCurve, 80)
+	require.Len(t, s2.StepMS, 20, "a resumed run times only the steps it ran")
 	require.Equal(t, s.TrainCurve, s2.TrainCurve[:60])
 	require.Len(t, s2.ValCurve, 4)
 }
