@@ -93,6 +93,18 @@ func BenchmarkAMXStrips(b *testing.B) {
 					bp := make([]uint32, sh.panels*amxNR*kc2)
 					ldc := sh.panels * amxNR
 					c := make([]half.BFloat16, sh.rows*ldc)
+					// Written, not just made: a buffer never written is the
+					// kernel's shared zero page, every row the same physical
+					// page, and would read at L1 speed.
+					for i := range a {
+						a[i] = half.BFloat16(0x3c00 + i%97)
+					}
+					for i := range ap {
+						ap[i] = 0x3c003c00 + uint32(i%89)
+					}
+					for i := range bp {
+						bp[i] = 0x3c003c00 + uint32(i%83)
+					}
 					n := sh.rows / amxMR
 					runtime.LockOSThread()
 					defer runtime.UnlockOSThread()
