@@ -133,7 +133,9 @@ type convOps[E float32 | half.BFloat16, P float32 | uint32] struct {
 	// (offs in bytes), so the forward packs no B panel (convKernelGo's loop).
 	// The caller has checked that every offset is a non-negative multiple of 4
 	// and at most maxOff (convOffsets); direct checks maxOff against len(b).
-	direct func(steps int, a []P, b []E, offs []int, maxOff int, c []float32, ldc int)
+	// For float32 b is the padded image itself; for bf16 pairs it is the image
+	// interleaved into channel pairs (sc.xpp), which needs the paired k order.
+	direct func(steps int, a []P, b []P, offs []int, maxOff int, c []float32, ldc int)
 	// gather packs the weight-gradient B panel: row p of dst holds step p of w
 	// runs of src starting at offs[i] (convGatherF32Go, convGatherPairsGo).
 	gather func(dst []P, src []E, offs []int, steps, w, stride int)
@@ -228,7 +230,38 @@ var (
 	}()
 	// convBF16 is nil where the CPU lacks VDPBF16PS.
 	convBF16 = newConvBF16(convBF16Kernel)
+	// convBF16Direct, convBF16Directx16 and convBF16Directx8 are convBF16 on the
+	// in-place VDPBF16PS kernels of a 12×32, 16×16 and 8×32 tile (nil without
+	// them): the forward reads its B rows from the image interleaved into channel
+	// pairs instead of packing B panels. They need the paired k order (an even
+	// number of channels per group): convBF16For.
+	convBF16Direct    = convBF16Tile(12, 32, convDirectPairs)
+	convBF16Directx16 = convBF16Tile(16, 16, convDirectPairsx16)
+	convBF16Directx8  = convBF16Tile(8, 32, convDirectPairsx8)
 )
+
+// convBF16Tile returns convBF16 with an mr×nr tile and the direct kernel of that
+// tile, nil without either.
+func convBF16Tile(mr, nr int, direct func(steps int, a, b []uint32, offs []int, maxOff int, c []float32, ldc int)) *convOps[half.BFloat16, uint32] {
+	if convBF16 == nil || direct == nil {
+		return nil
+	}
+	o := *convBF16
+	o.mr, o.nr, o.direct = mr, nr, direct
+	return &o
+}
+
+// convBF16For returns the bf16 forward ops for og output and cg input channels per
+// group: for even cg, the direct kernels' tile chosen as convF32For chooses (the
+// VDPBF16PS tiles are bound as the float32 ones are, a pair step for a k step),
+// else convBF16 (B panels packed per tap pair). All add each element's pair
+// products in the same order: the choice changes no bit of the result.
+func convBF16For(og, cg int) *convOps[half.BFloat16, uint32] {
+	if cg%2 != 0 || convBF16Direct == nil {
+		return convBF16
+	}
+	return convTileFor(og, convBF16Direct, convBF16Directx8, convBF16Directx16)
+}
 
 // convF32For returns the float32 ops for og output channels per group: of the
 // 12×32, 8×32 and 16×16 in-place tiles, the one whose computed rows cost least. Per
@@ -239,11 +272,18 @@ var (
 // and forward than the 16×16 and 12×32 tiles). All add each element's products in
 // the same order, so the choice changes no bit of the result.
 func convF32For(og int) *convOps[float32, float32] {
-	best, cost := convF32, 16*gemmCeilDiv(og, convF32.mr)*convF32.mr
+	return convTileFor(og, convF32, convF32x8, convF32x16)
+}
+
+// convTileFor returns, of base (a 12×32 tile) and the 8×32 and 16×16 tiles x8 and
+// x16 (each may be nil), the one whose computed rows cost least for og rows: 16
+// per row for the 32-column tiles, 17 for the 16×16 one (see convF32For).
+func convTileFor[E float32 | half.BFloat16, P float32 | uint32](og int, base, x8, x16 *convOps[E, P]) *convOps[E, P] {
+	best, cost := base, 16*gemmCeilDiv(og, base.mr)*base.mr
 	for _, c := range []struct {
-		o *convOps[float32, float32]
+		o *convOps[E, P]
 		f int
-	}{{convF32x8, 16}, {convF32x16, 17}} {
+	}{{x8, 16}, {x16, 17}} {
 		if c.o == nil {
 			continue
 		}
@@ -387,13 +427,25 @@ func convGatherPairsGo(dst []uint32, src []half.BFloat16, offs []int, steps, w, 
 type convScratch[E float32 | half.BFloat16, P float32 | uint32] struct {
 	xp, gy, tmp []E
 	a, b        []P
-	c           []float32
+	// xpp is a group of the padded image interleaved into channel pairs, for the
+	// bf16 direct kernels.
+	xpp []P
+	c   []float32
 }
 
 var (
 	convScratchF32  = sync.Pool{New: func() any { return new(convScratch[float32, float32]) }}
 	convScratchBF16 = sync.Pool{New: func() any { return new(convScratch[half.BFloat16, uint32]) }}
 )
+
+// convInterleaveGo sets dst[i] = pair(lo[i], hi[i]): two channel planes as one
+// plane of bf16 pairs, lo in the low halves.
+func convInterleaveGo(dst []uint32, lo, hi []half.BFloat16) {
+	lo, hi = lo[:len(dst)], hi[:len(dst)]
+	for i := range dst {
+		dst[i] = pair(lo[i], hi[i])
+	}
+}
 
 func convScratchPool[E float32 | half.BFloat16, P float32 | uint32]() *sync.Pool {
 	var zero E
@@ -538,18 +590,29 @@ func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, 
 	rp, steps, nSl, per := pl.rp, pl.steps, pl.nSl, pl.per
 	npan := gemmCeilDiv(s.nq, o.nr)
 	ldc := npan * o.nr
-	var offB []int // byte offsets of the taps, for o.direct
+	direct := o.direct != nil && (!o.pairs || s.paired)
+	var offB []int // byte offsets of the k steps' B rows, for o.direct
 	maxOff := 0    // their maximum
-	if o.direct != nil {
-		offB = make([]int, len(s.offs))
-		for i, v := range s.offs {
+	plane := s.hp * s.wp
+	if direct {
+		offB = make([]int, steps)
+		for p := range offB {
+			v := s.offs[p]
+			if o.pairs {
+				// Pair step p is channels c, c+1 (c even) at one tap: in the
+				// pair image, plane c/2 of the same tap.
+				v = s.offs[2*p] - (2*p%s.cg)/2*plane
+			}
 			if v < 0 {
 				panic("cpu: convForward: negative tap offset")
 			}
-			offB[i] = 4 * v
+			offB[p] = 4 * v
 			maxOff = max(maxOff, 4*v)
 		}
 	}
+	// The pair image of a group: cg/2 planes and a zero tail that the last
+	// panel of the last taps may read (discarded columns).
+	xppLen := s.cg/2*plane + (a.KW-1)*a.DilationW + 64
 	init := make([]float32, s.O) // each row's start: the bias, or a zero that keeps acc's bits
 	for i := range init {
 		switch {
@@ -568,19 +631,35 @@ func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, 
 		clear(sc.xp)
 		sc.b = grow(sc.b, o.pad(per)*o.nr)
 		sc.c = grow(sc.c, rp*o.mr*ldc)
+		if direct && o.pairs {
+			sc.xpp = grow(sc.xpp, xppLen)
+			clear(sc.xpp[:xppLen])
+		}
 		for n := lo; n < hi; n++ {
 			load(&s, sc, n)
 			for g := range s.Groups {
-				xg := sc.xp[g*s.cg*s.hp*s.wp:]
+				xg := sc.xp[g*s.cg*plane:]
+				var src []P // the direct kernels' B rows
+				if direct {
+					if o.pairs {
+						xw := any(xg).([]half.BFloat16)
+						for cp := range s.cg / 2 {
+							convInterleave(any(sc.xpp[cp*plane:][:plane]).([]uint32), xw[2*cp*plane:][:plane], xw[(2*cp+1)*plane:][:plane])
+						}
+						src = sc.xpp[:xppLen]
+					} else {
+						src = any(xg).([]P)
+					}
+				}
 				convFill(sc.c, ldc, rowInit[g*rp*o.mr:][:rp*o.mr], ldc, rp*o.mr)
 				for q := range npan {
 					q0 := q * o.nr
 					for sl := range nSl {
 						p0, p1 := sl*per, min((sl+1)*per, steps)
-						if o.direct != nil {
+						if direct {
 							for r := range rp {
 								ap := pl.a[((g*rp+r)*nSl+sl)*pl.blk:][:(p1-p0)*o.mr]
-								o.direct(p1-p0, ap, xg[q0:], offB[p0:p1], maxOff, sc.c[r*o.mr*ldc+q0:], ldc)
+								o.direct(p1-p0, ap, src[q0:], offB[p0:p1], maxOff, sc.c[r*o.mr*ldc+q0:], ldc)
 							}
 							continue
 						}
@@ -875,7 +954,7 @@ func (b *Backend) Conv2d(y, x, w, bias backend.Storage, a backend.Conv2dArgs) bo
 	if B != nil {
 		bs = B.bf16()
 	}
-	convForward(convBF16, Y.bf16(), X.bf16(), W.bf16(), bs, a)
+	convForward(convBF16For(a.O/a.Groups, a.C/a.Groups), Y.bf16(), X.bf16(), W.bf16(), bs, a)
 	return true
 }
 
@@ -899,7 +978,7 @@ func (b *Backend) Conv2dInputGrad(gx, gy, w backend.Storage, a backend.Conv2dArg
 		convForwardF16(GX.f16(), GY.f16(), widenF16(flipWeights(W.f16(), a)), nil, d)
 		return true
 	}
-	convForward(convBF16, GX.bf16(), GY.bf16(), flipWeights(W.bf16(), a), nil, d)
+	convForward(convBF16For(d.O/d.Groups, d.C/d.Groups), GX.bf16(), GY.bf16(), flipWeights(W.bf16(), a), nil, d)
 	return true
 }
 
@@ -917,7 +996,7 @@ func (b *Backend) Conv2dWeightGrad(gw, x, gy backend.Storage, a backend.Conv2dAr
 	if X.dt == backend.Float16 {
 		return convWeightGradF16(GW.f16(), X.f16(), GY.f16(), a)
 	}
-	return convWeightGrad(convBF16, GW.bf16(), X.bf16(), GY.bf16(), a)
+	return convWeightGrad(convBF16WGrad(a.O/a.Groups), GW.bf16(), X.bf16(), GY.bf16(), a)
 }
 
 // convCheck panics unless the image, weight and output storages share a dtype and

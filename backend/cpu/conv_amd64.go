@@ -72,6 +72,122 @@ func convDirect(mr, nr int, kern func(kc int, a []float32, b *float32, offs []in
 	}
 }
 
+// convPairKernel12x32AVX512 is convKernel12x32AVX512 on bf16 pairs: A the packed
+// weight pairs, the B row of pair step p read in place at b + offs[p] bytes (nr
+// words of the pair-interleaved image, convInterleave), VPBROADCASTD and
+// VDPBF16PS for VBROADCASTSS and VFMADD231PS. It equals, NaN payloads aside,
+// gemmBF16KernelGo(12, 32, ...) with add set on the panel
+// b'[p*32+j] = b[offs[p]/4+j], which convPairKernelGo computes.
+//
+//go:noescape
+func convPairKernel12x32AVX512(kc int, a []uint32, b *uint32, offs []int, c []float32, ldc int)
+
+// convPairKernel16x16AVX512 is convPairKernel12x32AVX512 for a 16×16 tile.
+//
+//go:noescape
+func convPairKernel16x16AVX512(kc int, a []uint32, b *uint32, offs []int, c []float32, ldc int)
+
+// convPairKernel8x32AVX512 is convPairKernel12x32AVX512 for an 8×32 tile.
+//
+//go:noescape
+func convPairKernel8x32AVX512(kc int, a []uint32, b *uint32, offs []int, c []float32, ldc int)
+
+// convDirectPairs, convDirectPairsx16 and convDirectPairsx8 are the bf16 direct
+// kernels (convOps.direct on the pair-interleaved image) where the convolution's
+// bf16 kernel is the VDPBF16PS one, else nil.
+var (
+	convDirectPairs    = convDirectPairsOf(12, 32, convPairKernel12x32AVX512)
+	convDirectPairsx16 = convDirectPairsOf(16, 16, convPairKernel16x16AVX512)
+	convDirectPairsx8  = convDirectPairsOf(8, 32, convPairKernel8x32AVX512)
+)
+
+// convDirectPairsOf wraps an in-place pair kernel with the bounds checks the
+// assembly does not make (as convDirect does).
+func convDirectPairsOf(mr, nr int, kern func(kc int, a []uint32, b *uint32, offs []int, c []float32, ldc int)) func(steps int, a, b []uint32, offs []int, maxOff int, c []float32, ldc int) {
+	if convBF16Kernel != gemmBF16KernelAVX512 {
+		return nil
+	}
+	return func(steps int, a, b []uint32, offs []int, maxOff int, c []float32, ldc int) {
+		if steps == 0 {
+			return
+		}
+		_ = a[steps*mr-1]
+		_ = c[(mr-1)*ldc+nr-1]
+		offs = offs[:steps]
+		if maxOff/4+nr > len(b) {
+			panic("cpu: convDirectPairs: B row out of range")
+		}
+		kern(steps, a, &b[0], offs, c, ldc)
+	}
+}
+
+// convPairKernelRows8x32AVX512 is convKernelRows8x32AVX512 on bf16: row i's word at
+// pair step p is the pair of elements at x + offs[i] + 4p bytes (two consecutive
+// elements of a tap's run, the first in the low half), B a packed panel of pairs,
+// VDPBF16PS: c[i*ldc+j] += the VDPBF16PS dot product of row i and column j,
+// accumulated from zero in ascending p (convPairKernelRowsGo; offs in bytes).
+//
+//go:noescape
+func convPairKernelRows8x32AVX512(kc int, x *uint16, offs *[8]int, b *uint32, c *float32, ldc int)
+
+// convPairKernelRows8x16AVX512 is convPairKernelRows8x32AVX512 for 16 columns.
+//
+//go:noescape
+func convPairKernelRows8x16AVX512(kc int, x *uint16, offs *[8]int, b *uint32, c *float32, ldc int)
+
+// convRowsPairs32 and convRowsPairs16 are the bf16 in-place-rows kernels (see
+// convOps.rowsIn) where the convolution's bf16 kernel is the VDPBF16PS one, else
+// nil.
+var (
+	convRowsPairs32 = convRowsPairsOf(32, convPairKernelRows8x32AVX512)
+	convRowsPairs16 = convRowsPairsOf(16, convPairKernelRows8x16AVX512)
+)
+
+// convRowsPairsOf wraps an in-place bf16 rows kernel of nr columns with the bounds
+// checks the assembly does not make. Rows past len(offs) read the last tap again.
+func convRowsPairsOf(nr int, kern func(kc int, x *uint16, offs *[8]int, b *uint32, c *float32, ldc int)) func(steps int, x []half.BFloat16, offs []int, b []uint32, c []float32, ldc int) {
+	if convBF16Kernel != gemmBF16KernelAVX512 {
+		return nil
+	}
+	return func(steps int, x []half.BFloat16, offs []int, b []uint32, c []float32, ldc int) {
+		if steps == 0 {
+			return
+		}
+		_ = b[steps*nr-1]
+		_ = c[(convRowsMR-1)*ldc+nr-1]
+		var ob [convRowsMR]int
+		for i := range ob {
+			o := offs[min(i, len(offs)-1)]
+			if o < 0 || o+2*steps > len(x) {
+				panic("cpu: convRowsPairs: A row out of range")
+			}
+			ob[i] = 2 * o
+		}
+		kern(steps, (*uint16)(unsafe.Pointer(&x[0])), &ob, &b[0], &c[0], ldc)
+	}
+}
+
+// convInterleavePairs sets dst[i] = lo[i] | hi[i]<<16 for i < n (AVX-512, BMI2).
+//
+//go:noescape
+func convInterleavePairs(dst *uint32, lo, hi *uint16, n int)
+
+// convInterleave writes the pairs of the planes lo and hi into dst (lo in the low
+// halves): convInterleavePairs where the CPU has AVX-512 (F, BW) and BMI2, else
+// convInterleaveGo.
+func convInterleave(dst []uint32, lo, hi []half.BFloat16) {
+	n := len(dst)
+	if n == 0 {
+		return
+	}
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512BW || !cpu.X86.HasBMI2 {
+		convInterleaveGo(dst, lo, hi)
+		return
+	}
+	_, _ = lo[n-1], hi[n-1]
+	convInterleavePairs(&dst[0], (*uint16)(unsafe.Pointer(&lo[0])), (*uint16)(unsafe.Pointer(&hi[0])), n)
+}
+
 // convBF16Kernel is the bf16 micro-kernel of the direct convolution: AMX where
 // this process may use it, else VDPBF16PS where the CPU has it, else none.
 var convBF16Kernel = func() *gemmBF16Kernel {
@@ -321,4 +437,30 @@ func convKernelRowsGo(mr, nr, steps int, x []float32, offs []int, b, c []float32
 			crow[j] += acc
 		}
 	}
+}
+
+// convPairKernelGo is the pure-Go twin of convPairKernel<mr>x<nr>AVX512: the B rows
+// at b[offs[p]/4:] copied into a packed panel, then gemmBF16KernelGo adding the tile
+// to C.
+func convPairKernelGo(mr, nr, steps int, a, b []uint32, offs []int, c []float32, ldc int) {
+	bp := make([]uint32, steps*nr)
+	for p, o := range offs[:steps] {
+		copy(bp[p*nr:][:nr], b[o/4:][:nr])
+	}
+	gemmBF16KernelGo(mr, nr, steps, a, bp, c, ldc, true)
+}
+
+// convPairKernelRowsGo is the pure-Go twin of convPairKernelRows8x<nr>AVX512
+// (element offsets, rows past len(offs) reading the last tap): row i's pairs
+// pair(x[offs[i]+2p], x[offs[i]+2p+1]) packed as an A panel, then
+// gemmBF16KernelGo adding the tile to C.
+func convPairKernelRowsGo(mr, nr, steps int, x []half.BFloat16, offs []int, b []uint32, c []float32, ldc int) {
+	ap := make([]uint32, steps*mr)
+	for i := range mr {
+		xr := x[offs[min(i, len(offs)-1)]:][:2*steps]
+		for p := range steps {
+			ap[p*mr+i] = pair(xr[2*p], xr[2*p+1])
+		}
+	}
+	gemmBF16KernelGo(mr, nr, steps, ap, b, c, ldc, true)
 }

@@ -578,6 +578,580 @@ convKernelRows8x16AVX512_store:
 	VZEROUPPER
 	RET
 
+// func convPairKernel12x32AVX512(kc int, a []uint32, b *uint32, offs []int, c []float32, ldc int)
+TEXT ·convPairKernel12x32AVX512(SB), NOSPLIT, $0-96
+	MOVQ kc+0(FP), CX
+	MOVQ a_base+8(FP), SI
+	MOVQ b+32(FP), DI
+	MOVQ offs_base+40(FP), BX
+	MOVQ c_base+64(FP), DX
+	MOVQ ldc+88(FP), R8
+	SHLQ $2, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	TESTQ CX, CX
+	JZ convPairKernel12x32AVX512_store
+
+convPairKernel12x32AVX512_loop:
+	MOVQ 0(BX), R9
+	VMOVUPS 0(DI)(R9*1), Z24
+	VMOVUPS 64(DI)(R9*1), Z25
+	VPBROADCASTD 0(SI), Z26
+	BYTE $0x62; BYTE $0x92; BYTE $0x3e; BYTE $0x40; BYTE $0x52; BYTE $0xc2 // vdpbf16ps %zmm26, %zmm24, %zmm0
+	BYTE $0x62; BYTE $0x92; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xca // vdpbf16ps %zmm26, %zmm25, %zmm1
+	VPBROADCASTD 4(SI), Z27
+	BYTE $0x62; BYTE $0x92; BYTE $0x3e; BYTE $0x40; BYTE $0x52; BYTE $0xd3 // vdpbf16ps %zmm27, %zmm24, %zmm2
+	BYTE $0x62; BYTE $0x92; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xdb // vdpbf16ps %zmm27, %zmm25, %zmm3
+	VPBROADCASTD 8(SI), Z28
+	BYTE $0x62; BYTE $0x92; BYTE $0x3e; BYTE $0x40; BYTE $0x52; BYTE $0xe4 // vdpbf16ps %zmm28, %zmm24, %zmm4
+	BYTE $0x62; BYTE $0x92; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xec // vdpbf16ps %zmm28, %zmm25, %zmm5
+	VPBROADCASTD 12(SI), Z29
+	BYTE $0x62; BYTE $0x92; BYTE $0x3e; BYTE $0x40; BYTE $0x52; BYTE $0xf5 // vdpbf16ps %zmm29, %zmm24, %zmm6
+	BYTE $0x62; BYTE $0x92; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xfd // vdpbf16ps %zmm29, %zmm25, %zmm7
+	VPBROADCASTD 16(SI), Z30
+	BYTE $0x62; BYTE $0x12; BYTE $0x3e; BYTE $0x40; BYTE $0x52; BYTE $0xc6 // vdpbf16ps %zmm30, %zmm24, %zmm8
+	BYTE $0x62; BYTE $0x12; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xce // vdpbf16ps %zmm30, %zmm25, %zmm9
+	VPBROADCASTD 20(SI), Z31
+	BYTE $0x62; BYTE $0x12; BYTE $0x3e; BYTE $0x40; BYTE $0x52; BYTE $0xd7 // vdpbf16ps %zmm31, %zmm24, %zmm10
+	BYTE $0x62; BYTE $0x12; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xdf // vdpbf16ps %zmm31, %zmm25, %zmm11
+	VPBROADCASTD 24(SI), Z26
+	BYTE $0x62; BYTE $0x12; BYTE $0x3e; BYTE $0x40; BYTE $0x52; BYTE $0xe2 // vdpbf16ps %zmm26, %zmm24, %zmm12
+	BYTE $0x62; BYTE $0x12; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xea // vdpbf16ps %zmm26, %zmm25, %zmm13
+	VPBROADCASTD 28(SI), Z27
+	BYTE $0x62; BYTE $0x12; BYTE $0x3e; BYTE $0x40; BYTE $0x52; BYTE $0xf3 // vdpbf16ps %zmm27, %zmm24, %zmm14
+	BYTE $0x62; BYTE $0x12; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xfb // vdpbf16ps %zmm27, %zmm25, %zmm15
+	VPBROADCASTD 32(SI), Z28
+	BYTE $0x62; BYTE $0x82; BYTE $0x3e; BYTE $0x40; BYTE $0x52; BYTE $0xc4 // vdpbf16ps %zmm28, %zmm24, %zmm16
+	BYTE $0x62; BYTE $0x82; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xcc // vdpbf16ps %zmm28, %zmm25, %zmm17
+	VPBROADCASTD 36(SI), Z29
+	BYTE $0x62; BYTE $0x82; BYTE $0x3e; BYTE $0x40; BYTE $0x52; BYTE $0xd5 // vdpbf16ps %zmm29, %zmm24, %zmm18
+	BYTE $0x62; BYTE $0x82; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xdd // vdpbf16ps %zmm29, %zmm25, %zmm19
+	VPBROADCASTD 40(SI), Z30
+	BYTE $0x62; BYTE $0x82; BYTE $0x3e; BYTE $0x40; BYTE $0x52; BYTE $0xe6 // vdpbf16ps %zmm30, %zmm24, %zmm20
+	BYTE $0x62; BYTE $0x82; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xee // vdpbf16ps %zmm30, %zmm25, %zmm21
+	VPBROADCASTD 44(SI), Z31
+	BYTE $0x62; BYTE $0x82; BYTE $0x3e; BYTE $0x40; BYTE $0x52; BYTE $0xf7 // vdpbf16ps %zmm31, %zmm24, %zmm22
+	BYTE $0x62; BYTE $0x82; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xff // vdpbf16ps %zmm31, %zmm25, %zmm23
+	ADDQ $48, SI
+	ADDQ $8, BX
+	DECQ CX
+	JNZ convPairKernel12x32AVX512_loop
+
+convPairKernel12x32AVX512_store:
+	VADDPS 0(DX), Z0, Z0
+	VMOVUPS Z0, 0(DX)
+	VADDPS 64(DX), Z1, Z1
+	VMOVUPS Z1, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z2, Z2
+	VMOVUPS Z2, 0(DX)
+	VADDPS 64(DX), Z3, Z3
+	VMOVUPS Z3, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z4, Z4
+	VMOVUPS Z4, 0(DX)
+	VADDPS 64(DX), Z5, Z5
+	VMOVUPS Z5, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z6, Z6
+	VMOVUPS Z6, 0(DX)
+	VADDPS 64(DX), Z7, Z7
+	VMOVUPS Z7, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z8, Z8
+	VMOVUPS Z8, 0(DX)
+	VADDPS 64(DX), Z9, Z9
+	VMOVUPS Z9, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z10, Z10
+	VMOVUPS Z10, 0(DX)
+	VADDPS 64(DX), Z11, Z11
+	VMOVUPS Z11, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z12, Z12
+	VMOVUPS Z12, 0(DX)
+	VADDPS 64(DX), Z13, Z13
+	VMOVUPS Z13, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z14, Z14
+	VMOVUPS Z14, 0(DX)
+	VADDPS 64(DX), Z15, Z15
+	VMOVUPS Z15, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z16, Z16
+	VMOVUPS Z16, 0(DX)
+	VADDPS 64(DX), Z17, Z17
+	VMOVUPS Z17, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z18, Z18
+	VMOVUPS Z18, 0(DX)
+	VADDPS 64(DX), Z19, Z19
+	VMOVUPS Z19, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z20, Z20
+	VMOVUPS Z20, 0(DX)
+	VADDPS 64(DX), Z21, Z21
+	VMOVUPS Z21, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z22, Z22
+	VMOVUPS Z22, 0(DX)
+	VADDPS 64(DX), Z23, Z23
+	VMOVUPS Z23, 64(DX)
+	VZEROUPPER
+	RET
+
+// func convPairKernel16x16AVX512(kc int, a []uint32, b *uint32, offs []int, c []float32, ldc int)
+TEXT ·convPairKernel16x16AVX512(SB), NOSPLIT, $0-96
+	MOVQ kc+0(FP), CX
+	MOVQ a_base+8(FP), SI
+	MOVQ b+32(FP), DI
+	MOVQ offs_base+40(FP), BX
+	MOVQ c_base+64(FP), DX
+	MOVQ ldc+88(FP), R8
+	SHLQ $2, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	TESTQ CX, CX
+	JZ convPairKernel16x16AVX512_store
+
+convPairKernel16x16AVX512_loop:
+	MOVQ 0(BX), R9
+	VMOVUPS 0(DI)(R9*1), Z16
+	VPBROADCASTD 0(SI), Z17
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xc1 // vdpbf16ps %zmm17, %zmm16, %zmm0
+	VPBROADCASTD 4(SI), Z18
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xca // vdpbf16ps %zmm18, %zmm16, %zmm1
+	VPBROADCASTD 8(SI), Z19
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xd3 // vdpbf16ps %zmm19, %zmm16, %zmm2
+	VPBROADCASTD 12(SI), Z20
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xdc // vdpbf16ps %zmm20, %zmm16, %zmm3
+	VPBROADCASTD 16(SI), Z21
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xe5 // vdpbf16ps %zmm21, %zmm16, %zmm4
+	VPBROADCASTD 20(SI), Z22
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xee // vdpbf16ps %zmm22, %zmm16, %zmm5
+	VPBROADCASTD 24(SI), Z17
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xf1 // vdpbf16ps %zmm17, %zmm16, %zmm6
+	VPBROADCASTD 28(SI), Z18
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xfa // vdpbf16ps %zmm18, %zmm16, %zmm7
+	VPBROADCASTD 32(SI), Z19
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xc3 // vdpbf16ps %zmm19, %zmm16, %zmm8
+	VPBROADCASTD 36(SI), Z20
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xcc // vdpbf16ps %zmm20, %zmm16, %zmm9
+	VPBROADCASTD 40(SI), Z21
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xd5 // vdpbf16ps %zmm21, %zmm16, %zmm10
+	VPBROADCASTD 44(SI), Z22
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xde // vdpbf16ps %zmm22, %zmm16, %zmm11
+	VPBROADCASTD 48(SI), Z17
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xe1 // vdpbf16ps %zmm17, %zmm16, %zmm12
+	VPBROADCASTD 52(SI), Z18
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xea // vdpbf16ps %zmm18, %zmm16, %zmm13
+	VPBROADCASTD 56(SI), Z19
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xf3 // vdpbf16ps %zmm19, %zmm16, %zmm14
+	VPBROADCASTD 60(SI), Z20
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xfc // vdpbf16ps %zmm20, %zmm16, %zmm15
+	ADDQ $64, SI
+	ADDQ $8, BX
+	DECQ CX
+	JNZ convPairKernel16x16AVX512_loop
+
+convPairKernel16x16AVX512_store:
+	VADDPS 0(DX), Z0, Z0
+	VMOVUPS Z0, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z1, Z1
+	VMOVUPS Z1, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z2, Z2
+	VMOVUPS Z2, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z3, Z3
+	VMOVUPS Z3, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z4, Z4
+	VMOVUPS Z4, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z5, Z5
+	VMOVUPS Z5, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z6, Z6
+	VMOVUPS Z6, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z7, Z7
+	VMOVUPS Z7, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z8, Z8
+	VMOVUPS Z8, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z9, Z9
+	VMOVUPS Z9, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z10, Z10
+	VMOVUPS Z10, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z11, Z11
+	VMOVUPS Z11, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z12, Z12
+	VMOVUPS Z12, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z13, Z13
+	VMOVUPS Z13, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z14, Z14
+	VMOVUPS Z14, 0(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z15, Z15
+	VMOVUPS Z15, 0(DX)
+	VZEROUPPER
+	RET
+
+// func convPairKernel8x32AVX512(kc int, a []uint32, b *uint32, offs []int, c []float32, ldc int)
+TEXT ·convPairKernel8x32AVX512(SB), NOSPLIT, $0-96
+	MOVQ kc+0(FP), CX
+	MOVQ a_base+8(FP), SI
+	MOVQ b+32(FP), DI
+	MOVQ offs_base+40(FP), BX
+	MOVQ c_base+64(FP), DX
+	MOVQ ldc+88(FP), R8
+	SHLQ $2, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	TESTQ CX, CX
+	JZ convPairKernel8x32AVX512_store
+
+convPairKernel8x32AVX512_loop:
+	MOVQ 0(BX), R9
+	VMOVUPS 0(DI)(R9*1), Z16
+	VMOVUPS 64(DI)(R9*1), Z17
+	VPBROADCASTD 0(SI), Z18
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xc2 // vdpbf16ps %zmm18, %zmm16, %zmm0
+	BYTE $0x62; BYTE $0xb2; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xca // vdpbf16ps %zmm18, %zmm17, %zmm1
+	VPBROADCASTD 4(SI), Z19
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xd3 // vdpbf16ps %zmm19, %zmm16, %zmm2
+	BYTE $0x62; BYTE $0xb2; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xdb // vdpbf16ps %zmm19, %zmm17, %zmm3
+	VPBROADCASTD 8(SI), Z20
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xe4 // vdpbf16ps %zmm20, %zmm16, %zmm4
+	BYTE $0x62; BYTE $0xb2; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xec // vdpbf16ps %zmm20, %zmm17, %zmm5
+	VPBROADCASTD 12(SI), Z21
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xf5 // vdpbf16ps %zmm21, %zmm16, %zmm6
+	BYTE $0x62; BYTE $0xb2; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xfd // vdpbf16ps %zmm21, %zmm17, %zmm7
+	VPBROADCASTD 16(SI), Z22
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xc6 // vdpbf16ps %zmm22, %zmm16, %zmm8
+	BYTE $0x62; BYTE $0x32; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xce // vdpbf16ps %zmm22, %zmm17, %zmm9
+	VPBROADCASTD 20(SI), Z23
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xd7 // vdpbf16ps %zmm23, %zmm16, %zmm10
+	BYTE $0x62; BYTE $0x32; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xdf // vdpbf16ps %zmm23, %zmm17, %zmm11
+	VPBROADCASTD 24(SI), Z18
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xe2 // vdpbf16ps %zmm18, %zmm16, %zmm12
+	BYTE $0x62; BYTE $0x32; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xea // vdpbf16ps %zmm18, %zmm17, %zmm13
+	VPBROADCASTD 28(SI), Z19
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xf3 // vdpbf16ps %zmm19, %zmm16, %zmm14
+	BYTE $0x62; BYTE $0x32; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xfb // vdpbf16ps %zmm19, %zmm17, %zmm15
+	ADDQ $32, SI
+	ADDQ $8, BX
+	DECQ CX
+	JNZ convPairKernel8x32AVX512_loop
+
+convPairKernel8x32AVX512_store:
+	VADDPS 0(DX), Z0, Z0
+	VMOVUPS Z0, 0(DX)
+	VADDPS 64(DX), Z1, Z1
+	VMOVUPS Z1, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z2, Z2
+	VMOVUPS Z2, 0(DX)
+	VADDPS 64(DX), Z3, Z3
+	VMOVUPS Z3, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z4, Z4
+	VMOVUPS Z4, 0(DX)
+	VADDPS 64(DX), Z5, Z5
+	VMOVUPS Z5, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z6, Z6
+	VMOVUPS Z6, 0(DX)
+	VADDPS 64(DX), Z7, Z7
+	VMOVUPS Z7, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z8, Z8
+	VMOVUPS Z8, 0(DX)
+	VADDPS 64(DX), Z9, Z9
+	VMOVUPS Z9, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z10, Z10
+	VMOVUPS Z10, 0(DX)
+	VADDPS 64(DX), Z11, Z11
+	VMOVUPS Z11, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z12, Z12
+	VMOVUPS Z12, 0(DX)
+	VADDPS 64(DX), Z13, Z13
+	VMOVUPS Z13, 64(DX)
+	ADDQ R8, DX
+	VADDPS 0(DX), Z14, Z14
+	VMOVUPS Z14, 0(DX)
+	VADDPS 64(DX), Z15, Z15
+	VMOVUPS Z15, 64(DX)
+	VZEROUPPER
+	RET
+
+// func convPairKernelRows8x32AVX512(kc int, x *uint16, offs *[8]int, b *uint32, c *float32, ldc int)
+TEXT ·convPairKernelRows8x32AVX512(SB), NOSPLIT, $0-48
+	MOVQ kc+0(FP), R12
+	MOVQ x+8(FP), R13
+	MOVQ offs+16(FP), DI
+	MOVQ 0(DI), AX
+	ADDQ R13, AX
+	MOVQ 8(DI), BX
+	ADDQ R13, BX
+	MOVQ 16(DI), DX
+	ADDQ R13, DX
+	MOVQ 24(DI), SI
+	ADDQ R13, SI
+	MOVQ 32(DI), R8
+	ADDQ R13, R8
+	MOVQ 40(DI), R9
+	ADDQ R13, R9
+	MOVQ 48(DI), R10
+	ADDQ R13, R10
+	MOVQ 56(DI), R11
+	ADDQ R13, R11
+	MOVQ b+24(FP), DI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	XORQ CX, CX
+	TESTQ R12, R12
+	JZ convPairKernelRows8x32AVX512_store
+
+convPairKernelRows8x32AVX512_loop:
+	VMOVUPS 0(DI), Z16
+	VMOVUPS 64(DI), Z17
+	VPBROADCASTD (AX)(CX*4), Z20
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xc4 // vdpbf16ps %zmm20, %zmm16, %zmm0
+	BYTE $0x62; BYTE $0xb2; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xcc // vdpbf16ps %zmm20, %zmm17, %zmm1
+	VPBROADCASTD (BX)(CX*4), Z21
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xd5 // vdpbf16ps %zmm21, %zmm16, %zmm2
+	BYTE $0x62; BYTE $0xb2; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xdd // vdpbf16ps %zmm21, %zmm17, %zmm3
+	VPBROADCASTD (DX)(CX*4), Z22
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xe6 // vdpbf16ps %zmm22, %zmm16, %zmm4
+	BYTE $0x62; BYTE $0xb2; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xee // vdpbf16ps %zmm22, %zmm17, %zmm5
+	VPBROADCASTD (SI)(CX*4), Z23
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xf7 // vdpbf16ps %zmm23, %zmm16, %zmm6
+	BYTE $0x62; BYTE $0xb2; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xff // vdpbf16ps %zmm23, %zmm17, %zmm7
+	VPBROADCASTD (R8)(CX*4), Z24
+	BYTE $0x62; BYTE $0x12; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xc0 // vdpbf16ps %zmm24, %zmm16, %zmm8
+	BYTE $0x62; BYTE $0x12; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xc8 // vdpbf16ps %zmm24, %zmm17, %zmm9
+	VPBROADCASTD (R9)(CX*4), Z25
+	BYTE $0x62; BYTE $0x12; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xd1 // vdpbf16ps %zmm25, %zmm16, %zmm10
+	BYTE $0x62; BYTE $0x12; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xd9 // vdpbf16ps %zmm25, %zmm17, %zmm11
+	VPBROADCASTD (R10)(CX*4), Z20
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xe4 // vdpbf16ps %zmm20, %zmm16, %zmm12
+	BYTE $0x62; BYTE $0x32; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xec // vdpbf16ps %zmm20, %zmm17, %zmm13
+	VPBROADCASTD (R11)(CX*4), Z21
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xf5 // vdpbf16ps %zmm21, %zmm16, %zmm14
+	BYTE $0x62; BYTE $0x32; BYTE $0x76; BYTE $0x40; BYTE $0x52; BYTE $0xfd // vdpbf16ps %zmm21, %zmm17, %zmm15
+	ADDQ $128, DI
+	INCQ CX
+	CMPQ CX, R12
+	JLT convPairKernelRows8x32AVX512_loop
+
+convPairKernelRows8x32AVX512_store:
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), R8
+	SHLQ $2, R8
+	VADDPS 0(DI), Z0, Z0
+	VMOVUPS Z0, 0(DI)
+	VADDPS 64(DI), Z1, Z1
+	VMOVUPS Z1, 64(DI)
+	ADDQ R8, DI
+	VADDPS 0(DI), Z2, Z2
+	VMOVUPS Z2, 0(DI)
+	VADDPS 64(DI), Z3, Z3
+	VMOVUPS Z3, 64(DI)
+	ADDQ R8, DI
+	VADDPS 0(DI), Z4, Z4
+	VMOVUPS Z4, 0(DI)
+	VADDPS 64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ R8, DI
+	VADDPS 0(DI), Z6, Z6
+	VMOVUPS Z6, 0(DI)
+	VADDPS 64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ R8, DI
+	VADDPS 0(DI), Z8, Z8
+	VMOVUPS Z8, 0(DI)
+	VADDPS 64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	ADDQ R8, DI
+	VADDPS 0(DI), Z10, Z10
+	VMOVUPS Z10, 0(DI)
+	VADDPS 64(DI), Z11, Z11
+	VMOVUPS Z11, 64(DI)
+	ADDQ R8, DI
+	VADDPS 0(DI), Z12, Z12
+	VMOVUPS Z12, 0(DI)
+	VADDPS 64(DI), Z13, Z13
+	VMOVUPS Z13, 64(DI)
+	ADDQ R8, DI
+	VADDPS 0(DI), Z14, Z14
+	VMOVUPS Z14, 0(DI)
+	VADDPS 64(DI), Z15, Z15
+	VMOVUPS Z15, 64(DI)
+	VZEROUPPER
+	RET
+
+// func convPairKernelRows8x16AVX512(kc int, x *uint16, offs *[8]int, b *uint32, c *float32, ldc int)
+TEXT ·convPairKernelRows8x16AVX512(SB), NOSPLIT, $0-48
+	MOVQ kc+0(FP), R12
+	MOVQ x+8(FP), R13
+	MOVQ offs+16(FP), DI
+	MOVQ 0(DI), AX
+	ADDQ R13, AX
+	MOVQ 8(DI), BX
+	ADDQ R13, BX
+	MOVQ 16(DI), DX
+	ADDQ R13, DX
+	MOVQ 24(DI), SI
+	ADDQ R13, SI
+	MOVQ 32(DI), R8
+	ADDQ R13, R8
+	MOVQ 40(DI), R9
+	ADDQ R13, R9
+	MOVQ 48(DI), R10
+	ADDQ R13, R10
+	MOVQ 56(DI), R11
+	ADDQ R13, R11
+	MOVQ b+24(FP), DI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	XORQ CX, CX
+	TESTQ R12, R12
+	JZ convPairKernelRows8x16AVX512_store
+
+convPairKernelRows8x16AVX512_loop:
+	VMOVUPS 0(DI), Z16
+	VPBROADCASTD (AX)(CX*4), Z20
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xc4 // vdpbf16ps %zmm20, %zmm16, %zmm0
+	VPBROADCASTD (BX)(CX*4), Z21
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xcd // vdpbf16ps %zmm21, %zmm16, %zmm1
+	VPBROADCASTD (DX)(CX*4), Z22
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xd6 // vdpbf16ps %zmm22, %zmm16, %zmm2
+	VPBROADCASTD (SI)(CX*4), Z23
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xdf // vdpbf16ps %zmm23, %zmm16, %zmm3
+	VPBROADCASTD (R8)(CX*4), Z24
+	BYTE $0x62; BYTE $0x92; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xe0 // vdpbf16ps %zmm24, %zmm16, %zmm4
+	VPBROADCASTD (R9)(CX*4), Z25
+	BYTE $0x62; BYTE $0x92; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xe9 // vdpbf16ps %zmm25, %zmm16, %zmm5
+	VPBROADCASTD (R10)(CX*4), Z20
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xf4 // vdpbf16ps %zmm20, %zmm16, %zmm6
+	VPBROADCASTD (R11)(CX*4), Z21
+	BYTE $0x62; BYTE $0xb2; BYTE $0x7e; BYTE $0x40; BYTE $0x52; BYTE $0xfd // vdpbf16ps %zmm21, %zmm16, %zmm7
+	ADDQ $64, DI
+	INCQ CX
+	CMPQ CX, R12
+	JLT convPairKernelRows8x16AVX512_loop
+
+convPairKernelRows8x16AVX512_store:
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), R8
+	SHLQ $2, R8
+	VADDPS 0(DI), Z0, Z0
+	VMOVUPS Z0, 0(DI)
+	ADDQ R8, DI
+	VADDPS 0(DI), Z1, Z1
+	VMOVUPS Z1, 0(DI)
+	ADDQ R8, DI
+	VADDPS 0(DI), Z2, Z2
+	VMOVUPS Z2, 0(DI)
+	ADDQ R8, DI
+	VADDPS 0(DI), Z3, Z3
+	VMOVUPS Z3, 0(DI)
+	ADDQ R8, DI
+	VADDPS 0(DI), Z4, Z4
+	VMOVUPS Z4, 0(DI)
+	ADDQ R8, DI
+	VADDPS 0(DI), Z5, Z5
+	VMOVUPS Z5, 0(DI)
+	ADDQ R8, DI
+	VADDPS 0(DI), Z6, Z6
+	VMOVUPS Z6, 0(DI)
+	ADDQ R8, DI
+	VADDPS 0(DI), Z7, Z7
+	VMOVUPS Z7, 0(DI)
+	VZEROUPPER
+	RET
+
 // func convAMXKernel32x32(np, kt int, a *uint32, aRow, aTile, aPanel int, b *uint32, offs *int, bStride, bPanel int, c *float32, ldc, cPanel int, cfg *[64]byte)
 TEXT ·convAMXKernel32x32(SB), NOSPLIT, $0-112
 	MOVQ cfg+104(FP), AX
@@ -783,5 +1357,43 @@ convNarrowRows_next:
 	JNZ convNarrowRows_row
 
 convNarrowRows_done:
+	VZEROUPPER
+	RET
+
+// func convInterleavePairs(dst *uint32, lo, hi *uint16, n int)
+TEXT ·convInterleavePairs(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ lo+8(FP), SI
+	MOVQ hi+16(FP), DX
+	MOVQ n+24(FP), CX
+	MOVQ CX, R11
+	ANDQ $15, R11
+	MOVQ $-1, AX
+	BZHIQ R11, AX, AX // the tail's words
+	KMOVW AX, K1
+	SUBQ R11, CX // whole 16-word chunks
+	XORQ R10, R10
+
+convInterleavePairs_chunk:
+	CMPQ R10, CX
+	JGE convInterleavePairs_tail
+	VPMOVZXWD (SI)(R10*2), Z0
+	VPMOVZXWD (DX)(R10*2), Z1
+	VPSLLD $16, Z1, Z1
+	VPORD Z1, Z0, Z0
+	VMOVDQU32 Z0, (DI)(R10*4)
+	ADDQ $16, R10
+	JMP convInterleavePairs_chunk
+
+convInterleavePairs_tail:
+	TESTQ R11, R11
+	JZ convInterleavePairs_done
+	VPMOVZXWD.Z (SI)(R10*2), K1, Z0
+	VPMOVZXWD.Z (DX)(R10*2), K1, Z1
+	VPSLLD $16, Z1, Z1
+	VPORD Z1, Z0, Z0
+	VMOVDQU32 Z0, K1, (DI)(R10*4)
+
+convInterleavePairs_done:
 	VZEROUPPER
 	RET

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gamp-ml/gamp/half"
@@ -179,6 +180,117 @@ func TestConvKernelRows(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// convRandomPairs returns random bf16 pairs with both halves normal values in ±[1/8, 2)
+// and, at every 97th word, an Inf, a NaN or a denormal half (VDPBF16PS reads
+// denormals as zeros; the twins do too).
+func convRandomPairs(rng *rand.Rand, n int) []uint32 {
+	h := func() uint32 {
+		return uint32(half.BFloat16FromFloat64((rng.Float64()*1.875 + 0.125) * float64(1-2*rng.IntN(2))))
+	}
+	v := make([]uint32, n)
+	for i := range v {
+		v[i] = h() | h()<<16
+		if i%97 == 96 {
+			v[i] = v[i]&0xffff0000 | []uint32{0x7f80, 0x7fc1, 0x0003}[i%3]
+		}
+	}
+	return v
+}
+
+// TestConvPairKernels checks the bf16 in-place kernels against their pure-Go
+// twins, bit for bit: convPairKernel<mr>x<nr>AVX512 with B rows at scattered
+// word offsets, and convPairKernelRows8x<nr>AVX512 with rows at scattered element
+// offsets (odd ones, so that a pair straddles two words), fewer taps than rows, C
+// with a row stride wider than the tile and random contents.
+func TestConvPairKernels(t *testing.T) {
+	if convDirectPairs == nil {
+		t.Skip("no VDPBF16PS in-place kernels (needs AVX512_BF16 without AMX)")
+	}
+	rng := rand.New(rand.NewPCG(21, 22))
+	const ldc = 40
+	same := func(got, want []float32) int {
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+				return i
+			}
+		}
+		return -1
+	}
+	for _, k := range []struct {
+		mr, nr int
+		fn     func(steps int, a, b []uint32, offs []int, maxOff int, c []float32, ldc int)
+	}{{12, 32, convDirectPairs}, {16, 16, convDirectPairsx16}, {8, 32, convDirectPairsx8}} {
+		for _, kc := range []int{1, 2, 13, 200, 513} {
+			a := convRandomPairs(rng, kc*k.mr)
+			b := convRandomPairs(rng, 3000)
+			offs := make([]int, kc)
+			maxOff := 0
+			for p := range offs {
+				offs[p] = 4 * rng.IntN(len(b)-k.nr)
+				maxOff = max(maxOff, offs[p])
+			}
+			c0 := make([]float32, k.mr*ldc)
+			for i := range c0 {
+				c0[i] = rng.Float32()
+			}
+			got, want := slices.Clone(c0), slices.Clone(c0)
+			k.fn(kc, a, b, offs, maxOff, got, ldc)
+			convPairKernelGo(k.mr, k.nr, kc, a, b, offs, want, ldc)
+			if e := same(got, want); e >= 0 {
+				t.Fatalf("%dx%d kc %d: c[%d] = %v, Go twin %v", k.mr, k.nr, kc, e, got[e], want[e])
+			}
+		}
+	}
+	for _, k := range []struct {
+		nr int
+		fn func(steps int, x []half.BFloat16, offs []int, b []uint32, c []float32, ldc int)
+	}{{32, convRowsPairs32}, {16, convRowsPairs16}} {
+		for _, kc := range []int{1, 2, 25, 256, 513} {
+			for _, w := range []int{8, 3} {
+				xw := convRandomPairs(rng, 1500)
+				x := make([]half.BFloat16, 2*len(xw))
+				for i, v := range xw {
+					x[2*i], x[2*i+1] = half.BFloat16(v), half.BFloat16(v>>16)
+				}
+				b := convRandomPairs(rng, kc*k.nr)
+				offs := make([]int, w)
+				for i := range offs {
+					offs[i] = rng.IntN(len(x) - 2*kc)
+				}
+				c0 := make([]float32, convRowsMR*ldc)
+				for i := range c0 {
+					c0[i] = rng.Float32()
+				}
+				got, want := slices.Clone(c0), slices.Clone(c0)
+				k.fn(kc, x, offs, b, got, ldc)
+				convPairKernelRowsGo(convRowsMR, k.nr, kc, x, offs, b, want, ldc)
+				if e := same(got, want); e >= 0 {
+					t.Fatalf("rows 8x%d kc %d w %d: c[%d] = %v, Go twin %v", k.nr, kc, w, e, got[e], want[e])
+				}
+			}
+		}
+	}
+}
+
+// TestConvInterleave checks convInterleave (assembly where the CPU has it) against
+// convInterleaveGo for lengths around the 16-word chunks.
+func TestConvInterleave(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, n := range []int{1, 15, 16, 17, 33, 324, 1000} {
+		lo, hi := make([]half.BFloat16, n+5), make([]half.BFloat16, n+5)
+		for i := range lo {
+			lo[i], hi[i] = half.BFloat16(rng.Uint32()), half.BFloat16(rng.Uint32())
+		}
+		got, want := make([]uint32, n+1), make([]uint32, n+1)
+		got[n], want[n] = 0xdeadbeef, 0xdeadbeef // past the end: untouched
+		convInterleave(got[:n], lo, hi)
+		convInterleaveGo(want[:n], lo, hi)
+		if !slices.Equal(got, want) {
+			t.Fatalf("n %d: %x, want %x", n, got, want)
 		}
 	}
 }

@@ -39,3 +39,13 @@ func convFill(dst []float32, ld int, v []float32, n, rows int) { convFillGo(dst,
 func convNarrow(dst []half.BFloat16, src []float32, ls, n, rows int) {
 	convNarrowGo(dst, src, ls, n, rows)
 }
+
+// convDirectPairs, convDirectPairsx16 and convDirectPairsx8 are nil: no assembly
+// in this build.
+var convDirectPairs, convDirectPairsx16, convDirectPairsx8 func(steps int, a, b []uint32, offs []int, maxOff int, c []float32, ldc int)
+
+// convRowsPairs32 and convRowsPairs16 are nil: no assembly in this build.
+var convRowsPairs32, convRowsPairs16 func(steps int, x []half.BFloat16, offs []int, b []uint32, c []float32, ldc int)
+
+// convInterleave is convInterleaveGo (no assembly in this build).
+func convInterleave(dst []uint32, lo, hi []half.BFloat16) { convInterleaveGo(dst, lo, hi) }

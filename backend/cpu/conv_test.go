@@ -409,14 +409,26 @@ func BenchmarkConvCNN(bm *testing.B) {
 		bm.Run(name+"/fp32/dw", func(bm *testing.B) {
 			convCPUTime(bm, func() { convWeightGrad(convF32WGrad(a.O), gw32, x32, y32, a) })
 		})
-		bm.Run(name+"/bf16/fwd", func(bm *testing.B) {
+		// packed: B panels packed per tap pair and A gathered for the weight
+		// gradient (convBF16); chosen: what Conv2d and its gradients run
+		// (convBF16For, convBF16WGrad: the in-place kernels where there are).
+		bm.Run(name+"/bf16/fwd-packed", func(bm *testing.B) {
 			convCPUTime(bm, func() { convForward(convBF16, yb, xb, wb, nil, a) })
 		})
-		bm.Run(name+"/bf16/dx", func(bm *testing.B) {
+		bm.Run(name+"/bf16/fwd-chosen", func(bm *testing.B) {
+			convCPUTime(bm, func() { convForward(convBF16For(a.O, a.C), yb, xb, wb, nil, a) })
+		})
+		bm.Run(name+"/bf16/dx-packed", func(bm *testing.B) {
 			convCPUTime(bm, func() { convForward(convBF16, gxb, yb, flipWeights(wb, a), nil, d) })
 		})
-		bm.Run(name+"/bf16/dw", func(bm *testing.B) {
+		bm.Run(name+"/bf16/dx-chosen", func(bm *testing.B) {
+			convCPUTime(bm, func() { convForward(convBF16For(d.O, d.C), gxb, yb, flipWeights(wb, a), nil, d) })
+		})
+		bm.Run(name+"/bf16/dw-packed", func(bm *testing.B) {
 			convCPUTime(bm, func() { convWeightGrad(convBF16, gwb, xb, yb, a) })
+		})
+		bm.Run(name+"/bf16/dw-chosen", func(bm *testing.B) {
+			convCPUTime(bm, func() { convWeightGrad(convBF16WGrad(a.O), gwb, xb, yb, a) })
 		})
 	}
 }
@@ -683,5 +695,60 @@ func BenchmarkConvLayer(bm *testing.B) {
 			}
 			bm.Run(name+"/dw", func(bm *testing.B) { convCPUTime(bm, func() { b.Conv2dWeightGrad(gw, x, gy, a) }) })
 		}
+	}
+}
+
+// TestConvBF16Chosen checks that the bf16 convolutions Conv2d and its gradients run
+// (convBF16For, convBF16WGrad: on this machine the in-place VDPBF16PS kernels where
+// there are, reading the pair-interleaved image or the taps' runs in place) equal,
+// bit for bit, the packed path on the pure-Go twin kernel (B panels packed per tap
+// pair, A gathered): forward with and without bias, input gradient and weight
+// gradient, on every test geometry and one with several pixel slices and chunks.
+func TestConvBF16Chosen(t *testing.T) {
+	if convBF16 == nil {
+		t.Skip("no bf16 direct convolution on this CPU (no VDPBF16PS)")
+	}
+	twin := newConvBF16(gemmBF16KernelGo12x32)
+	rng := rand.New(rand.NewPCG(25, 26))
+	geoms := convTestGeoms()
+	big := geoms[1]
+	big.N, big.H, big.W, big.OH, big.OW = 17, 30, 30, 30, 30
+	geoms = append(geoms, big)
+	bf := func(v []float64) []half.BFloat16 {
+		out := make([]half.BFloat16, len(v))
+		for i, e := range v {
+			out[i] = half.BFloat16FromFloat64(e)
+		}
+		return out
+	}
+	check := func(what string, a backend.Conv2dArgs, got, want []half.BFloat16) {
+		t.Helper()
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%+v %s: [%d] = %v, packed twin %v", a, what, i, got[i], want[i])
+			}
+		}
+	}
+	for _, a := range geoms {
+		nw := a.O * a.C / a.Groups * a.KH * a.KW
+		x, w := bf(convRandom(rng, a.N*a.C*a.H*a.W)), bf(convRandom(rng, nw))
+		gy, bias := bf(convRandom(rng, a.N*a.O*a.OH*a.OW)), bf(convRandom(rng, a.O))
+		for _, b := range [][]half.BFloat16{nil, bias} {
+			got, want := make([]half.BFloat16, len(gy)), make([]half.BFloat16, len(gy))
+			convForward(convBF16For(a.O/a.Groups, a.C/a.Groups), got, x, w, b, a)
+			convForward(twin, want, x, w, b, a)
+			check(fmt.Sprintf("forward (bias %v)", b != nil), a, got, want)
+		}
+		if d, ok := inputGradArgs(a); ok {
+			got, want := make([]half.BFloat16, len(x)), make([]half.BFloat16, len(x))
+			convForward(convBF16For(d.O/d.Groups, d.C/d.Groups), got, gy, flipWeights(w, a), nil, d)
+			convForward(twin, want, gy, flipWeights(w, a), nil, d)
+			check("input gradient", a, got, want)
+		}
+		got, want := make([]half.BFloat16, nw), make([]half.BFloat16, nw)
+		if !convWeightGrad(convBF16WGrad(a.O/a.Groups), got, x, gy, a) || !convWeightGrad(twin, want, x, gy, a) {
+			t.Fatal("weight gradient declined finite data")
+		}
+		check("weight gradient", a, got, want)
 	}
 }

@@ -218,3 +218,20 @@ func convF32WGrad(og int) *convOps[float32, float32] {
 	}
 	return convF32
 }
+
+// convBF16WGrad returns the bf16 weight-gradient ops for og output channels: the
+// VDPBF16PS in-place-rows kernel (the taps' pairs broadcast straight from the
+// padded image, no A gather) where there is one, else convBF16. Both add each
+// element's pair products in the same order: the choice changes no bit.
+func convBF16WGrad(og int) *convOps[half.BFloat16, uint32] {
+	k, nr := convRowsPairs32, 32
+	if og <= 16 {
+		k, nr = convRowsPairs16, 16
+	}
+	if convBF16 == nil || k == nil {
+		return convBF16
+	}
+	o := *convBF16
+	o.mr, o.nr, o.rowsIn = convRowsMR, nr, k
+	return &o
+}

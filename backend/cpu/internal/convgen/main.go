@@ -26,6 +26,12 @@
 // integer round-to-nearest-even of half's float32ToBFloat16AVX512, NaNs quieted),
 // where gathering the rows and rounding the plane cost two passes.
 //
+// Each of those float32 kernels also comes as convPairKernel…: the same loop on
+// bf16 pairs (VPBROADCASTD, VDPBF16PS), the forward's B rows read from the image
+// interleaved into channel pairs, which convInterleavePairs writes. The Go
+// assembler lacks VDPBF16PS, so vdpbf16ps spells it as bytes (checked against GNU
+// as by TestVDPBF16PS; unlike asmgen, convgen itself needs no binutils).
+//
 // TestConvAsmGenerated checks that the committed file is its output; the Go
 // declaration in conv_amd64.go gives the loop the routine equals.
 package main
@@ -53,13 +59,15 @@ func main() {
 	p("//go:build amd64 && !purego")
 	p("")
 	p("#include \"textflag.h\"")
-	for _, k := range kernels {
-		p("")
-		kernel(p, k.mr, k.nr)
-	}
-	for _, nr := range []int{32, 16} {
-		p("")
-		rowsKernel(p, nr)
+	for _, pairs := range []bool{false, true} {
+		for _, k := range kernels {
+			p("")
+			kernel(p, k.mr, k.nr, pairs)
+		}
+		for _, nr := range []int{32, 16} {
+			p("")
+			rowsKernel(p, nr, pairs)
+		}
 	}
 	p("")
 	amxKernel(p)
@@ -69,6 +77,8 @@ func main() {
 	fillRows(p)
 	p("")
 	narrowRows(p)
+	p("")
+	interleave(p)
 	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -76,13 +86,21 @@ func main() {
 
 // kernel writes convKernel<mr>x<nr>AVX512: accumulators Z0… (row i, register h
 // at i·vr + h), then the vr B registers, then six broadcast registers in turn.
-func kernel(p func(string, ...any), mr, nr int) {
+// With pairs it writes convPairKernel<mr>x<nr>AVX512, the same loop on bf16
+// pairs: each A word a pair of bf16 broadcast with VPBROADCASTD, each B row nr
+// pairs of the pair-interleaved image, VDPBF16PS for VFMADD231PS.
+func kernel(p func(string, ...any), mr, nr int, pairs bool) {
 	vr := nr / 16
 	acc := mr * vr
 	bReg := acc
 	bc0 := acc + vr
 	name := fmt.Sprintf("convKernel%dx%dAVX512", mr, nr)
-	p("// func %s(kc int, a []float32, b *float32, offs []int, c []float32, ldc int)", name)
+	args := "kc int, a []float32, b *float32, offs []int, c []float32, ldc int"
+	if pairs {
+		name = fmt.Sprintf("convPairKernel%dx%dAVX512", mr, nr)
+		args = "kc int, a []uint32, b *uint32, offs []int, c []float32, ldc int"
+	}
+	p("// func %s(%s)", name, args)
 	p("TEXT ·%s(SB), NOSPLIT, $0-96", name)
 	p("\tMOVQ kc+0(FP), CX")
 	p("\tMOVQ a_base+8(FP), SI")
@@ -104,9 +122,13 @@ func kernel(p func(string, ...any), mr, nr int) {
 	}
 	for i := range mr {
 		bc := bc0 + i%6
-		p("\tVBROADCASTSS %d(SI), Z%d", 4*i, bc)
+		if pairs {
+			p("\tVPBROADCASTD %d(SI), Z%d", 4*i, bc)
+		} else {
+			p("\tVBROADCASTSS %d(SI), Z%d", 4*i, bc)
+		}
 		for h := range vr {
-			p("\tVFMADD231PS Z%d, Z%d, Z%d", bReg+h, bc, i*vr+h)
+			p("%s", madd(pairs, bReg+h, bc, i*vr+h))
 		}
 	}
 	p("\tADDQ $%d, SI", 4*mr)
@@ -241,11 +263,19 @@ var rowsRegs = []string{"AX", "BX", "DX", "SI", "R8", "R9", "R10", "R11"}
 
 // rowsKernel writes convKernelRows8x<nr>AVX512: accumulators Z0… (row i, register
 // h at i·vr + h), the vr B registers from Z16, broadcast registers from Z20 in turn.
-func rowsKernel(p func(string, ...any), nr int) {
+// With pairs it writes convPairKernelRows8x<nr>AVX512: row i's word at step p is
+// the bf16 pair at x + offs[i] + 4p (two consecutive elements of a tap's run),
+// broadcast with VPBROADCASTD, B a packed panel of pairs, VDPBF16PS.
+func rowsKernel(p func(string, ...any), nr int, pairs bool) {
 	const mr = 8
 	vr := nr / 16
 	name := fmt.Sprintf("convKernelRows%dx%dAVX512", mr, nr)
-	p("// func %s(kc int, x *float32, offs *[8]int, b *float32, c *float32, ldc int)", name)
+	args := "kc int, x *float32, offs *[8]int, b *float32, c *float32, ldc int"
+	if pairs {
+		name = fmt.Sprintf("convPairKernelRows%dx%dAVX512", mr, nr)
+		args = "kc int, x *uint16, offs *[8]int, b *uint32, c *float32, ldc int"
+	}
+	p("// func %s(%s)", name, args)
 	p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
 	p("\tMOVQ kc+0(FP), R12")
 	p("\tMOVQ x+8(FP), R13")
@@ -268,9 +298,13 @@ func rowsKernel(p func(string, ...any), nr int) {
 	}
 	for i, r := range rowsRegs {
 		bc := 20 + i%6
-		p("\tVBROADCASTSS (%s)(CX*4), Z%d", r, bc)
+		if pairs {
+			p("\tVPBROADCASTD (%s)(CX*4), Z%d", r, bc)
+		} else {
+			p("\tVBROADCASTSS (%s)(CX*4), Z%d", r, bc)
+		}
 		for h := range vr {
-			p("\tVFMADD231PS Z%d, Z%d, Z%d", 16+h, bc, i*vr+h)
+			p("%s", madd(pairs, 16+h, bc, i*vr+h))
 		}
 	}
 	p("\tADDQ $%d, DI", 4*nr)
@@ -453,4 +487,90 @@ func narrowZ0(p func(string, ...any)) {
 	p("\tVPSRLD $16, Z3, Z3")
 	p("\tVCMPPS $3, Z0, Z0, K1")
 	p("\tVPORD Z29, Z1, K1, Z3")
+}
+
+// madd is one multiply-accumulate of a kernel's step: acc += b·bc, VFMADD231PS
+// on float32 lanes or, with pairs, VDPBF16PS on bf16 pairs (with gemmBF16Kernel's
+// operand order: the broadcast register as the second source).
+func madd(pairs bool, b, bc, acc int) string {
+	if pairs {
+		return "\t" + vdpbf16ps(bc, b, acc)
+	}
+	return fmt.Sprintf("\tVFMADD231PS Z%d, Z%d, Z%d", b, bc, acc)
+}
+
+// vdpbf16ps returns VDPBF16PS %zmm<src2>, %zmm<src1>, %zmm<dst> (AT&T order) as
+// BYTE directives, the Go assembler lacking the mnemonic: EVEX.512.F3.0F38.W0 52 /r
+// with register operands, dst in ModRM.reg (extended by EVEX.R and R'), src1 in
+// EVEX.vvvv and V', src2 in ModRM.rm (extended by EVEX.B and X). TestVDPBF16PS
+// checks it against encodings GNU as gave asmgen.
+func vdpbf16ps(src2, src1, dst int) string {
+	p1 := 0x02 // map 0F38
+	if dst&8 == 0 {
+		p1 |= 0x80
+	}
+	if src2&16 == 0 {
+		p1 |= 0x40
+	}
+	if src2&8 == 0 {
+		p1 |= 0x20
+	}
+	if dst&16 == 0 {
+		p1 |= 0x10
+	}
+	p2 := (^src1&15)<<3 | 0x04 | 0x02 // W0, vvvv, 1, pp = F3
+	p3 := 0x40                          // L'L = 512
+	if src1&16 == 0 {
+		p3 |= 0x08
+	}
+	modrm := 0xc0 | (dst&7)<<3 | src2&7
+	var bs []string
+	for _, b := range []int{0x62, p1, p2, p3, 0x52, modrm} {
+		bs = append(bs, fmt.Sprintf("BYTE $0x%02x", b))
+	}
+	return fmt.Sprintf("%s // vdpbf16ps %%zmm%d, %%zmm%d, %%zmm%d", strings.Join(bs, "; "), src2, src1, dst)
+}
+
+// interleave writes convInterleavePairs: dst[i] = lo[i] | hi[i]<<16 for i < n,
+// 16 words at a time and the rest under a mask (BMI2): two channel planes of
+// bf16 as one plane of pairs, the even channel in the low half.
+func interleave(p func(string, ...any)) {
+	const name = "convInterleavePairs"
+	p("// func %s(dst *uint32, lo, hi *uint16, n int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	p("\tMOVQ dst+0(FP), DI")
+	p("\tMOVQ lo+8(FP), SI")
+	p("\tMOVQ hi+16(FP), DX")
+	p("\tMOVQ n+24(FP), CX")
+	p("\tMOVQ CX, R11")
+	p("\tANDQ $15, R11")
+	p("\tMOVQ $-1, AX")
+	p("\tBZHIQ R11, AX, AX // the tail's words")
+	p("\tKMOVW AX, K1")
+	p("\tSUBQ R11, CX // whole 16-word chunks")
+	p("\tXORQ R10, R10")
+	p("")
+	p("%s_chunk:", name)
+	p("\tCMPQ R10, CX")
+	p("\tJGE %s_tail", name)
+	p("\tVPMOVZXWD (SI)(R10*2), Z0")
+	p("\tVPMOVZXWD (DX)(R10*2), Z1")
+	p("\tVPSLLD $16, Z1, Z1")
+	p("\tVPORD Z1, Z0, Z0")
+	p("\tVMOVDQU32 Z0, (DI)(R10*4)")
+	p("\tADDQ $16, R10")
+	p("\tJMP %s_chunk", name)
+	p("")
+	p("%s_tail:", name)
+	p("\tTESTQ R11, R11")
+	p("\tJZ %s_done", name)
+	p("\tVPMOVZXWD.Z (SI)(R10*2), K1, Z0")
+	p("\tVPMOVZXWD.Z (DX)(R10*2), K1, Z1")
+	p("\tVPSLLD $16, Z1, Z1")
+	p("\tVPORD Z1, Z0, Z0")
+	p("\tVMOVDQU32 Z0, K1, (DI)(R10*4)")
+	p("")
+	p("%s_done:", name)
+	p("\tVZEROUPPER")
+	p("\tRET")
 }
