@@ -519,7 +519,7 @@ func vdpbf16ps(src2, src1, dst int) string {
 		p1 |= 0x10
 	}
 	p2 := (^src1&15)<<3 | 0x04 | 0x02 // W0, vvvv, 1, pp = F3
-	p3 := 0x40                          // L'L = 512
+	p3 := 0x40                        // L'L = 512
 	if src1&16 == 0 {
 		p3 |= 0x08
 	}
