@@ -12,19 +12,24 @@ import (
 
 // Convolution without an unfolded input (backend.Convolver), for unit strides.
 //
-// Each image is copied once into a zero-padded buffer xp [C, H+2·PadH, W+2·PadW]
-// (plus a zero tail). The output is computed on the "wide" grid of OH rows of the
-// padded width wp: wide position q = oh·wp + ow. There, kernel tap t = (c, kh, kw)
-// reads xp[off_t + q] with off_t = c·hp·wp + kh·DilationH·wp + kw·DilationW, so the
-// im2col row of a tap over any run of positions is a contiguous run of xp. The
+// Each image is copied once into a zero-padded buffer xp [C, H+2·PadH, wp] (plus a
+// zero tail), row h's W elements at columns PadW … PadW+W−1. The rows share their
+// side padding: wp = W + g with g = max(PadW, 2·PadW − (KW−1)·DilationW) zero
+// columns between one row's data and the next's, not 2·PadW. A tap reaching past
+// the right edge of a row reads the next row's first columns, which are zero (the
+// reach is at most 2·PadW − 1 − g < PadW of them), and wp ≥ OW. The output is
+// computed on the "wide" grid of OH rows of the padded width wp: wide position q =
+// oh·wp + ow. There, kernel tap t = (c, kh, kw) reads xp[off_t + q] with off_t =
+// c·hp·wp + kh·DilationH·wp + kw·DilationW, so the im2col row of a tap over any
+// run of positions is a contiguous run of xp. The
 // float32 kernel on AVX-512 (convKernel12x32AVX512) reads those runs in place; the
 // others get a GEMM B micro-panel (nr positions × every tap) packed straight from the
 // image with one contiguous copy per tap (bf16: one pair interleave per tap for all
 // channel pairs), in cache, and run the GEMM micro-kernels (gemmKernel32, VDPBF16PS
 // or AMX for bf16); the weights are the A panels.
-// The wp − OW wide columns past each output row are computed and discarded (12–22 %
-// more arithmetic for 5×5 kernels on 28- and 14-wide images), which is what buys the
-// contiguous runs.
+// The wp − OW wide columns past each output row are computed and discarded (7 % and
+// 14 % more arithmetic for 5×5 kernels on 28- and 14-wide images; 14 % and 29 %
+// before the rows shared their padding), which is what buys the contiguous runs.
 //
 // The input gradient of a unit-stride convolution is the same kernel applied to gy
 // with the weights transposed per group and flipped, and padding
@@ -70,7 +75,7 @@ type convShape struct {
 // which it takes when the groups have an even number of channels.
 func newConvShape(a backend.Conv2dArgs, paired bool) convShape {
 	s := convShape{Conv2dArgs: a}
-	s.hp, s.wp = a.H+2*a.PadH, a.W+2*a.PadW
+	s.hp, s.wp = a.H+2*a.PadH, a.W+max(a.PadW, 2*a.PadW-(a.KW-1)*a.DilationW)
 	s.cg, s.og = a.C/a.Groups, a.O/a.Groups
 	s.k = s.cg * a.KH * a.KW
 	s.nq = a.OH * s.wp

@@ -752,3 +752,77 @@ func TestConvBF16Chosen(t *testing.T) {
 		check("weight gradient", a, got, want)
 	}
 }
+
+// TestConvPaddingPastReach checks the forward convolution and the weight gradient,
+// float32 and bf16, against the float64 definition where the padding is wider than
+// the kernel's reach (PadW > (KW−1)·DilationW): the rows' shared padding is then
+// 2·PadW − (KW−1)·DilationW columns (wp = OW), not PadW. (The input gradient of such
+// a geometry takes the Im2Col path.)
+func TestConvPaddingPastReach(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 28))
+	for _, a := range []backend.Conv2dArgs{
+		{ConvArgs: backend.ConvArgs{N: 2, C: 4, H: 5, W: 6, KH: 1, KW: 1, PadH: 1, PadW: 1}, O: 3, Groups: 1},
+		{ConvArgs: backend.ConvArgs{N: 2, C: 2, H: 6, W: 7, KH: 3, KW: 2, PadH: 2, PadW: 2}, O: 4, Groups: 1},
+		{ConvArgs: backend.ConvArgs{N: 3, C: 4, H: 4, W: 5, KH: 2, KW: 2, PadH: 3, PadW: 3, DilationH: 2, DilationW: 2}, O: 16, Groups: 2},
+	} {
+		a.StrideH, a.StrideW = 1, 1
+		a.DilationH, a.DilationW = max(a.DilationH, 1), max(a.DilationW, 1)
+		a.OH = convOut(a.H, a.KH, 1, a.PadH, a.DilationH)
+		a.OW = convOut(a.W, a.KW, 1, a.PadW, a.DilationW)
+		if s := newConvShape(a, false); s.wp != a.OW {
+			t.Fatalf("%+v: padded width %d, want OW = %d", a, s.wp, a.OW)
+		}
+		nw := a.O * a.C / a.Groups * a.KH * a.KW
+		x, w := convRandom(rng, a.N*a.C*a.H*a.W), convRandom(rng, nw)
+		bias, gy := convRandom(rng, a.O), convRandom(rng, a.N*a.O*a.OH*a.OW)
+		y, yMag, _, _, gw, gwMag := convRef(a, x, w, bias, gy)
+		f32 := func(v []float64) []float32 {
+			out := make([]float32, len(v))
+			for i, e := range v {
+				out[i] = float32(e)
+			}
+			return out
+		}
+		for _, o := range []*convOps[float32, float32]{convF32, convF32x8, convF32x16, convF32For(a.O / a.Groups)} {
+			if o == nil {
+				continue
+			}
+			got := make([]float32, len(y))
+			convForward(o, got, f32(x), f32(w), f32(bias), a)
+			convCheckClose(t, fmt.Sprintf("%+v float32 %dx%d y", a, o.mr, o.nr), got, y, yMag, 1.0/(1<<20), 0)
+		}
+		gotW := make([]float32, nw)
+		if !convWeightGrad(convF32WGrad(a.O/a.Groups), gotW, f32(x), f32(gy), a) {
+			t.Fatal("weight gradient declined finite data")
+		}
+		convCheckClose(t, fmt.Sprintf("%+v float32 gw", a), gotW, gw, gwMag, 1.0/(1<<20), 0)
+		if convBF16 == nil {
+			continue
+		}
+		bf := func(v []float64) []half.BFloat16 {
+			out := make([]half.BFloat16, len(v))
+			for i, e := range v {
+				out[i] = half.BFloat16FromFloat64(e)
+				v[i] = out[i].Float64()
+			}
+			return out
+		}
+		xb, wb, bb, gyb := bf(x), bf(w), bf(bias), bf(gy)
+		y, yMag, _, _, gw, gwMag = convRef(a, x, w, bias, gy) // of the rounded operands
+		wide := func(v []half.BFloat16) []float32 {
+			out := make([]float32, len(v))
+			for i, e := range v {
+				out[i] = e.Float32()
+			}
+			return out
+		}
+		gotY := make([]half.BFloat16, len(y))
+		convForward(convBF16For(a.O/a.Groups, a.C/a.Groups), gotY, xb, wb, bb, a)
+		convCheckClose(t, fmt.Sprintf("%+v bf16 y", a), wide(gotY), y, yMag, 1.0/(1<<20), 1.0/256)
+		gotWB := make([]half.BFloat16, nw)
+		if !convWeightGrad(convBF16WGrad(a.O/a.Groups), gotWB, xb, gyb, a) {
+			t.Fatal("weight gradient declined finite data")
+		}
+		convCheckClose(t, fmt.Sprintf("%+v bf16 gw", a), wide(gotWB), gw, gwMag, 1.0/(1<<20), 1.0/256)
+	}
+}
