@@ -567,11 +567,10 @@ func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 	store := func(s *convShape, n, oc int, cr []float32) {
 		yc := y[(n*s.O+oc)*s.OH*s.OW:][:s.OH*s.OW]
 		if o.pairs {
-			// Gather the output rows at the front of the accumulator row
-			// (forward, overlapping copies), then round the plane in one vector
-			// call: short rows would round mostly in the converter's scalar tail.
-			convRows(cr, s.OW, cr, s.wp, s.OW, s.OH)
-			o.store(yc, cr[:s.OH*s.OW])
+			// The wide grid's output rows rounded straight into the plane
+			// (convNarrow: o.store's rounding, the short rows' tails under
+			// masks), one pass.
+			convNarrow(any(yc).([]half.BFloat16), cr, s.wp, s.OW, s.OH)
 			return
 		}
 		if isF32 {
