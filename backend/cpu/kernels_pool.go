@@ -156,9 +156,18 @@ func poolForward[C numeric](d, s *storage, idx []int64, a backend.PoolArgs) {
 	hw, ohw := a.H*a.W, a.OH*a.OW
 	// Float32 planes of a 2×2 max-pool without index go from s to d in place (as
 	// maxPlaneOf's loaded copy, the same comparisons).
+	// So do bfloat16 planes (the same comparisons on the elements widened, the
+	// maxima rounded back: exact).
 	inPlace := idx == nil && a.Kind == backend.MaxPool && maxPool2x2Packed(&a) && d != s &&
-		s.dt == backend.Float32 && d.dt == backend.Float32
+		s.dt == d.dt && (s.dt == backend.Float32 || s.dt == backend.BFloat16)
 	ParallelFor(a.N*a.C, max(1, grainElems/max(ohw*a.KH*a.KW, 1)), func(lo, hi int) {
+		if inPlace && s.dt == backend.BFloat16 {
+			sb, db := s.bf16(), d.bf16()
+			for p := lo; p < hi; p++ {
+				vecMaxRows2x2BF16(db[p*ohw:(p+1)*ohw], sb[p*hw:(p+1)*hw], a.OW, a.W)
+			}
+			return
+		}
 		if inPlace {
 			sf, df := s.f32(), d.f32()
 			for p := lo; p < hi; p++ {
@@ -213,9 +222,20 @@ func maxPlaneOf[C numeric](out []C, idx []int64, in []C, s *storage, off int, a 
 func maxPoolBackward[C numeric](g, y, x *storage, a backend.PoolArgs) {
 	hw, ohw := a.H*a.W, a.OH*a.OW
 	// Float32 storages are read and written in place (g neither x nor y).
-	inPlace := maxPool2x2Packed(&a) && g != x && g != y &&
-		g.dt == backend.Float32 && x.dt == backend.Float32 && y.dt == backend.Float32
+	// So are bfloat16 ones (the comparisons on the elements widened, 0 + gy rounded
+	// back: exact).
+	inPlace := maxPool2x2Packed(&a) && g != x && g != y && g.dt == x.dt && g.dt == y.dt &&
+		(g.dt == backend.Float32 || g.dt == backend.BFloat16)
 	ParallelFor(a.N*a.C, max(1, grainElems/max(ohw*a.KH*a.KW, 1)), func(lo, hi int) {
+		if inPlace && g.dt == backend.BFloat16 {
+			gb, yb, xb := g.bf16(), y.bf16(), x.bf16()
+			for p := lo; p < hi; p++ {
+				gp := gb[p*hw : (p+1)*hw]
+				vecMaxRows2x2GradBF16(gp, xb[p*hw:(p+1)*hw], yb[p*ohw:(p+1)*ohw], a.OW, a.W)
+				clear(gp[2*a.OH*a.W:])
+			}
+			return
+		}
 		if inPlace {
 			gf, yf, xf := g.f32(), y.f32(), x.f32()
 			for p := lo; p < hi; p++ {

@@ -3,9 +3,11 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
 )
 
 // TestMaxPoolRecomputeMatchesIndex runs MaxPool and MaxPoolBackward, which find the
@@ -141,6 +143,57 @@ func TestVecMaxPool2x2Rows(t *testing.T) {
 						t.Fatalf("ow=%d rows=%d %s %d: reference %v, twin %v, vector %v", ow, rows, c.what, i, c.want[i], c.twin[i], c.got[i])
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestVecMaxPool2x2RowsBF16 checks the bfloat16 row-pair max-pool loops
+// (vecMaxRows2x2BF16, vecMaxRows2x2GradBF16) against their twins (the float32
+// loops' twins on the planes widened, rounded back) bit for bit, for widths
+// around 16 windows, with ties, NaNs (signalling ones too, which both quiet),
+// infinities and signed zeros in the rows and the gradient, and nothing written
+// past the outputs.
+func TestVecMaxPool2x2RowsBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	special := []half.BFloat16{0x8000, 0x0000, 0x7fc0, 0x7f81, 0xff80, 0x7f80, 0x0001}
+	for _, ow := range []int{0, 1, 2, 7, 14, 15, 16, 17, 31, 32, 33, 47, 50} {
+		for _, rows := range []int{1, 2, 5, 14} {
+			w := 2 * ow
+			x32 := vecInputs(rng, 2*rows*w+1)
+			x := make([]half.BFloat16, len(x32))
+			half.Float32ToBFloat16(x, x32)
+			x = x[1:] // misaligned
+			for i := range x {
+				switch {
+				case rng.IntN(4) == 0 && i >= w:
+					x[i] = x[i-w] // ties
+				case rng.IntN(16) == 0:
+					x[i] = special[rng.IntN(len(special))]
+				}
+			}
+			gy := make([]half.BFloat16, rows*ow)
+			for i := range gy {
+				gy[i] = half.BFloat16FromFloat32(float32(rng.NormFloat64()))
+				if rng.IntN(6) == 0 {
+					gy[i] = special[rng.IntN(len(special))]
+				}
+			}
+			twinOut, twinG := make([]half.BFloat16, rows*ow), make([]half.BFloat16, 2*rows*w)
+			maxRows2x2BF16(twinOut, x, ow, w)
+			maxRows2x2GradBF16(twinG, x, gy, ow, w)
+			vOut, vG := make([]half.BFloat16, rows*ow+1), make([]half.BFloat16, 2*rows*w+1)
+			vOut[rows*ow], vG[2*rows*w] = 7, 7 // past the end: must stay
+			vecMaxRows2x2BF16(vOut[:rows*ow], x, ow, w)
+			vecMaxRows2x2GradBF16(vG[:2*rows*w], x, gy, ow, w)
+			if vOut[rows*ow] != 7 || vG[2*rows*w] != 7 {
+				t.Fatalf("ow=%d rows=%d: a vector loop wrote past its output", ow, rows)
+			}
+			if !slices.Equal(vOut[:rows*ow], twinOut) {
+				t.Fatalf("ow=%d rows=%d: maxima %x, twin %x", ow, rows, vOut[:rows*ow], twinOut)
+			}
+			if !slices.Equal(vG[:2*rows*w], twinG) {
+				t.Fatalf("ow=%d rows=%d: gradient %x, twin %x", ow, rows, vG[:2*rows*w], twinG)
 			}
 		}
 	}

@@ -299,3 +299,17 @@ func vecMaxPool2x2RowsAVX512(out, x *float32, rows, ow, w int)
 //
 //go:noescape
 func vecMaxPool2x2GradRowsAVX512(gx, x, gy *float32, rows, ow, w int)
+
+// vecMaxPool2x2RowsBF16AVX512 is vecMaxPool2x2RowsAVX512 on bfloat16 planes: it
+// equals maxRows2x2BF16, bit for bit (each element widened as it is loaded, each
+// maximum stored as its high half, a NaN quieted as half.Float32ToBFloat16 quiets
+// it).
+//
+//go:noescape
+func vecMaxPool2x2RowsBF16AVX512(out, x *uint16, rows, ow, w int)
+
+// vecMaxPool2x2GradRowsBF16AVX512 is vecMaxPool2x2GradRowsAVX512 on bfloat16 planes:
+// it equals maxRows2x2GradBF16, bit for bit.
+//
+//go:noescape
+func vecMaxPool2x2GradRowsBF16AVX512(gx, x, gy *uint16, rows, ow, w int)

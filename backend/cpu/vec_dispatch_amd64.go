@@ -133,3 +133,11 @@ func vecMaxPool2x2RowsRun(out *float32, x *float32, rows int, ow int, w int) {
 func vecMaxPool2x2GradRowsRun(gx *float32, x *float32, gy *float32, rows int, ow int, w int) {
 	vecMaxPool2x2GradRowsAVX512(gx, x, gy, rows, ow, w)
 }
+
+func vecMaxPool2x2RowsBF16Run(out *uint16, x *uint16, rows int, ow int, w int) {
+	vecMaxPool2x2RowsBF16AVX512(out, x, rows, ow, w)
+}
+
+func vecMaxPool2x2GradRowsBF16Run(gx *uint16, x *uint16, gy *uint16, rows int, ow int, w int) {
+	vecMaxPool2x2GradRowsBF16AVX512(gx, x, gy, rows, ow, w)
+}

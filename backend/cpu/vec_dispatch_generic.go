@@ -61,3 +61,11 @@ func vecMaxPool2x2RowsRun(out *float32, x *float32, rows int, ow int, w int) {
 func vecMaxPool2x2GradRowsRun(gx *float32, x *float32, gy *float32, rows int, ow int, w int) {
 	panic("cpu: no vector loops")
 }
+
+func vecMaxPool2x2RowsBF16Run(out *uint16, x *uint16, rows int, ow int, w int) {
+	panic("cpu: no vector loops")
+}
+
+func vecMaxPool2x2GradRowsBF16Run(gx *uint16, x *uint16, gy *uint16, rows int, ow int, w int) {
+	panic("cpu: no vector loops")
+}

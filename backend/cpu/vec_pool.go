@@ -1,5 +1,7 @@
 package cpu
 
+import "github.com/gamp-ml/gamp/half"
+
 // maxRow2x2 computes one output row of a 2×2, stride-2 max-pool: window j covers
 // r0[2j], r0[2j+1], r1[2j], r1[2j+1], in that order; o[j] is the first maximum (a
 // later value takes over when it is greater or NaN) and x[j] its plane index, base +
@@ -122,4 +124,55 @@ func vecMaxRows2x2Grad(g, x, gy []float32, ow, w int) {
 		return
 	}
 	maxRows2x2Grad(g, x, gy, ow, w)
+}
+
+// maxRows2x2BF16 is maxRows2x2 on bfloat16 planes: the rows widened to float32
+// (exact), the maxima rounded back (exact but for a NaN, which is quieted). It is
+// the twin of vecMaxPool2x2RowsBF16AVX512.
+func maxRows2x2BF16(out, x []half.BFloat16, ow, w int) {
+	xw, ow32 := make([]float32, len(x)), make([]float32, len(out))
+	half.BFloat16ToFloat32(xw, x)
+	maxRows2x2(ow32, xw, ow, w)
+	half.Float32ToBFloat16(out, ow32)
+}
+
+// maxRows2x2GradBF16 is maxRows2x2Grad on bfloat16 planes, as maxRows2x2BF16 is
+// maxRows2x2: the twin of vecMaxPool2x2GradRowsBF16AVX512.
+func maxRows2x2GradBF16(g, x, gy []half.BFloat16, ow, w int) {
+	xw, gyw, gw := make([]float32, len(x)), make([]float32, len(gy)), make([]float32, len(g))
+	half.BFloat16ToFloat32(xw, x)
+	half.BFloat16ToFloat32(gyw, gy)
+	maxRows2x2Grad(gw, xw, gyw, ow, w)
+	half.Float32ToBFloat16(g, gw)
+}
+
+// vecMaxRows2x2BF16 is maxRows2x2BF16 on the vector layer (AVX-512 only; the twin
+// elsewhere). out holds rows·ow maxima, x (at least) 2·rows·w elements.
+func vecMaxRows2x2BF16(out, x []half.BFloat16, ow, w int) {
+	if ow == 0 {
+		return
+	}
+	rows := len(out) / ow
+	if vecAVX512OK() && rows > 0 {
+		_ = x[2*rows*w-1]
+		vecMaxPool2x2RowsBF16Run((*uint16)(&out[0]), (*uint16)(&x[0]), rows, ow, w)
+		return
+	}
+	maxRows2x2BF16(out, x[:2*rows*w], ow, w)
+}
+
+// vecMaxRows2x2GradBF16 is maxRows2x2GradBF16 on the vector layer (AVX-512 only;
+// the twin elsewhere). gy holds rows·ow gradients, g and x (at least) 2·rows·w
+// elements; g's first 2·rows·w are written.
+func vecMaxRows2x2GradBF16(g, x, gy []half.BFloat16, ow, w int) {
+	if ow == 0 {
+		return
+	}
+	rows := len(gy) / ow
+	if vecAVX512OK() && rows > 0 {
+		_, _ = g[2*rows*w-1], x[2*rows*w-1]
+		vecMaxPool2x2GradRowsBF16Run((*uint16)(&g[0]), (*uint16)(&x[0]), (*uint16)(&gy[0]), rows, ow, w)
+		return
+	}
+	maxRows2x2GradBF16(g[:2*rows*w], x[:2*rows*w], gy, ow, w)
 }

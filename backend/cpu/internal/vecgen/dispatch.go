@@ -40,6 +40,8 @@ var runFuncs = []runFunc{
 	{"vecMaxPool2x2Run", "vecMaxPool2x2", [][2]string{{"out", "*float32"}, {"idx", "*int64"}, {"r0", "*float32"}, {"r1", "*float32"}, {"n", "int"}, {"base", "int"}, {"w", "int"}}, "", false},
 	{"vecMaxPool2x2RowsRun", "vecMaxPool2x2Rows", [][2]string{{"out", "*float32"}, {"x", "*float32"}, {"rows", "int"}, {"ow", "int"}, {"w", "int"}}, "", false},
 	{"vecMaxPool2x2GradRowsRun", "vecMaxPool2x2GradRows", [][2]string{{"gx", "*float32"}, {"x", "*float32"}, {"gy", "*float32"}, {"rows", "int"}, {"ow", "int"}, {"w", "int"}}, "", false},
+	{"vecMaxPool2x2RowsBF16Run", "vecMaxPool2x2RowsBF16", [][2]string{{"out", "*uint16"}, {"x", "*uint16"}, {"rows", "int"}, {"ow", "int"}, {"w", "int"}}, "", false},
+	{"vecMaxPool2x2GradRowsBF16Run", "vecMaxPool2x2GradRowsBF16", [][2]string{{"gx", "*uint16"}, {"x", "*uint16"}, {"gy", "*uint16"}, {"rows", "int"}, {"ow", "int"}, {"w", "int"}}, "", false},
 }
 
 // dispatchFiles returns the two Go files of the dispatch functions, by

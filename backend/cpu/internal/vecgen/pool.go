@@ -121,17 +121,28 @@ func (g *gen) poolGradConsts() {
 // read in place, sixteen windows at a time, the last group of a row under
 // lane masks (masked-off lanes neither load nor store), so the windows of
 // rows of any length run on the vector layer.
-func (g *gen) maxPool2x2Rows(x isa, grad bool) {
+//
+// With bf16 it emits vecMaxPool2x2RowsBF16… and vecMaxPool2x2GradRowsBF16…, the
+// same loops on bfloat16 planes: each element widened as it is loaded (exact),
+// each result narrowed as it is stored, by truncation (every result is a bf16
+// value or +0) with a NaN quieted (bit 6 of its high half set) as
+// half.Float32ToBFloat16 quiets it: bit for bit the float32 loops on the planes
+// widened, the results rounded to bf16.
+func (g *gen) maxPool2x2Rows(x isa, grad, bf16 bool) {
 	if !x.masks {
 		panic("vecgen: the max-pool loop needs AVX-512 masks")
 	}
-	name, out := "vecMaxPool2x2Rows"+x.name, "out"
-	if grad {
-		name, out = "vecMaxPool2x2GradRows"+x.name, "gx" // not g: the assembler's goroutine register
+	kind, et, es := "", "*float32", 4
+	if bf16 {
+		kind, et, es = "BF16", "*uint16", 2
 	}
-	args, frame := out+", x *float32, rows, ow, w int", 40
+	name, out := "vecMaxPool2x2Rows"+kind+x.name, "out"
 	if grad {
-		args, frame = "gx, x, gy *float32, rows, ow, w int", 48
+		name, out = "vecMaxPool2x2GradRows"+kind+x.name, "gx" // not g: the assembler's goroutine register
+	}
+	args, frame := out+", x "+et+", rows, ow, w int", 40
+	if grad {
+		args, frame = "gx, x, gy "+et+", rows, ow, w int", 48
 	}
 	g.p("")
 	g.p("// func %s(%s)", name, args)
@@ -146,7 +157,13 @@ func (g *gen) maxPool2x2Rows(x isa, grad bool) {
 	g.p("\tMOVQ rows+%d(FP), R10", o)
 	g.p("\tMOVQ ow+%d(FP), R11", o+8)
 	g.p("\tMOVQ w+%d(FP), R12", o+16)
-	g.p("\tSHLQ $2, R12 // bytes per input row")
+	if bf16 {
+		g.p("\tSHLQ $1, R12 // bytes per input row")
+		g.p("\tMOVL $0x40, AX")
+		g.p("\tVPBROADCASTD AX, Z29 // a NaN's quiet bit, in the high half")
+	} else {
+		g.p("\tSHLQ $2, R12 // bytes per input row")
+	}
 	g.p("\tMOVL $1, AX")
 	g.p("\tVPBROADCASTD AX, Z23 // winner 1")
 	g.p("\tMOVL $2, AX")
@@ -173,24 +190,45 @@ func (g *gen) maxPool2x2Rows(x isa, grad bool) {
 	// body emits one group of sixteen windows; masked says whether the loads and
 	// stores go under K4/K5 (the input and gradient registers) and K3 (gy, out).
 	body := func(masked bool) {
-		ld := func(off int, ptr, k string, z int) {
-			if masked {
-				g.p("\tVMOVUPS.Z %d(%s), %s, Z%d", off, ptr, k, z)
-			} else {
-				g.p("\tVMOVUPS %d(%s), Z%d", off, ptr, z)
+		// ld loads sixteen elements at element offset e of ptr into Zz as
+		// float32, stv stores Zz's sixteen there (offsets in elements).
+		ld := func(e int, ptr, k string, z int) {
+			switch {
+			case bf16 && masked:
+				g.p("\tVPMOVZXWD.Z %d(%s), %s, Z%d", e*es, ptr, k, z)
+			case bf16:
+				g.p("\tVPMOVZXWD %d(%s), Z%d", e*es, ptr, z)
+			case masked:
+				g.p("\tVMOVUPS.Z %d(%s), %s, Z%d", e*es, ptr, k, z)
+			default:
+				g.p("\tVMOVUPS %d(%s), Z%d", e*es, ptr, z)
+			}
+			if bf16 {
+				g.p("\tVPSLLD $16, Z%d, Z%d", z, z)
 			}
 		}
-		stv := func(z int, off int, ptr, k string) {
+		stv := func(z int, e int, ptr, k string) {
+			if bf16 {
+				g.p("\tVPSRLD $16, Z%d, Z16", z)
+				g.p("\tVCMPPS $0x%02x, Z%d, Z%d, K6 // NaN", cmpUnord, z, z)
+				g.p("\tVPORD Z29, Z16, K6, Z16")
+				if masked {
+					g.p("\tVPMOVDW Z16, %s, %d%s", k, e*es, ptr)
+				} else {
+					g.p("\tVPMOVDW Z16, %d%s", e*es, ptr)
+				}
+				return
+			}
 			if masked {
-				g.p("\tVMOVUPS Z%d, %s, %d%s", z, k, off, ptr)
+				g.p("\tVMOVUPS Z%d, %s, %d%s", z, k, e*es, ptr)
 			} else {
-				g.p("\tVMOVUPS Z%d, %d%s", z, off, ptr)
+				g.p("\tVMOVUPS Z%d, %d%s", z, e*es, ptr)
 			}
 		}
 		ld(0, "DX", "K4", 0)
-		ld(64, "DX", "K5", 1)
+		ld(16, "DX", "K5", 1)
 		ld(0, "BX", "K4", 2)
-		ld(64, "BX", "K5", 3)
+		ld(16, "BX", "K5", 3)
 		g.p("\tVMOVDQA32 Z26, Z4")
 		g.p("\tVPERMI2PS Z1, Z0, Z4 // best = r0 even")
 		g.p("\tVMOVDQA32 Z27, Z5")
@@ -213,11 +251,7 @@ func (g *gen) maxPool2x2Rows(x isa, grad bool) {
 			stv(4, 0, "(DI)", "K3")
 			return
 		}
-		if masked {
-			g.p("\tVMOVUPS.Z (R8), K3, Z9")
-		} else {
-			g.p("\tVMOVUPS (R8), Z9")
-		}
+		ld(0, "R8", "K3", 9)
 		g.p("\tVADDPS Z9, Z28, Z9 // 0 + gy")
 		for k, id := range []int{28, 23, 24, 25} {
 			g.p("\tVPCMPEQD Z%d, Z8, K1", id)
@@ -232,7 +266,7 @@ func (g *gen) maxPool2x2Rows(x isa, grad bool) {
 			g.p("\tVMOVDQA32 Z19, Z15")
 			g.p("\tVPERMI2PS Z%d, Z%d, Z15", row.odd, row.even)
 			stv(14, 0, row.ptr, "K4")
-			stv(15, 64, row.ptr, "K5")
+			stv(15, 16, row.ptr, "K5")
 		}
 	}
 	g.p("")
@@ -240,13 +274,13 @@ func (g *gen) maxPool2x2Rows(x isa, grad bool) {
 	g.p("\tCMPQ R13, $16")
 	g.p("\tJLT %s_tail", name)
 	body(false)
-	g.p("\tADDQ $128, DX")
-	g.p("\tADDQ $128, BX")
+	g.p("\tADDQ $%d, DX", 32*es)
+	g.p("\tADDQ $%d, BX", 32*es)
 	if grad {
-		g.p("\tADDQ $128, R9")
-		g.p("\tADDQ $64, R8")
+		g.p("\tADDQ $%d, R9", 32*es)
+		g.p("\tADDQ $%d, R8", 16*es)
 	} else {
-		g.p("\tADDQ $64, DI")
+		g.p("\tADDQ $%d, DI", 16*es)
 	}
 	g.p("\tSUBQ $16, R13")
 	g.p("\tJMP %s_group", name)
@@ -277,9 +311,9 @@ func (g *gen) maxPool2x2Rows(x isa, grad bool) {
 	g.p("%s_masked:", name)
 	body(true)
 	if grad {
-		g.p("\tLEAQ (R8)(R13*4), R8")
+		g.p("\tLEAQ (R8)(R13*%d), R8", es)
 	} else {
-		g.p("\tLEAQ (DI)(R13*4), DI")
+		g.p("\tLEAQ (DI)(R13*%d), DI", es)
 	}
 	g.p("")
 	g.p("%s_next:", name)
