@@ -119,12 +119,19 @@ func TestAMXTileConfig(t *testing.T) {
 	}
 }
 
-// TestAMXDirect runs each AMX kernel's in-place store (A read from a
-// row-major matrix) against the twin's, which packs A first, bit for bit
-// (NaN payloads aside), on ordinary and hostile values, strides and scalars.
+// TestAMXDirect runs each kernel's in-place store (A read from a row-major
+// matrix: the AMX kernels and the 12×32 VDPBF16PS one) against the twin's,
+// which packs A first, bit for bit (NaN payloads aside), on ordinary and
+// hostile values, strides and scalars.
 func TestAMXDirect(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
-	for _, kern := range amxKernels() {
+	kerns := amxKernels()
+	for _, k := range bf16TestKernels() {
+		if !k.rowsA && k.direct != nil && k != k.goTwin() {
+			kerns = append(kerns, k)
+		}
+	}
+	for _, kern := range kerns {
 		for _, kc2 := range []int{16, 48, 256} {
 			for _, lda := range []int{2 * kc2, 2*kc2 + 3} {
 				for _, mix := range []string{"normal", "hostile"} {

@@ -105,16 +105,26 @@ var gemmBF16KernelGo12x32 = &gemmBF16Kernel{name: "go12x32", mr: 12, nr: 32, til
 	fn: func(kc2 int, a, b []uint32, c []float32, ldc int, add bool) {
 		gemmBF16KernelGo(12, 32, kc2, a, b, c, ldc, add)
 	},
-	store: func(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
-		var t [12 * 32]float32
-		gemmBF16KernelGo(12, 32, kc2, a, b, t[:], 32, false)
-		for i := range 12 {
-			row := c[i*ldc:][:32]
-			for j, v := range t[i*32:][:32] {
-				row[j] = bf16Out(alpha, beta, v, row[j])
-			}
-		}
+	store: gemmBF16StoreGo12x32,
+	// direct packs the 12 rows of A (packPairs, side by side) and stores.
+	direct: func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
+		ap := make([]uint32, kc2*12)
+		packPairs(ap, a, lda, 2*kc2, 12, 12, true)
+		gemmBF16StoreGo12x32(kc2, ap, b, c, ldc, alpha, beta)
 	},
+}
+
+// gemmBF16StoreGo12x32 is gemmBF16KernelGo12x32's store: the float32 tile, then
+// bf16Out of each element.
+func gemmBF16StoreGo12x32(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
+	var t [12 * 32]float32
+	gemmBF16KernelGo(12, 32, kc2, a, b, t[:], 32, false)
+	for i := range 12 {
+		row := c[i*ldc:][:32]
+		for j, v := range t[i*32:][:32] {
+			row[j] = bf16Out(alpha, beta, v, row[j])
+		}
+	}
 }
 
 // bf16Out is an element of C as GemmBF16 stores it: the float32 sum t of

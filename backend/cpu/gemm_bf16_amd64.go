@@ -51,8 +51,25 @@ func gemmBF16Kernel12x32AVX512(kc2 int, a, b []uint32, c []float32, ldc int, add
 //go:noescape
 func gemmBF16Kernel12x32StoreAVX512(kc2 int, a, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32)
 
+// gemmBF16Kernel12x32DirectAVX512 is gemmBF16Kernel12x32StoreAVX512 reading A in
+// place: the word of row i at pair step p is the pair of a[i*lda+2p] and
+// a[i*lda+2p+1] (the even k in the low half), where the packed panel would hold
+// it. It equals gemmBF16KernelGo12x32.direct bit for bit, NaN payloads aside.
+//
+//go:noescape
+func gemmBF16Kernel12x32DirectAVX512(kc2 int, a *half.BFloat16, lda int, b *uint32, c *half.BFloat16, ldc int, alpha, beta float32)
+
 var gemmBF16KernelAVX512 = &gemmBF16Kernel{name: "avx512bf16-12x32", mr: 12, nr: 32, tileK: 1,
-	fn: gemmBF16Kernel12x32AVX512, store: gemmBF16Kernel12x32StoreAVX512}
+	fn: gemmBF16Kernel12x32AVX512, store: gemmBF16Kernel12x32StoreAVX512,
+	direct: func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
+		if kc2 <= 0 {
+			panic("cpu: gemmBF16Kernel12x32Direct: no pair steps")
+		}
+		_ = a[11*lda+2*kc2-1]
+		_ = b[kc2*32-1]
+		_ = c[11*ldc+31]
+		gemmBF16Kernel12x32DirectAVX512(kc2, &a[0], lda, &b[0], &c[0], ldc, alpha, beta)
+	}}
 
 // gemmBF16PackPairs is gemmBF16PackPairRowsGo with AVX-512 (zero-extending
 // masked loads, shift, or, masked stores), the masks giving the loaded

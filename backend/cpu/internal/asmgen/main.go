@@ -51,6 +51,7 @@ func main() {
 	g.header()
 	g.kernel(false)
 	g.kernel(true)
+	g.kernelDirect()
 	g.pack()
 	g.gather()
 	g.amx()
@@ -166,7 +167,7 @@ func (g *gen) kernel(bf16 bool) {
 	g.p("")
 	g.p("%s_store:", name)
 	if bf16 {
-		g.storeBF16(name)
+		g.storeBF16(name, 88)
 		return
 	}
 	g.p("\tMOVBLZX add+88(FP), AX")
@@ -180,6 +181,60 @@ func (g *gen) kernel(bf16 bool) {
 	g.storeTile(false)
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
+}
+
+// kernelDirect emits gemmBF16Kernel12x32DirectAVX512, the store kernel with
+// A read in place: row i's pair at step p is the dword at a + i·lda·2 + 4p
+// (two consecutive bf16 of a row-major A), broadcast as the packed panel's
+// word would be. Rows 0–7 are addressed from SI with the multiples 1–7 of
+// the row stride (R9 = lda bytes, R10 = 3·, R11 = 5·, R12 = 7·), rows 8–11
+// from BX = SI + 8·lda the same way.
+func (g *gen) kernelDirect() {
+	name := fmt.Sprintf("gemmBF16Kernel%dx%dDirectAVX512", mr, nr)
+	g.p("")
+	g.p("// func %s(kc2 int, a *half.BFloat16, lda int, b *uint32, c *half.BFloat16, ldc int, alpha, beta float32)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
+	g.p("\tMOVQ kc2+0(FP), CX")
+	g.p("\tMOVQ a+8(FP), SI")
+	g.p("\tMOVQ lda+16(FP), R9")
+	g.p("\tSHLQ $1, R9 // bytes per row of A")
+	g.p("\tLEAQ (R9)(R9*2), R10 // 3 rows")
+	g.p("\tLEAQ (R9)(R9*4), R11 // 5 rows")
+	g.p("\tLEAQ (R10)(R9*4), R12 // 7 rows")
+	g.p("\tLEAQ (SI)(R9*8), BX // row 8")
+	g.p("\tMOVQ b+24(FP), DI")
+	g.p("\tMOVQ c+32(FP), DX")
+	g.p("\tMOVQ ldc+40(FP), R8")
+	g.p("\tSHLQ $1, R8")
+	for z := range mr * nv {
+		g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
+	}
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_store", name)
+	g.p("")
+	g.p("%s_loop:", name)
+	bReg := mr * nv
+	for v := range nv {
+		g.p("\tVMOVDQU32 %d(DI), Z%d", 64*v, bReg+v)
+	}
+	rows := []string{"(SI)", "(SI)(R9*1)", "(SI)(R9*2)", "(SI)(R10*1)", "(SI)(R9*4)", "(SI)(R11*1)",
+		"(SI)(R10*2)", "(SI)(R12*1)", "(BX)", "(BX)(R9*1)", "(BX)(R9*2)", "(BX)(R10*1)"}
+	aRegs := 32 - bReg - nv
+	for i := range mr {
+		ar := bReg + nv + i%aRegs
+		g.p("\tVPBROADCASTD %s, Z%d", rows[i], ar)
+		for v := range nv {
+			g.gnu(fmt.Sprintf("vdpbf16ps %%zmm%d, %%zmm%d, %%zmm%d", ar, bReg+v, i*nv+v))
+		}
+	}
+	g.p("\tADDQ $4, SI")
+	g.p("\tADDQ $4, BX")
+	g.p("\tADDQ $%d, DI", 4*nr)
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("")
+	g.p("%s_store:", name)
+	g.storeBF16(name, 48)
 }
 
 // storeTile writes the accumulators to the float32 C tile at DX (row stride
@@ -203,9 +258,10 @@ func (g *gen) storeTile(add bool) {
 // tile at DX (row stride R8), reading C only when beta != 0. The rounding is
 // half.BFloat16FromFloat32's: add 0x7fff plus the lowest kept bit and
 // truncate; NaN lanes (VCMPPS unordered) keep their top bits, made quiet.
-// VCVTNEPS2BF16 would flush subnormals.
-func (g *gen) storeBF16(name string) {
-	g.bf16Consts(name, 88)
+// VCVTNEPS2BF16 would flush subnormals. alpha is at off in the argument
+// frame, beta at off+4.
+func (g *gen) storeBF16(name string, off int) {
+	g.bf16Consts(name, off)
 	for _, withBeta := range []bool{false, true} {
 		if withBeta {
 			g.p("")
