@@ -56,20 +56,39 @@ func gemmBF16Kernel12x32StoreAVX512(kc2 int, a, b []uint32, c []half.BFloat16, l
 // a[i*lda+2p+1] (the even k in the low half), where the packed panel would hold
 // it. It equals gemmBF16KernelGo12x32.direct bit for bit, NaN payloads aside.
 //
+// A bias that is not nil holds the tile's 32 columns' bias, which every row
+// starts from instead of C (beta then ignored): the bits of copying it into
+// each row of C first and running with beta 1.
+//
 //go:noescape
-func gemmBF16Kernel12x32DirectAVX512(kc2 int, a *half.BFloat16, lda int, b *uint32, c *half.BFloat16, ldc int, alpha, beta float32)
+func gemmBF16Kernel12x32DirectAVX512(kc2 int, a *half.BFloat16, lda int, b *uint32, bias, c *half.BFloat16, ldc int, alpha, beta float32)
 
 var gemmBF16KernelAVX512 = &gemmBF16Kernel{name: "avx512bf16-12x32", mr: 12, nr: 32, tileK: 1,
 	fn: gemmBF16Kernel12x32AVX512, store: gemmBF16Kernel12x32StoreAVX512,
 	direct: func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
-		if kc2 <= 0 {
-			panic("cpu: gemmBF16Kernel12x32Direct: no pair steps")
-		}
-		_ = a[11*lda+2*kc2-1]
-		_ = b[kc2*32-1]
-		_ = c[11*ldc+31]
-		gemmBF16Kernel12x32DirectAVX512(kc2, &a[0], lda, &b[0], &c[0], ldc, alpha, beta)
-	}}
+		gemmBF16Direct12x32N(1, kc2, a, lda, b, nil, c, ldc, alpha, beta)
+	},
+	directN: gemmBF16Direct12x32N}
+
+// gemmBF16Direct12x32N is gemmBF16Kernel12x32DirectAVX512 on n tiles down a
+// column of C from n row panels of A in place (directN), with the bounds checks
+// the assembly does not make.
+func gemmBF16Direct12x32N(n, kc2 int, a []half.BFloat16, lda int, b []uint32, bias, c []half.BFloat16, ldc int, alpha, beta float32) {
+	if kc2 <= 0 || n <= 0 {
+		panic("cpu: gemmBF16Direct12x32N: no tiles or no pair steps")
+	}
+	_ = a[(12*n-1)*lda+2*kc2-1]
+	_ = b[kc2*32-1]
+	_ = c[(12*n-1)*ldc+31]
+	var bp *half.BFloat16
+	if bias != nil {
+		_ = bias[31]
+		bp = &bias[0]
+	}
+	for r := range n {
+		gemmBF16Kernel12x32DirectAVX512(kc2, &a[r*12*lda], lda, &b[0], bp, &c[r*12*ldc], ldc, alpha, beta)
+	}
+}
 
 // gemmBF16PackPairs is gemmBF16PackPairRowsGo with AVX-512 (zero-extending
 // masked loads, shift, or, masked stores), the masks giving the loaded

@@ -188,12 +188,13 @@ func (g *gen) kernel(bf16 bool) {
 // (two consecutive bf16 of a row-major A), broadcast as the packed panel's
 // word would be. Rows 0–7 are addressed from SI with the multiples 1–7 of
 // the row stride (R9 = lda bytes, R10 = 3·, R11 = 5·, R12 = 7·), rows 8–11
-// from BX = SI + 8·lda the same way.
+// from BX = SI + 8·lda the same way. A bias that is not nil (R13) is what
+// every row starts from instead of C, with beta 1.
 func (g *gen) kernelDirect() {
 	name := fmt.Sprintf("gemmBF16Kernel%dx%dDirectAVX512", mr, nr)
 	g.p("")
-	g.p("// func %s(kc2 int, a *half.BFloat16, lda int, b *uint32, c *half.BFloat16, ldc int, alpha, beta float32)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
+	g.p("// func %s(kc2 int, a *half.BFloat16, lda int, b *uint32, bias, c *half.BFloat16, ldc int, alpha, beta float32)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
 	g.p("\tMOVQ kc2+0(FP), CX")
 	g.p("\tMOVQ a+8(FP), SI")
 	g.p("\tMOVQ lda+16(FP), R9")
@@ -203,8 +204,8 @@ func (g *gen) kernelDirect() {
 	g.p("\tLEAQ (R10)(R9*4), R12 // 7 rows")
 	g.p("\tLEAQ (SI)(R9*8), BX // row 8")
 	g.p("\tMOVQ b+24(FP), DI")
-	g.p("\tMOVQ c+32(FP), DX")
-	g.p("\tMOVQ ldc+40(FP), R8")
+	g.p("\tMOVQ c+40(FP), DX")
+	g.p("\tMOVQ ldc+48(FP), R8")
 	g.p("\tSHLQ $1, R8")
 	for z := range mr * nv {
 		g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
@@ -234,7 +235,26 @@ func (g *gen) kernelDirect() {
 	g.p("\tJNZ %s_loop", name)
 	g.p("")
 	g.p("%s_store:", name)
-	g.storeBF16(name, 48)
+	g.p("\tMOVQ bias+32(FP), R13")
+	g.p("\tTESTQ R13, R13")
+	g.p("\tJNZ %s_bias", name)
+	g.storeBF16(name, 56)
+	g.p("")
+	g.p("%s_bias:", name)
+	g.p("\tVBROADCASTSS alpha+56(FP), Z%d", zAlpha)
+	g.p("\tMOVL $0x3f800000, AX")
+	g.p("\tVPBROADCASTD AX, Z%d // beta 1", zBeta)
+	g.roundConsts()
+	for i := range mr {
+		if i > 0 {
+			g.p("\tADDQ R8, DX")
+		}
+		for v := range nv {
+			g.bf16RoundFrom(i*nv+v, 32*v, true, "R13")
+		}
+	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
 }
 
 // storeTile writes the accumulators to the float32 C tile at DX (row stride
@@ -291,23 +311,32 @@ const (
 func (g *gen) bf16Consts(name string, off int) {
 	g.p("\tVBROADCASTSS alpha+%d(FP), Z%d", off, zAlpha)
 	g.p("\tVBROADCASTSS beta+%d(FP), Z%d", off+4, zBeta)
-	g.p("\tMOVL $0x7fff, AX")
-	g.p("\tVPBROADCASTD AX, Z%d", zBias)
-	g.p("\tMOVL $1, AX")
-	g.p("\tVPBROADCASTD AX, Z%d", zOne)
-	g.p("\tMOVL $0x40, AX")
-	g.p("\tVPBROADCASTD AX, Z%d", zQuiet)
+	g.roundConsts()
 	g.p("\tVXORPS X%d, X%d, X%d", zOld, zOld, zOld)
 	g.p("\tVUCOMISS beta+%d(FP), X%d", off+4, zOld)
 	g.p("\tJNE %s_beta", name)
 	g.p("\tJPS %s_beta", name)
 }
 
+// roundConsts loads the rounding's constants: 0x7fff, 1 and a NaN's quiet bit.
+func (g *gen) roundConsts() {
+	g.p("\tMOVL $0x7fff, AX")
+	g.p("\tVPBROADCASTD AX, Z%d", zBias)
+	g.p("\tMOVL $1, AX")
+	g.p("\tVPBROADCASTD AX, Z%d", zOne)
+	g.p("\tMOVL $0x40, AX")
+	g.p("\tVPBROADCASTD AX, Z%d", zQuiet)
+}
+
 // bf16Round stores bf16(alpha·Z[acc] (+ beta·C)) to the 16 bf16 at off(DX).
-func (g *gen) bf16Round(acc, off int, withBeta bool) {
+func (g *gen) bf16Round(acc, off int, withBeta bool) { g.bf16RoundFrom(acc, off, withBeta, "DX") }
+
+// bf16RoundFrom is bf16Round with the old values (C, or a bias) read at
+// off(src).
+func (g *gen) bf16RoundFrom(acc, off int, withBeta bool, src string) {
 	g.p("\tVMULPS Z%d, Z%d, Z%d", zAlpha, acc, acc)
 	if withBeta {
-		g.p("\tVPMOVZXWD %d(DX), Z%d", off, zOld)
+		g.p("\tVPMOVZXWD %d(%s), Z%d", off, src, zOld)
 		g.p("\tVPSLLD $16, Z%d, Z%d", zOld, zOld)
 		g.p("\tVMULPS Z%d, Z%d, Z%d", zBeta, zOld, zOld)
 		g.p("\tVADDPS Z%d, Z%d, Z%d", zOld, acc, acc)
