@@ -535,7 +535,9 @@ func (w *attnWork[L]) mulBF16(transA bool, m, n, k int, a []half.BFloat16, lda i
 	np := gemmCeilDiv(n, nr)
 	for i0 := 0; i0 < m; i0 += mr {
 		rows := min(mr, m-i0)
-		direct := kern.rowsA && !transA && rows == mr && k%(2*t) == 0 && attnAMXDirectOK(kern)
+		// A read in place: the AMX kernel's tiles (attnAMXDirect) or a kernel's
+		// fnDirect.
+		direct := !transA && rows == mr && k%(2*t) == 0 && (kern.rowsA && attnAMXDirectOK(kern) || !kern.rowsA && kern.fnDirect != nil)
 		switch {
 		case direct:
 		case kern.rowsA && !transA:
@@ -563,8 +565,10 @@ func (w *attnWork[L]) mulBF16(transA bool, m, n, k int, a []half.BFloat16, lda i
 			switch {
 			case direct && w.amx:
 				attnAMXHeldDirect(kc2, a[i0*lda:], lda, bp, ct, ldt, addt)
-			case direct:
+			case direct && kern.rowsA:
 				attnAMXDirect(kc2, a[i0*lda:], lda, bp, ct, ldt, addt)
+			case direct:
+				kern.fnDirect(kc2, a[i0*lda:], lda, bp, ct, ldt, addt)
 			case w.amx:
 				attnAMXHeldFn(kc2, ap, bp, ct, ldt, addt)
 			default:

@@ -368,3 +368,53 @@ func TestAMXPackTransPanels(t *testing.T) {
 		}
 	}
 }
+
+// TestBF16FnDirect runs each kernel's fnDirect (the float32 tile from A read in
+// place) against packing the rows (packPairs) and the twin's fn, bit for bit (NaN
+// payloads aside), storing and adding, on ordinary and hostile values and strides.
+func TestBF16FnDirect(t *testing.T) {
+	rng := rand.New(rand.NewPCG(35, 36))
+	ran := false
+	for _, kern := range bf16TestKernels() {
+		if kern.fnDirect == nil {
+			continue
+		}
+		ran = true
+		twin := kern.goTwin()
+		for _, kc2 := range []int{1, 16, 33, 256} {
+			for _, lda := range []int{2 * kc2, 2*kc2 + 3} {
+				for _, add := range []bool{false, true} {
+					for _, mix := range []int{0, 1} {
+						class := func(x int) int { return mix * (x % 4) }
+						a := make([]half.BFloat16, (kern.mr-1)*lda+2*kc2)
+						for i := range a {
+							a[i] = half.BFloat16(bf16Random(rng, class(i)))
+						}
+						b := make([]uint32, kc2*kern.nr)
+						for i := range b {
+							b[i] = bf16Random(rng, class(i+1)) | bf16Random(rng, class(i/3))<<16
+						}
+						const ldc = 37
+						c0 := make([]float32, kern.mr*ldc)
+						for i := range c0 {
+							c0[i] = float32(rng.NormFloat64())
+						}
+						got, want := slices.Clone(c0), slices.Clone(c0)
+						kern.fnDirect(kc2, a, lda, b, got, ldc, add)
+						ap := make([]uint32, kc2*kern.mr)
+						packPairs(ap, a, lda, 2*kc2, kern.mr, kern.mr, true)
+						twin.fn(kc2, ap, b, want, ldc, add)
+						for x := range got {
+							if math.Float32bits(got[x]) != math.Float32bits(want[x]) && !(got[x] != got[x] && want[x] != want[x]) {
+								t.Fatalf("%s kc2=%d lda=%d add=%v mix=%d (%d,%d): %v, twin %v", kern.name, kc2, lda, add, mix, x/ldc, x%ldc, got[x], want[x])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if !ran {
+		t.Skip("no kernel reads A in place for a float32 tile on this CPU (needs AVX512_BF16)")
+	}
+}

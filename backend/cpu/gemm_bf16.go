@@ -88,6 +88,11 @@ type gemmBF16Kernel struct {
 	// (c[q*nr:]) from one row panel of A in place and n consecutive B
 	// panels (b[q*nr*kc2:]); a bias holds the n·nr columns' bias.
 	directRow func(n, kc2 int, a []half.BFloat16, lda int, b []uint32, bias, c []half.BFloat16, ldc int, alpha, beta float32)
+	// fnDirect, where set, is fn reading mr whole rows of a row-major A in
+	// place (row stride lda, 2·kc2 values each), as direct is store: the
+	// attention's products use it (the AMX kernels' counterpart is
+	// attnAMXDirect).
+	fnDirect func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []float32, ldc int, add bool)
 }
 
 // goTwin returns the pure-Go kernel that k equals bit for bit (NaN payloads

@@ -68,7 +68,24 @@ var gemmBF16KernelAVX512 = &gemmBF16Kernel{name: "avx512bf16-12x32", mr: 12, nr:
 	direct: func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
 		gemmBF16Direct12x32N(1, kc2, a, lda, b, nil, c, ldc, alpha, beta)
 	},
-	directN: gemmBF16Direct12x32N}
+	directN: gemmBF16Direct12x32N,
+	fnDirect: func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []float32, ldc int, add bool) {
+		if kc2 <= 0 {
+			panic("cpu: gemmBF16Kernel12x32DirectF32: no pair steps")
+		}
+		_ = a[11*lda+2*kc2-1]
+		_ = b[kc2*32-1]
+		_ = c[11*ldc+31]
+		gemmBF16Kernel12x32DirectF32AVX512(kc2, &a[0], lda, &b[0], &c[0], ldc, add)
+	}}
+
+// gemmBF16Kernel12x32DirectF32AVX512 is gemmBF16Kernel12x32AVX512 reading A in
+// place as gemmBF16Kernel12x32DirectAVX512 does: it equals packing the 12 rows
+// (packPairs, side by side) and running gemmBF16KernelGo12x32's fn, bit for bit,
+// NaN payloads aside.
+//
+//go:noescape
+func gemmBF16Kernel12x32DirectF32AVX512(kc2 int, a *half.BFloat16, lda int, b *uint32, c *float32, ldc int, add bool)
 
 // gemmBF16Direct12x32N is gemmBF16Kernel12x32DirectAVX512 on n tiles down a
 // column of C from n row panels of A in place (directN), with the bounds checks

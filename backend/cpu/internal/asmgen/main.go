@@ -51,7 +51,8 @@ func main() {
 	g.header()
 	g.kernel(false)
 	g.kernel(true)
-	g.kernelDirect()
+	g.kernelDirect(true)
+	g.kernelDirect(false)
 	g.pack()
 	g.gather()
 	g.amx()
@@ -189,12 +190,20 @@ func (g *gen) kernel(bf16 bool) {
 // word would be. Rows 0–7 are addressed from SI with the multiples 1–7 of
 // the row stride (R9 = lda bytes, R10 = 3·, R11 = 5·, R12 = 7·), rows 8–11
 // from BX = SI + 8·lda the same way. A bias that is not nil (R13) is what
-// every row starts from instead of C, with beta 1.
-func (g *gen) kernelDirect() {
+// every row starts from instead of C, with beta 1. Without bf16 it emits
+// gemmBF16Kernel12x32DirectF32AVX512, the float32 kernel (storing or adding
+// the tile) reading A so.
+func (g *gen) kernelDirect(bf16 bool) {
 	name := fmt.Sprintf("gemmBF16Kernel%dx%dDirectAVX512", mr, nr)
 	g.p("")
-	g.p("// func %s(kc2 int, a *half.BFloat16, lda int, b *uint32, bias, c *half.BFloat16, ldc int, alpha, beta float32)", name)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	if bf16 {
+		g.p("// func %s(kc2 int, a *half.BFloat16, lda int, b *uint32, bias, c *half.BFloat16, ldc int, alpha, beta float32)", name)
+		g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	} else {
+		name = fmt.Sprintf("gemmBF16Kernel%dx%dDirectF32AVX512", mr, nr)
+		g.p("// func %s(kc2 int, a *half.BFloat16, lda int, b *uint32, c *float32, ldc int, add bool)", name)
+		g.p("TEXT ·%s(SB), NOSPLIT, $0-49", name)
+	}
 	g.p("\tMOVQ kc2+0(FP), CX")
 	g.p("\tMOVQ a+8(FP), SI")
 	g.p("\tMOVQ lda+16(FP), R9")
@@ -204,9 +213,15 @@ func (g *gen) kernelDirect() {
 	g.p("\tLEAQ (R10)(R9*4), R12 // 7 rows")
 	g.p("\tLEAQ (SI)(R9*8), BX // row 8")
 	g.p("\tMOVQ b+24(FP), DI")
-	g.p("\tMOVQ c+40(FP), DX")
-	g.p("\tMOVQ ldc+48(FP), R8")
-	g.p("\tSHLQ $1, R8")
+	if bf16 {
+		g.p("\tMOVQ c+40(FP), DX")
+		g.p("\tMOVQ ldc+48(FP), R8")
+		g.p("\tSHLQ $1, R8")
+	} else {
+		g.p("\tMOVQ c+32(FP), DX")
+		g.p("\tMOVQ ldc+40(FP), R8")
+		g.p("\tSHLQ $2, R8")
+	}
 	for z := range mr * nv {
 		g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
 	}
@@ -235,6 +250,20 @@ func (g *gen) kernelDirect() {
 	g.p("\tJNZ %s_loop", name)
 	g.p("")
 	g.p("%s_store:", name)
+	if !bf16 {
+		g.p("\tMOVBLZX add+48(FP), AX")
+		g.p("\tTESTL AX, AX")
+		g.p("\tJZ %s_overwrite", name)
+		g.storeTile(true)
+		g.p("\tVZEROUPPER")
+		g.p("\tRET")
+		g.p("")
+		g.p("%s_overwrite:", name)
+		g.storeTile(false)
+		g.p("\tVZEROUPPER")
+		g.p("\tRET")
+		return
+	}
 	g.p("\tMOVQ bias+32(FP), R13")
 	g.p("\tTESTQ R13, R13")
 	g.p("\tJNZ %s_bias", name)
