@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -257,12 +258,14 @@ func convBF16Tile(mr, nr int, direct func(steps int, a, b []uint32, offs []int, 
 }
 
 // convBF16For returns the bf16 forward ops for og output and cg input channels per
-// group: for even cg, the direct kernels' tile chosen as convF32For chooses (the
-// VDPBF16PS tiles are bound as the float32 ones are, a pair step for a k step),
-// else convBF16 (B panels packed per tap pair). All add each element's pair
-// products in the same order: the choice changes no bit of the result.
-func convBF16For(og, cg int) *convOps[half.BFloat16, uint32] {
-	if cg%2 != 0 || convBF16Direct == nil {
+// group: the direct kernels' tile chosen as convF32For chooses (the VDPBF16PS
+// tiles are bound as the float32 ones are, a pair step for a k step), else
+// convBF16 (B panels packed per tap pair). All add each element's pair products in
+// the same order: the choice changes no bit of the result. (For one channel per
+// group the direct ops also replace convForwardWiden's float32 arithmetic: half
+// the instructions, other bits.)
+func convBF16For(og int) *convOps[half.BFloat16, uint32] {
+	if convBF16Direct == nil {
 		return convBF16
 	}
 	return convTileFor(og, convBF16Direct, convBF16Directx8, convBF16Directx16)
@@ -443,6 +446,21 @@ var (
 	convScratchBF16 = sync.Pool{New: func() any { return new(convScratch[half.BFloat16, uint32]) }}
 )
 
+// convZeros holds zero bf16 elements for convZerosBF16.
+var convZeros []half.BFloat16
+
+var convZerosMu sync.Mutex
+
+// convZerosBF16 returns n zero bf16 elements (shared: read only).
+func convZerosBF16(n int) []half.BFloat16 {
+	convZerosMu.Lock()
+	defer convZerosMu.Unlock()
+	if len(convZeros) < n {
+		convZeros = make([]half.BFloat16, max(n, 2*len(convZeros)))
+	}
+	return convZeros[:n]
+}
+
 // convInterleaveGo sets dst[i] = pair(lo[i], hi[i]): two channel planes as one
 // plane of bf16 pairs, lo in the low halves.
 func convInterleaveGo(dst []uint32, lo, hi []half.BFloat16) {
@@ -551,9 +569,15 @@ func packWeights[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P]
 // convForward computes y = x ⋆ w + bias on the wide grid (see the top of the
 // file); bias may be nil.
 func convForward[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], y, x, w, bias []E, a backend.Conv2dArgs) {
+	convForwardWith(o, y, x, w, bias, a, true)
+}
+
+// convForwardWith is convForward; without mayWiden bf16 never takes
+// convForwardWiden (the tests' packed reference).
+func convForwardWith[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], y, x, w, bias []E, a backend.Conv2dArgs, mayWiden bool) {
 	if ob, ok := any(o).(*convOps[half.BFloat16, uint32]); ok {
 		b := func(v []E) []half.BFloat16 { return any(v).([]half.BFloat16) }
-		if convWidens(a) {
+		if mayWiden && convWidens(a) && ob.direct == nil {
 			convForwardWiden(b(y), b(x), b(w), b(bias), a)
 			return
 		}
@@ -594,18 +618,38 @@ func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, 
 	rp, steps, nSl, per := pl.rp, pl.steps, pl.nSl, pl.per
 	npan := gemmCeilDiv(s.nq, o.nr)
 	ldc := npan * o.nr
-	direct := o.direct != nil && (!o.pairs || s.paired)
+	direct := o.direct != nil
 	var offB []int // byte offsets of the k steps' B rows, for o.direct
 	maxOff := 0    // their maximum
 	plane := s.hp * s.wp
+	// The pair image of a group for the bf16 direct kernels. Paired k order:
+	// the channel pairs interleaved, cg/2 planes and a zero tail that the last
+	// panel of the last taps may read (discarded columns). Otherwise a pair
+	// step pairs two taps d elements apart in the padded group (or a tap with
+	// zero, d < 0), and each distance d of dists has a shifted pair image of
+	// glen words, word i the pair of elements i and i+d.
+	xppLen := s.cg/2*plane + (a.KW-1)*a.DilationW + 64
+	glen := s.cg*plane + (a.KW-1)*a.DilationW + 64
+	var dists []int
 	if direct {
 		offB = make([]int, steps)
 		for p := range offB {
 			v := s.offs[p]
-			if o.pairs {
+			switch {
+			case o.pairs && s.paired:
 				// Pair step p is channels c, c+1 (c even) at one tap: in the
 				// pair image, plane c/2 of the same tap.
 				v = s.offs[2*p] - (2*p%s.cg)/2*plane
+			case o.pairs:
+				d := -1
+				if 2*p+1 < s.k {
+					d = s.offs[2*p+1] - s.offs[2*p]
+				}
+				at := slices.Index(dists, d)
+				if at < 0 {
+					at, dists = len(dists), append(dists, d)
+				}
+				v = at*glen + s.offs[2*p]
 			}
 			if v < 0 {
 				panic("cpu: convForward: negative tap offset")
@@ -613,10 +657,10 @@ func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, 
 			offB[p] = 4 * v
 			maxOff = max(maxOff, 4*v)
 		}
+		if o.pairs && !s.paired {
+			xppLen = len(dists) * glen
+		}
 	}
-	// The pair image of a group: cg/2 planes and a zero tail that the last
-	// panel of the last taps may read (discarded columns).
-	xppLen := s.cg/2*plane + (a.KW-1)*a.DilationW + 64
 	init := make([]float32, s.O) // each row's start: the bias, or a zero that keeps acc's bits
 	for i := range init {
 		switch {
@@ -647,8 +691,20 @@ func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, 
 				if direct {
 					if o.pairs {
 						xw := any(xg).([]half.BFloat16)
-						for cp := range s.cg / 2 {
-							convInterleave(any(sc.xpp[cp*plane:][:plane]).([]uint32), xw[2*cp*plane:][:plane], xw[(2*cp+1)*plane:][:plane])
+						xpp := any(sc.xpp).([]uint32)
+						if s.paired {
+							for cp := range s.cg / 2 {
+								convInterleave(xpp[cp*plane:][:plane], xw[2*cp*plane:][:plane], xw[(2*cp+1)*plane:][:plane])
+							}
+						}
+						for i, d := range dists {
+							if d < 0 {
+								convInterleave(xpp[i*glen:][:glen], xw[:glen], convZerosBF16(glen))
+								continue
+							}
+							// Words past glen − d pair with past the group: they
+							// stay zero (only discarded columns read them).
+							convInterleave(xpp[i*glen:][:glen-d], xw[:glen-d], xw[d:glen])
 						}
 						src = sc.xpp[:xppLen]
 					} else {
@@ -958,7 +1014,7 @@ func (b *Backend) Conv2d(y, x, w, bias backend.Storage, a backend.Conv2dArgs) bo
 	if B != nil {
 		bs = B.bf16()
 	}
-	convForward(convBF16For(a.O/a.Groups, a.C/a.Groups), Y.bf16(), X.bf16(), W.bf16(), bs, a)
+	convForward(convBF16For(a.O/a.Groups), Y.bf16(), X.bf16(), W.bf16(), bs, a)
 	return true
 }
 
@@ -982,7 +1038,7 @@ func (b *Backend) Conv2dInputGrad(gx, gy, w backend.Storage, a backend.Conv2dArg
 		convForwardF16(GX.f16(), GY.f16(), widenF16(flipWeights(W.f16(), a)), nil, d)
 		return true
 	}
-	convForward(convBF16For(d.O/d.Groups, d.C/d.Groups), GX.bf16(), GY.bf16(), flipWeights(W.bf16(), a), nil, d)
+	convForward(convBF16For(d.O/d.Groups), GX.bf16(), GY.bf16(), flipWeights(W.bf16(), a), nil, d)
 	return true
 }
 

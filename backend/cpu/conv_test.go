@@ -416,13 +416,13 @@ func BenchmarkConvCNN(bm *testing.B) {
 			convCPUTime(bm, func() { convForward(convBF16, yb, xb, wb, nil, a) })
 		})
 		bm.Run(name+"/bf16/fwd-chosen", func(bm *testing.B) {
-			convCPUTime(bm, func() { convForward(convBF16For(a.O, a.C), yb, xb, wb, nil, a) })
+			convCPUTime(bm, func() { convForward(convBF16For(a.O), yb, xb, wb, nil, a) })
 		})
 		bm.Run(name+"/bf16/dx-packed", func(bm *testing.B) {
 			convCPUTime(bm, func() { convForward(convBF16, gxb, yb, flipWeights(wb, a), nil, d) })
 		})
 		bm.Run(name+"/bf16/dx-chosen", func(bm *testing.B) {
-			convCPUTime(bm, func() { convForward(convBF16For(d.O, d.C), gxb, yb, flipWeights(wb, a), nil, d) })
+			convCPUTime(bm, func() { convForward(convBF16For(d.O), gxb, yb, flipWeights(wb, a), nil, d) })
 		})
 		bm.Run(name+"/bf16/dw-packed", func(bm *testing.B) {
 			convCPUTime(bm, func() { convWeightGrad(convBF16, gwb, xb, yb, a) })
@@ -700,10 +700,12 @@ func BenchmarkConvLayer(bm *testing.B) {
 
 // TestConvBF16Chosen checks that the bf16 convolutions Conv2d and its gradients run
 // (convBF16For, convBF16WGrad: on this machine the in-place VDPBF16PS kernels where
-// there are, reading the pair-interleaved image or the taps' runs in place) equal,
-// bit for bit, the packed path on the pure-Go twin kernel (B panels packed per tap
-// pair, A gathered): forward with and without bias, input gradient and weight
-// gradient, on every test geometry and one with several pixel slices and chunks.
+// there are, reading the pair-interleaved image, the shifted pair images of taps
+// paired across rows and channels, or the taps' runs in place) equal, bit for bit,
+// the packed path on the pure-Go twin kernel (B panels packed per tap pair, A
+// gathered; never widened to float32): forward with and without bias, input gradient
+// and weight gradient, on every test geometry (one, two, three, four and seventy
+// channels per group) and one with several pixel slices and chunks.
 func TestConvBF16Chosen(t *testing.T) {
 	if convBF16 == nil {
 		t.Skip("no bf16 direct convolution on this CPU (no VDPBF16PS)")
@@ -735,13 +737,13 @@ func TestConvBF16Chosen(t *testing.T) {
 		gy, bias := bf(convRandom(rng, a.N*a.O*a.OH*a.OW)), bf(convRandom(rng, a.O))
 		for _, b := range [][]half.BFloat16{nil, bias} {
 			got, want := make([]half.BFloat16, len(gy)), make([]half.BFloat16, len(gy))
-			convForward(convBF16For(a.O/a.Groups, a.C/a.Groups), got, x, w, b, a)
-			convForward(twin, want, x, w, b, a)
+			convForward(convBF16For(a.O/a.Groups), got, x, w, b, a)
+			convForwardWith(twin, want, x, w, b, a, false)
 			check(fmt.Sprintf("forward (bias %v)", b != nil), a, got, want)
 		}
 		if d, ok := inputGradArgs(a); ok {
 			got, want := make([]half.BFloat16, len(x)), make([]half.BFloat16, len(x))
-			convForward(convBF16For(d.O/d.Groups, d.C/d.Groups), got, gy, flipWeights(w, a), nil, d)
+			convForward(convBF16For(d.O/d.Groups), got, gy, flipWeights(w, a), nil, d)
 			convForward(twin, want, gy, flipWeights(w, a), nil, d)
 			check("input gradient", a, got, want)
 		}
@@ -817,7 +819,7 @@ func TestConvPaddingPastReach(t *testing.T) {
 			return out
 		}
 		gotY := make([]half.BFloat16, len(y))
-		convForward(convBF16For(a.O/a.Groups, a.C/a.Groups), gotY, xb, wb, bb, a)
+		convForward(convBF16For(a.O/a.Groups), gotY, xb, wb, bb, a)
 		convCheckClose(t, fmt.Sprintf("%+v bf16 y", a), wide(gotY), y, yMag, 1.0/(1<<20), 1.0/256)
 		gotWB := make([]half.BFloat16, nw)
 		if !convWeightGrad(convBF16WGrad(a.O/a.Groups), gotWB, xb, gyb, a) {

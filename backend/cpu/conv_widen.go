@@ -5,12 +5,15 @@ import (
 	"github.com/gamp-ml/gamp/half"
 )
 
-// convWidens reports whether the bf16 forward convolution a widens to float32
+// convWidens reports whether the bf16 forward convolution a may widen to float32
 // (convForwardWiden): one input channel per group, so that no two channels make a
-// bf16 pair, and the float32 in-place kernels at hand. The Fashion CNN's first
-// convolution (1 → 16 channels, 5×5) would otherwise pair taps into 13 pair steps,
+// bf16 pair, and the float32 in-place kernels at hand. convForward widens only for
+// ops without a direct kernel (AMX, the packed path): with AMX the Fashion CNN's
+// first convolution (1 → 16 channels, 5×5) would pair taps into 13 pair steps,
 // padded to one 16-pair AMX k tile, and compute 32 rows for 16 channels; the 16×16
-// float32 kernel computes 16 rows of 25 taps read in place, in half the CPU time.
+// float32 kernel computes 16 rows of 25 taps read in place, in half the CPU time. The
+// VDPBF16PS direct kernels read those 13 pair steps in place from shifted pair images
+// (convForwardFn) and beat the float32 kernel in turn.
 func convWidens(a backend.Conv2dArgs) bool {
 	return convDirectF32x16 != nil && convDirectF32 != nil && a.C/a.Groups == 1
 }

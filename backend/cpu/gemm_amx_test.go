@@ -159,7 +159,7 @@ func TestAMXDirect(t *testing.T) {
 							got := append([]half.BFloat16(nil), c0...)
 							kern.direct(kc2, a, lda, b, got, ldc, sc[0], sc[1])
 							want := append([]half.BFloat16(nil), c0...)
-							kern.goTwin().direct(kc2, a, lda, b, want, ldc, sc[0], sc[1])
+							twinDirect(kern)(kc2, a, lda, b, want, ldc, sc[0], sc[1])
 							for x := range got {
 								if got[x] != want[x] && !(got[x].IsNaN() && want[x].IsNaN()) {
 									t.Fatalf("(%d,%d): kernel %#04x, twin %#04x", x/ldc, x%ldc, uint16(got[x]), uint16(want[x]))
@@ -310,7 +310,7 @@ func TestAMXStrips(t *testing.T) {
 								kern.directN(n, kc2, a, lda, b, biasAt(nr), got[nr:], ldc, sc[0], sc[1])
 								for r := range n {
 									want(exp, r*mr, nr, func(c []half.BFloat16, beta float32) {
-										twin.direct(kc2, a[r*mr*lda:], lda, b, c, ldc, sc[0], beta)
+										twinDirect(kern)(kc2, a[r*mr*lda:], lda, b, c, ldc, sc[0], beta)
 									})
 								}
 								check("directN", got, exp)
@@ -322,7 +322,7 @@ func TestAMXStrips(t *testing.T) {
 								kern.directRow(n, kc2, a, lda, b, biasAt(0), got, ldc, sc[0], sc[1])
 								for q := range n {
 									want(exp, 0, q*nr, func(c []half.BFloat16, beta float32) {
-										twin.direct(kc2, a, lda, b[q*kc2*nr:], c, ldc, sc[0], beta)
+										twinDirect(kern)(kc2, a, lda, b[q*kc2*nr:], c, ldc, sc[0], beta)
 									})
 								}
 								check("directRow", got, exp)
@@ -416,5 +416,20 @@ func TestBF16FnDirect(t *testing.T) {
 	}
 	if !ran {
 		t.Skip("no kernel reads A in place for a float32 tile on this CPU (needs AVX512_BF16)")
+	}
+}
+
+// twinDirect returns the direct store of kern's twin: the twin's own (the AMX twin
+// has one) or, for the 12×32 twin, which GemmBF16 runs packed (a direct form would
+// pack per tile), its 12 rows of A packed side by side (packPairs) and stored.
+func twinDirect(kern *gemmBF16Kernel) func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
+	twin := kern.goTwin()
+	if twin.direct != nil {
+		return twin.direct
+	}
+	return func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
+		ap := make([]uint32, kc2*twin.mr)
+		packPairs(ap, a, lda, 2*kc2, twin.mr, twin.mr, true)
+		twin.store(kc2, ap, b, c, ldc, alpha, beta)
 	}
 }

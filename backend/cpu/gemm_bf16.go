@@ -111,12 +111,6 @@ var gemmBF16KernelGo12x32 = &gemmBF16Kernel{name: "go12x32", mr: 12, nr: 32, til
 		gemmBF16KernelGo(12, 32, kc2, a, b, c, ldc, add)
 	},
 	store: gemmBF16StoreGo12x32,
-	// direct packs the 12 rows of A (packPairs, side by side) and stores.
-	direct: func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
-		ap := make([]uint32, kc2*12)
-		packPairs(ap, a, lda, 2*kc2, 12, 12, true)
-		gemmBF16StoreGo12x32(kc2, ap, b, c, ldc, alpha, beta)
-	},
 }
 
 // gemmBF16StoreGo12x32 is gemmBF16KernelGo12x32's store: the float32 tile, then
