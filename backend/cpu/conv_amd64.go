@@ -58,7 +58,12 @@ func convDirect(mr, nr int, kern func(kc int, a []float32, b *float32, offs []in
 	if gemmKernel32 != gemmKernelAVX512 {
 		return nil
 	}
-	return func(steps int, a, b []float32, offs []int, maxOff int, c []float32, ldc int) {
+	return convDirectOf(mr, nr, kern)
+}
+
+// convDirectOf is convDirect's wrapper for float32 elements or bf16 pairs.
+func convDirectOf[P float32 | uint32](mr, nr int, kern func(kc int, a []P, b *P, offs []int, c []float32, ldc int)) func(steps int, a, b []P, offs []int, maxOff int, c []float32, ldc int) {
+	return func(steps int, a, b []P, offs []int, maxOff int, c []float32, ldc int) {
 		if steps == 0 {
 			return
 		}
@@ -101,24 +106,13 @@ var (
 	convDirectPairsx8  = convDirectPairsOf(8, 32, convPairKernel8x32AVX512)
 )
 
-// convDirectPairsOf wraps an in-place pair kernel with the bounds checks the
-// assembly does not make (as convDirect does).
+// convDirectPairsOf is convDirectOf where the convolution's bf16 kernel is the
+// VDPBF16PS one, else nil.
 func convDirectPairsOf(mr, nr int, kern func(kc int, a []uint32, b *uint32, offs []int, c []float32, ldc int)) func(steps int, a, b []uint32, offs []int, maxOff int, c []float32, ldc int) {
 	if convBF16Kernel != gemmBF16KernelAVX512 {
 		return nil
 	}
-	return func(steps int, a, b []uint32, offs []int, maxOff int, c []float32, ldc int) {
-		if steps == 0 {
-			return
-		}
-		_ = a[steps*mr-1]
-		_ = c[(mr-1)*ldc+nr-1]
-		offs = offs[:steps]
-		if maxOff/4+nr > len(b) {
-			panic("cpu: convDirectPairs: B row out of range")
-		}
-		kern(steps, a, &b[0], offs, c, ldc)
-	}
+	return convDirectOf(mr, nr, kern)
 }
 
 // convPairKernelRows8x32AVX512 is convKernelRows8x32AVX512 on bf16: row i's word at

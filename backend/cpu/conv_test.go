@@ -92,6 +92,15 @@ func convRandom(rng *rand.Rand, n int) []float64 {
 	return v
 }
 
+// convF32Of returns v rounded to float32.
+func convF32Of(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, e := range v {
+		out[i] = float32(e)
+	}
+	return out
+}
+
 // convCheckClose fails unless got is within tol·mag + rounding of want, element by
 // element.
 func convCheckClose(t *testing.T, what string, got []float32, want, mag []float64, tol, round float64) {
@@ -115,13 +124,7 @@ func TestConvDirectF32(t *testing.T) {
 			bias := convRandom(rng, a.O)
 			gy := convRandom(rng, a.N*a.O*a.OH*a.OW)
 			y, yMag, gx, gxMag, gw, gwMag := convRef(a, x, w, bias, gy)
-			f := func(v []float64) []float32 {
-				out := make([]float32, len(v))
-				for i, e := range v {
-					out[i] = float32(e)
-				}
-				return out
-			}
+			f := convF32Of
 			d, ok := inputGradArgs(a)
 			if !ok {
 				t.Fatal("input gradient not covered")
@@ -778,13 +781,7 @@ func TestConvPaddingPastReach(t *testing.T) {
 		x, w := convRandom(rng, a.N*a.C*a.H*a.W), convRandom(rng, nw)
 		bias, gy := convRandom(rng, a.O), convRandom(rng, a.N*a.O*a.OH*a.OW)
 		y, yMag, _, _, gw, gwMag := convRef(a, x, w, bias, gy)
-		f32 := func(v []float64) []float32 {
-			out := make([]float32, len(v))
-			for i, e := range v {
-				out[i] = float32(e)
-			}
-			return out
-		}
+		f32 := convF32Of
 		for _, o := range []*convOps[float32, float32]{convF32, convF32x8, convF32x16, convF32For(a.O / a.Groups)} {
 			if o == nil {
 				continue

@@ -143,14 +143,7 @@ func TestAMXDirect(t *testing.T) {
 								}
 								return x % 4
 							}
-							a := make([]half.BFloat16, (kern.mr-1)*lda+2*kc2)
-							for i := range a {
-								a[i] = half.BFloat16(bf16Random(rng, class(i)))
-							}
-							b := make([]uint32, kc2*kern.nr)
-							for i := range b {
-								b[i] = bf16Random(rng, class(i+1)) | bf16Random(rng, class(i/3))<<16
-							}
+							a, b := bf16DirectOperands(rng, kern, kc2, lda, class)
 							const ldc = 41
 							c0 := make([]half.BFloat16, kern.mr*ldc)
 							for i := range c0 {
@@ -386,14 +379,7 @@ func TestBF16FnDirect(t *testing.T) {
 				for _, add := range []bool{false, true} {
 					for _, mix := range []int{0, 1} {
 						class := func(x int) int { return mix * (x % 4) }
-						a := make([]half.BFloat16, (kern.mr-1)*lda+2*kc2)
-						for i := range a {
-							a[i] = half.BFloat16(bf16Random(rng, class(i)))
-						}
-						b := make([]uint32, kc2*kern.nr)
-						for i := range b {
-							b[i] = bf16Random(rng, class(i+1)) | bf16Random(rng, class(i/3))<<16
-						}
+						a, b := bf16DirectOperands(rng, kern, kc2, lda, class)
 						const ldc = 37
 						c0 := make([]float32, kern.mr*ldc)
 						for i := range c0 {
@@ -432,4 +418,19 @@ func twinDirect(kern *gemmBF16Kernel) func(kc2 int, a []half.BFloat16, lda int, 
 		packPairs(ap, a, lda, 2*kc2, twin.mr, twin.mr, true)
 		twin.store(kc2, ap, b, c, ldc, alpha, beta)
 	}
+}
+
+// bf16DirectOperands returns the operands of a direct kernel test: mr rows of A
+// (row stride lda, 2·kc2 values each) and a B panel of kc2 pair steps, each value of
+// bf16Random's class(i) (i its index, shifted for B's halves).
+func bf16DirectOperands(rng *rand.Rand, kern *gemmBF16Kernel, kc2, lda int, class func(int) int) ([]half.BFloat16, []uint32) {
+	a := make([]half.BFloat16, (kern.mr-1)*lda+2*kc2)
+	for i := range a {
+		a[i] = half.BFloat16(bf16Random(rng, class(i)))
+	}
+	b := make([]uint32, kc2*kern.nr)
+	for i := range b {
+		b[i] = bf16Random(rng, class(i+1)) | bf16Random(rng, class(i/3))<<16
+	}
+	return a, b
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
 )
 
 // Pool implements backend.Backend with PyTorch's max_pool2d and avg_pool2d semantics.
@@ -228,21 +229,11 @@ func maxPoolBackward[C numeric](g, y, x *storage, a backend.PoolArgs) {
 		(g.dt == backend.Float32 || g.dt == backend.BFloat16)
 	ParallelFor(a.N*a.C, max(1, grainElems/max(ohw*a.KH*a.KW, 1)), func(lo, hi int) {
 		if inPlace && g.dt == backend.BFloat16 {
-			gb, yb, xb := g.bf16(), y.bf16(), x.bf16()
-			for p := lo; p < hi; p++ {
-				gp := gb[p*hw : (p+1)*hw]
-				vecMaxRows2x2GradBF16(gp, xb[p*hw:(p+1)*hw], yb[p*ohw:(p+1)*ohw], a.OW, a.W)
-				clear(gp[2*a.OH*a.W:])
-			}
+			maxPoolGradPlanes(g.bf16(), x.bf16(), y.bf16(), lo, hi, &a, vecMaxRows2x2GradBF16)
 			return
 		}
 		if inPlace {
-			gf, yf, xf := g.f32(), y.f32(), x.f32()
-			for p := lo; p < hi; p++ {
-				gp := gf[p*hw : (p+1)*hw]
-				vecMaxRows2x2Grad(gp, xf[p*hw:(p+1)*hw], yf[p*ohw:(p+1)*ohw], a.OW, a.W)
-				clear(gp[2*a.OH*a.W:])
-			}
+			maxPoolGradPlanes(g.f32(), x.f32(), y.f32(), lo, hi, &a, vecMaxRows2x2Grad)
 			return
 		}
 		acc, in := make([]C, hw), make([]C, 2*hw)
@@ -264,6 +255,18 @@ func maxPoolBackward[C numeric](g, y, x *storage, a backend.PoolArgs) {
 			store(g, p*hw, 1, acc)
 		}
 	})
+}
+
+// maxPoolGradPlanes writes the gradient of planes [lo, hi) of a maxPool2x2Packed
+// geometry into g in place with grad (a row-pair loop of vec_pool.go), the rows
+// below the last window (odd H) +0.
+func maxPoolGradPlanes[T float32 | half.BFloat16](g, x, y []T, lo, hi int, a *backend.PoolArgs, grad func(g, x, gy []T, ow, w int)) {
+	hw, ohw := a.H*a.W, a.OH*a.OW
+	for p := lo; p < hi; p++ {
+		gp := g[p*hw : (p+1)*hw]
+		grad(gp, x[p*hw:(p+1)*hw], y[p*ohw:(p+1)*ohw], a.OW, a.W)
+		clear(gp[2*a.OH*a.W:])
+	}
 }
 
 // maxPlane2x2PackedGrad is maxPoolBackward's plane p for a maxPool2x2Packed geometry:

@@ -141,18 +141,8 @@ func (g *gen) kernel(bf16 bool) {
 	} else {
 		g.p("\tSHLQ $2, R8")
 	}
-	for z := range mr * nv {
-		g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
-	}
-	g.p("\tTESTQ CX, CX")
-	g.p("\tJZ %s_store", name)
-	g.p("")
-	g.p("%s_loop:", name)
-	bReg := mr * nv // Z24, Z25
-	for v := range nv {
-		g.p("\tVMOVDQU32 %d(DI), Z%d", 64*v, bReg+v)
-	}
-	aRegs := 32 - bReg - nv // broadcast registers, used in rotation
+	bReg := g.loopHead(name) // Z24, Z25
+	aRegs := 32 - bReg - nv  // broadcast registers, used in rotation
 	for i := range mr {
 		ar := bReg + nv + i%aRegs
 		g.p("\tVPBROADCASTD %d(SI), Z%d", 4*i, ar)
@@ -171,7 +161,31 @@ func (g *gen) kernel(bf16 bool) {
 		g.storeBF16(name, 88)
 		return
 	}
-	g.p("\tMOVBLZX add+88(FP), AX")
+	g.storeF32(name, 88)
+}
+
+// loopHead emits a kernel's accumulators zeroed, the jump past the loop for no
+// steps (CX), the loop label and the step's B row loaded from DI; it returns the
+// first B register.
+func (g *gen) loopHead(name string) int {
+	for z := range mr * nv {
+		g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
+	}
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_store", name)
+	g.p("")
+	g.p("%s_loop:", name)
+	bReg := mr * nv
+	for v := range nv {
+		g.p("\tVMOVDQU32 %d(DI), Z%d", 64*v, bReg+v)
+	}
+	return bReg
+}
+
+// storeF32 ends a float32 kernel: the tile added to C when the add argument (at
+// off in the frame) is set, else stored.
+func (g *gen) storeF32(name string, off int) {
+	g.p("\tMOVBLZX add+%d(FP), AX", off)
 	g.p("\tTESTL AX, AX")
 	g.p("\tJZ %s_overwrite", name)
 	g.storeTile(true)
@@ -222,17 +236,7 @@ func (g *gen) kernelDirect(bf16 bool) {
 		g.p("\tMOVQ ldc+40(FP), R8")
 		g.p("\tSHLQ $2, R8")
 	}
-	for z := range mr * nv {
-		g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
-	}
-	g.p("\tTESTQ CX, CX")
-	g.p("\tJZ %s_store", name)
-	g.p("")
-	g.p("%s_loop:", name)
-	bReg := mr * nv
-	for v := range nv {
-		g.p("\tVMOVDQU32 %d(DI), Z%d", 64*v, bReg+v)
-	}
+	bReg := g.loopHead(name)
 	rows := []string{"(SI)", "(SI)(R9*1)", "(SI)(R9*2)", "(SI)(R10*1)", "(SI)(R9*4)", "(SI)(R11*1)",
 		"(SI)(R10*2)", "(SI)(R12*1)", "(BX)", "(BX)(R9*1)", "(BX)(R9*2)", "(BX)(R10*1)"}
 	aRegs := 32 - bReg - nv
@@ -251,17 +255,7 @@ func (g *gen) kernelDirect(bf16 bool) {
 	g.p("")
 	g.p("%s_store:", name)
 	if !bf16 {
-		g.p("\tMOVBLZX add+48(FP), AX")
-		g.p("\tTESTL AX, AX")
-		g.p("\tJZ %s_overwrite", name)
-		g.storeTile(true)
-		g.p("\tVZEROUPPER")
-		g.p("\tRET")
-		g.p("")
-		g.p("%s_overwrite:", name)
-		g.storeTile(false)
-		g.p("\tVZEROUPPER")
-		g.p("\tRET")
+		g.storeF32(name, 48)
 		return
 	}
 	g.p("\tMOVQ bias+32(FP), R13")
