@@ -69,8 +69,8 @@ type attnWork[L attnLow] struct {
 	// before pfRow issued.
 	pf            []attnPF
 	pfRow, pfStep int
-	// Rows gathered from, or rounded for, operands whose rows are not contiguous.
-	bfRows []half.BFloat16
+	// float16 rows gathered from, or rounded for, operands whose rows are not
+	// contiguous (bf16 ones are read and rounded in place).
 	hfRows []half.Float16
 	// bf16 products.
 	kern  *gemmBF16Kernel
@@ -632,8 +632,9 @@ func (w *attnWork[L]) widen(dst []float32, s *storage, p attnPlace, h int) {
 }
 
 // flush stores head h's float32 result buf (contiguous, from attnOut) into s (place
-// p) unless attnOut placed it in s itself. Half rows that are not contiguous are
-// rounded in one call and then scattered.
+// p) unless attnOut placed it in s itself. bf16 rows that are not contiguous are
+// rounded straight into place; float16 ones are rounded in one call and then
+// scattered.
 func (w *attnWork[L]) flush(s *storage, p attnPlace, h int, buf []float32) {
 	t, d := w.t, w.d
 	switch {
@@ -641,9 +642,9 @@ func (w *attnWork[L]) flush(s *storage, p attnPlace, h int, buf []float32) {
 	case p.row == d:
 		store(s, p.at(h), 1, buf[:t*d])
 	case s.dt == backend.BFloat16:
-		w.bfRows = grow(w.bfRows, t*d)
-		half.Float32ToBFloat16(w.bfRows[:t*d], buf[:t*d])
-		attnScatter(s.bf16()[p.at(h):], p.row, w.bfRows, t, d)
+		// Rounded straight into the strided rows (convNarrowTo: the rounding of
+		// half.Float32ToBFloat16), no contiguous copy scattered row by row.
+		convNarrowTo(s.bf16()[p.at(h):], p.row, buf, d, d, t)
 	case s.dt == backend.Float16:
 		w.hfRows = grow(w.hfRows, t*d)
 		half.Float32ToFloat16(w.hfRows[:t*d], buf[:t*d])

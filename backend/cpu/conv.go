@@ -503,11 +503,17 @@ func convFillGo(dst []float32, ld int, v []float32, n, rows int) {
 }
 
 // convNarrowGo rounds rows rows of n elements of src (row stride ls) to bf16 into
-// dst, rows n apart, by half.Float32ToBFloat16: the twin of convNarrow.
-func convNarrowGo(dst []half.BFloat16, src []float32, ls, n, rows int) {
+// dst (row stride ld), half.Float32ToBFloat16 a row.
+func convNarrowGo(dst []half.BFloat16, ld int, src []float32, ls, n, rows int) {
 	for r := range rows {
-		half.Float32ToBFloat16(dst[r*n:][:n], src[r*ls:][:n])
+		half.Float32ToBFloat16(dst[r*ld:][:n], src[r*ls:][:n])
 	}
+}
+
+// convNarrow rounds rows rows of n elements of src (row stride ls) to bf16 into the
+// packed dst (convNarrowTo with row stride n).
+func convNarrow(dst []half.BFloat16, src []float32, ls, n, rows int) {
+	convNarrowTo(dst, n, src, ls, n, rows)
 }
 
 // convRowInit returns the starting value of each accumulator row: groups runs of

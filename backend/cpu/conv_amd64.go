@@ -375,25 +375,25 @@ func convFill(dst []float32, ld int, v []float32, n, rows int) {
 }
 
 // convNarrowRows rounds rows rows of n float32 (srcStride bytes apart) to bf16
-// into dst, rows n elements apart: convNarrowGo's loop.
+// into dst, rows dstStride bytes apart: convNarrowGo's loop.
 //
 //go:noescape
-func convNarrowRows(dst *uint16, src *float32, n, rows, srcStride int)
+func convNarrowRows(dst *uint16, src *float32, n, rows, srcStride, dstStride int)
 
-// convNarrow rounds rows rows of n elements of src (row stride ls) to bf16 into
-// the packed dst: convNarrowRows where the CPU has AVX-512 (F, BW) and BMI2, else
-// convNarrowGo.
-func convNarrow(dst []half.BFloat16, src []float32, ls, n, rows int) {
+// convNarrowTo rounds rows rows of n elements of src (row stride ls) to bf16 into
+// dst (row stride ld): convNarrowRows where the CPU has AVX-512 (F, BW) and BMI2,
+// else convNarrowGo.
+func convNarrowTo(dst []half.BFloat16, ld int, src []float32, ls, n, rows int) {
 	if rows <= 0 || n <= 0 {
 		return
 	}
-	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512BW || !cpu.X86.HasBMI2 || ls < 0 {
-		convNarrowGo(dst, src, ls, n, rows)
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512BW || !cpu.X86.HasBMI2 || ls < 0 || ld < 0 {
+		convNarrowGo(dst, ld, src, ls, n, rows)
 		return
 	}
-	_ = dst[rows*n-1]
+	_ = dst[(rows-1)*ld+n-1]
 	_ = src[(rows-1)*ls+n-1]
-	convNarrowRows((*uint16)(unsafe.Pointer(&dst[0])), &src[0], n, rows, 4*ls)
+	convNarrowRows((*uint16)(unsafe.Pointer(&dst[0])), &src[0], n, rows, 4*ls, 2*ld)
 }
 
 // convRows copies rows rows of n elements from src (row stride ls) to dst (row

@@ -1296,14 +1296,14 @@ convFillRows_done:
 	VZEROUPPER
 	RET
 
-// func convNarrowRows(dst *uint16, src *float32, n, rows, srcStride int)
-TEXT ·convNarrowRows(SB), NOSPLIT, $0-40
+// func convNarrowRows(dst *uint16, src *float32, n, rows, srcStride, dstStride int)
+TEXT ·convNarrowRows(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
 	MOVQ rows+24(FP), DX
 	MOVQ srcStride+32(FP), R8
-	LEAQ (CX)(CX*1), R9 // dst row bytes
+	MOVQ dstStride+40(FP), R9
 	MOVL $0x7fff, AX
 	VPBROADCASTD AX, Z31
 	MOVL $1, AX

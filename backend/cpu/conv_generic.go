@@ -35,9 +35,9 @@ func convRows[T float32 | half.BFloat16](dst []T, ld int, src []T, ls, n, rows i
 // convFill is convFillGo (no assembly in this build).
 func convFill(dst []float32, ld int, v []float32, n, rows int) { convFillGo(dst, ld, v, n, rows) }
 
-// convNarrow is convNarrowGo (no assembly in this build).
-func convNarrow(dst []half.BFloat16, src []float32, ls, n, rows int) {
-	convNarrowGo(dst, src, ls, n, rows)
+// convNarrowTo is convNarrowGo (no assembly in this build).
+func convNarrowTo(dst []half.BFloat16, ld int, src []float32, ls, n, rows int) {
+	convNarrowGo(dst, ld, src, ls, n, rows)
 }
 
 // convDirectPairs, convDirectPairsx16 and convDirectPairsx8 are nil: no assembly

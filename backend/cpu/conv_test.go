@@ -580,14 +580,19 @@ func TestConvFill(t *testing.T) {
 	}
 }
 
-// TestConvNarrow pits convNarrow against its pure-Go twin convNarrowGo, bit for
-// bit: rows around the 16-element chunk, strided source rows, values with any bits
-// (NaNs, ties, infinities, subnormals), dst exactly rows·n long.
+// TestConvNarrow pits convNarrowTo against its pure-Go twin convNarrowGo, bit for
+// bit: rows around the 16-element chunk, strided source rows, packed and strided
+// destination rows (whose gaps must stay untouched), values with any bits (NaNs,
+// ties, infinities, subnormals), dst exactly as long as its last row needs.
 func TestConvNarrow(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 26))
 	for _, n := range []int{1, 7, 14, 15, 16, 17, 28, 31, 32, 33, 100} {
 		for _, rows := range []int{1, 3, 28} {
 			ls := n + rng.IntN(5)
+			ld := n
+			if rng.IntN(2) == 0 {
+				ld += 1 + rng.IntN(40)
+			}
 			src := make([]float32, (rows-1)*ls+n)
 			for i := range src {
 				switch rng.IntN(4) {
@@ -599,11 +604,14 @@ func TestConvNarrow(t *testing.T) {
 					src[i] = float32(rng.NormFloat64())
 				}
 			}
-			got, want := make([]half.BFloat16, rows*n), make([]half.BFloat16, rows*n)
-			convNarrow(got, src, ls, n, rows)
-			convNarrowGo(want, src, ls, n, rows)
+			got, want := make([]half.BFloat16, (rows-1)*ld+n), make([]half.BFloat16, (rows-1)*ld+n)
+			for i := range got {
+				got[i], want[i] = 0x1234, 0x1234 // the gaps between strided rows
+			}
+			convNarrowTo(got, ld, src, ls, n, rows)
+			convNarrowGo(want, ld, src, ls, n, rows)
 			if !slices.Equal(got, want) {
-				t.Fatalf("n %d rows %d ls %d: %v, want %v", n, rows, ls, got, want)
+				t.Fatalf("n %d rows %d ls %d ld %d: %v, want %v", n, rows, ls, ld, got, want)
 			}
 		}
 	}

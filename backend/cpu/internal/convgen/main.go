@@ -420,18 +420,18 @@ func fillRows(p func(string, ...any)) {
 }
 
 // narrowRows writes convNarrowRows: rows rows of n float32 (srcStride bytes
-// apart) rounded to bf16 into dst, rows n elements apart, 16 at a time and the
-// rest under a mask (BMI2): half's float32ToBFloat16AVX512 on each element.
+// apart) rounded to bf16 into dst, rows dstStride bytes apart, 16 at a time and
+// the rest under a mask (BMI2): half's float32ToBFloat16AVX512 on each element.
 func narrowRows(p func(string, ...any)) {
 	const name = "convNarrowRows"
-	p("// func %s(dst *uint16, src *float32, n, rows, srcStride int)", name)
-	p("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	p("// func %s(dst *uint16, src *float32, n, rows, srcStride, dstStride int)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
 	p("\tMOVQ dst+0(FP), DI")
 	p("\tMOVQ src+8(FP), SI")
 	p("\tMOVQ n+16(FP), CX")
 	p("\tMOVQ rows+24(FP), DX")
 	p("\tMOVQ srcStride+32(FP), R8")
-	p("\tLEAQ (CX)(CX*1), R9 // dst row bytes")
+	p("\tMOVQ dstStride+40(FP), R9")
 	p("\tMOVL $0x7fff, AX")
 	p("\tVPBROADCASTD AX, Z31")
 	p("\tMOVL $1, AX")
