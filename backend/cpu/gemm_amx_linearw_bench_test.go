@@ -15,6 +15,7 @@ import (
 func BenchmarkGemmBF16LinearW(b *testing.B) {
 	for _, sh := range []struct{ rows, in, out int }{
 		{256, 784, 1024}, {256, 1024, 1024}, {256, 1024, 10},
+		{2048, 128, 384}, {2048, 128, 128}, {2048, 128, 512}, {2048, 512, 128},
 		{2048, 512, 1536}, {2048, 512, 512}, {2048, 512, 2048}, {2048, 2048, 512},
 	} {
 		rng := rand.New(rand.NewPCG(uint64(sh.rows), uint64(sh.out)))
