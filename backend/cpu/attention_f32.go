@@ -525,6 +525,10 @@ func (w *attnWork[L]) mulF32Ref(transA bool, m, n, k int, a []float32, lda int, 
 // accumulates onto C) to C.
 func (w *attnWork[L]) mulBF16(transA bool, m, n, k int, a []half.BFloat16, lda int, b *attnB, n0, k0 int, add bool, c []float32, ldc int) {
 	kern := w.kern
+	if kern.fnDirect8 != nil && !transA && m%8 == 0 && k%2 == 0 && !w.amx && attnRows8 {
+		w.mulBF16Rows8(m, n, k, a, lda, b, n0, k0, add, c, ldc)
+		return
+	}
 	mr, nr := kern.mr, kern.nr
 	t := max(kern.tileK, 1)
 	kc2 := gemmCeilDiv(gemmCeilDiv(k, 2), t) * t
@@ -577,17 +581,54 @@ func (w *attnWork[L]) mulBF16(transA bool, m, n, k int, a []half.BFloat16, lda i
 			if rows == mr && cols == nr {
 				continue
 			}
-			for r := range rows {
-				src := w.edge[r*nr:][:cols]
-				dst := c[(i0+r)*ldc+j0:][:cols]
-				if add {
-					for j, v := range src {
-						dst[j] += v
-					}
-				} else {
-					copy(dst, src)
-				}
+			w.addEdge(rows, cols, add, c[i0*ldc+j0:], ldc)
+		}
+	}
+}
+
+// attnRows8 lets mulBF16 run a kernel's 8-row form (fnDirect8) where the rows
+// allow; tests clear it to compare.
+var attnRows8 = true
+
+// mulBF16Rows8 is mulBF16 for m a multiple of 8, A not transposed and k even,
+// with the kernel's 8-row form reading A in place: the same sums, tile by tile
+// (each C element is its pair steps summed from zero in ascending k, then
+// stored or added), with no edge rows.
+func (w *attnWork[L]) mulBF16Rows8(m, n, k int, a []half.BFloat16, lda int, b *attnB, n0, k0 int, add bool, c []float32, ldc int) {
+	kern := w.kern
+	nr, kc2 := kern.nr, k/2
+	w.edge = grow(w.edge, kern.mr*nr)
+	q0 := n0 / nr
+	np := gemmCeilDiv(n, nr)
+	for i0 := 0; i0 < m; i0 += 8 {
+		for q := range np {
+			j0 := q * nr
+			cols := min(nr, n-j0)
+			if w.masked && j0-(i0+7) > w.diag {
+				continue
 			}
+			bp := b.u[(q0+q)*b.steps*nr+k0/2*nr:][:kc2*nr]
+			if cols == nr {
+				kern.fnDirect8(kc2, a[i0*lda:], lda, bp, c[i0*ldc+j0:], ldc, add)
+				continue
+			}
+			kern.fnDirect8(kc2, a[i0*lda:], lda, bp, w.edge, nr, false)
+			w.addEdge(8, cols, add, c[i0*ldc+j0:], ldc)
+		}
+	}
+}
+
+// addEdge adds the rows×cols corner of w.edge (row stride nr) to c (row
+// stride ldc), or copies it there without add.
+func (w *attnWork[L]) addEdge(rows, cols int, add bool, c []float32, ldc int) {
+	nr := w.kern.nr
+	for r := range rows {
+		src := w.edge[r*nr:][:cols]
+		dst := c[r*ldc:][:cols]
+		if add {
+			vecBinary(vecAdd, dst, dst, src)
+		} else {
+			copy(dst, src)
 		}
 	}
 }

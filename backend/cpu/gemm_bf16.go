@@ -93,6 +93,9 @@ type gemmBF16Kernel struct {
 	// attention's products use it (the AMX kernels' counterpart is
 	// attnAMXDirect).
 	fnDirect func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []float32, ldc int, add bool)
+	// fnDirect8, where set, is fnDirect for a tile of 8 rows (nr columns):
+	// the attention's 64-row blocks take 8 of them, no edge tile.
+	fnDirect8 func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []float32, ldc int, add bool)
 }
 
 // goTwin returns the pure-Go kernel that k equals bit for bit (NaN payloads

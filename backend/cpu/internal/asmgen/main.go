@@ -74,6 +74,7 @@ func main() {
 	g.f32Half(false)
 	g.f32Half(true)
 	g.f32Strided()
+	g.kernelDirectF32Rows(8)
 	src, err := g.resolve()
 	if err != nil {
 		log.Fatal(err)
