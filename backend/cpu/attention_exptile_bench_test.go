@@ -1,8 +1,8 @@
 package cpu
 
 import (
-	"os"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/gamp-ml/gamp/half"
