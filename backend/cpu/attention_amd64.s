@@ -19,10 +19,7 @@
 	VFMADD213PS Z11, Z18, Z19 \
 	VFMADD213PS Z12, Z18, Z19 \
 	VFMADD213PS Z13, Z18, Z19 \
-	VCVTPS2DQ Z17, Z20 \
-	VPADDD Z15, Z20, Z20 \
-	VPSLLD $23, Z20, Z20 \
-	VMULPS Z20, Z19, Z19 \
+	VSCALEFPS Z17, Z19, Z19 \
 	VCMPPS $0x15, Z14, Z16, K2 \
 	VMOVAPS.Z Z19, K2, Z19
 
@@ -411,38 +408,13 @@ attnExpTile_loop4:
 	VADDPS Z9, Z0, Z0
 	TESTQ R9, R9
 	JZ attnExpTile_next4
-	VPSRLD $16, Z19, Z10
-	VPANDD Z26, Z10, Z11
-	VPADDD Z25, Z19, Z12
-	VPADDD Z11, Z12, Z12
-	VPSRLD $16, Z12, Z12
-	VCMPPS $3, Z19, Z19, K3
-	VPORD Z27, Z10, K3, Z12
-	VPMOVDW Z12, 0(R9)
-	VPSRLD $16, Z23, Z10
-	VPANDD Z26, Z10, Z11
-	VPADDD Z25, Z23, Z12
-	VPADDD Z11, Z12, Z12
-	VPSRLD $16, Z12, Z12
-	VCMPPS $3, Z23, Z23, K3
-	VPORD Z27, Z10, K3, Z12
-	VPMOVDW Z12, 32(R9)
-	VPSRLD $16, Z31, Z10
-	VPANDD Z26, Z10, Z11
-	VPADDD Z25, Z31, Z12
-	VPADDD Z11, Z12, Z12
-	VPSRLD $16, Z12, Z12
-	VCMPPS $3, Z31, Z31, K3
-	VPORD Z27, Z10, K3, Z12
-	VPMOVDW Z12, 64(R9)
-	VPSRLD $16, Z9, Z10
-	VPANDD Z26, Z10, Z11
-	VPADDD Z25, Z9, Z12
-	VPADDD Z11, Z12, Z12
-	VPSRLD $16, Z12, Z12
-	VCMPPS $3, Z9, Z9, K3
-	VPORD Z27, Z10, K3, Z12
-	VPMOVDW Z12, 96(R9)
+	// The bf16 roundings, 32 lanes an instruction: VCVTNE2PS2BF16 rounds as
+	// half.BFloat16FromFloat32 (to nearest even, NaNs quieted) but flushes
+	// subnormals, which the exponential never gives (0, or at least e^-86).
+	BYTE $0x62; BYTE $0x32; BYTE $0x47; BYTE $0x40; BYTE $0x72; BYTE $0xd3 // vcvtne2ps2bf16 %zmm19, %zmm23, %zmm10
+	BYTE $0x62; BYTE $0x12; BYTE $0x37; BYTE $0x48; BYTE $0x72; BYTE $0xdf // vcvtne2ps2bf16 %zmm31, %zmm9, %zmm11
+	VMOVDQU16 Z10, 0(R9)
+	VMOVDQU16 Z11, 64(R9)
 	ADDQ $128, R9
 
 attnExpTile_next4:
@@ -460,8 +432,8 @@ attnExpTile_loop:
 	VADDPS Z19, Z0, Z0
 	TESTQ R9, R9
 	JZ attnExpTile_next
-	BF16_ROUND
-	VPMOVDW Z23, 0(R9)
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xe3 // vcvtneps2bf16 %zmm19, %ymm12
+	VMOVDQU16 Y12, 0(R9)
 	ADDQ $32, R9
 
 attnExpTile_next:
@@ -480,8 +452,8 @@ attnExpTile_last:
 	VADDPS Z19, Z0, K1, Z0
 	TESTQ R9, R9
 	JZ attnExpTile_sum
-	BF16_ROUND
-	VPMOVDW Z23, K1, 0(R9)
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xe3 // vcvtneps2bf16 %zmm19, %ymm12
+	VMOVDQU16 Y12, K1, 0(R9)
 
 attnExpTile_sum:
 	TESTQ R14, R14

@@ -42,7 +42,9 @@ func attnExp32(x float32) float32 {
 	if x < expCut32 {
 		return 0
 	}
-	return p * math.Float32frombits(uint32(int32(k)+127)<<23)
+	// p·2^k as VSCALEFPS takes it: exact for k ≤ 127 (the product of p and a
+	// normal power of two), rounded once, or +Inf, above (x past ln(MaxFloat32)).
+	return float32(float64(p) * math.Ldexp(1, int(k)))
 }
 
 // attnExpRowGo sets row[i] = attnExp32(fma32(row[i], scale, -shift)) for i < len(row)

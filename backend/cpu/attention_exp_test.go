@@ -233,3 +233,36 @@ func TestAttnPackF32Twin(t *testing.T) {
 		}
 	}
 }
+
+// Arguments past the softmax's range (x above ln(MaxFloat32) ≈ 88.72, where 2^k
+// leaves the float32 range): the row and tile loops equal the Go twin bit for bit,
+// and both give +Inf where e^x overflows float32 and a finite rounding below it.
+func TestAttnExpOverflow(t *testing.T) {
+	var xs []float32
+	for x := float32(86); x <= 90.5; x += 1.0 / 64 {
+		xs = append(xs, x)
+	}
+	want := make([]float32, len(xs))
+	for i, x := range xs {
+		want[i] = attnExp32(x)
+		e := math.Exp(float64(x))
+		switch {
+		case e > math.MaxFloat32 && !math.IsInf(float64(want[i]), 1):
+			t.Fatalf("attnExp32(%g) = %g, want +Inf", x, want[i])
+		case e <= math.MaxFloat32*(1-1e-6) && math.IsInf(float64(want[i]), 0):
+			t.Fatalf("attnExp32(%g) = %g, want %g", x, want[i], e)
+		}
+	}
+	row := append([]float32(nil), xs...)
+	attnExpRow(row, nil, 1, 0)
+	tile := append([]float32(nil), xs[:64]...)
+	attnExpTile(tile, 64, 1, 64, 64, []float32{0}, 1, nil, nil)
+	for i := range xs {
+		if !sameBits(row[i], want[i]) {
+			t.Fatalf("attnExpRow at x = %g: %g, Go twin %g", xs[i], row[i], want[i])
+		}
+		if i < 64 && !sameBits(tile[i], want[i]) {
+			t.Fatalf("attnExpTile at x = %g: %g, Go twin %g", xs[i], tile[i], want[i])
+		}
+	}
+}
