@@ -10,6 +10,8 @@ var (
 	hasAVX512 = cpu.X86.HasAVX512F
 	hasF16C   = cpu.X86.HasF16C && cpu.X86.HasAVX
 	hasAVX2   = cpu.X86.HasAVX2
+	// hasAVX512BF16: VCVTNE2PS2BF16 (and VFPCLASSPS, AVX512DQ).
+	hasAVX512BF16 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16 && cpu.X86.HasAVX512DQ
 )
 
 var (
@@ -22,6 +24,7 @@ var (
 		{"f16c", 8, hasF16C, float16ToFloat32F16C},
 	}
 	f32ToBF16Kernels = []kernel[BFloat16, float32]{
+		{"avx512bf16", 32, hasAVX512BF16, float32ToBFloat16AVX512BF16},
 		{"avx512", 16, hasAVX512, float32ToBFloat16AVX512},
 		{"avx2", 16, hasAVX2, float32ToBFloat16AVX2},
 	}
@@ -83,6 +86,18 @@ func float16ToFloat32F16C(dst *float32, src *Float16, n int)
 //go:noescape
 func float32ToBFloat16AVX512(dst *BFloat16, src *float32, n int)
 
+// float32ToBFloat16AVX512BF16 is float32ToBFloat16AVX512 for n a positive
+// multiple of 32, by VCVTNE2PS2BF16 where a block of 32 holds no subnormal (the
+// instruction flushes those) and by float32ToBFloat16AVX512's integer rounding
+// where one does. It equals
+//
+//	for i := range n {
+//		dst[i] = BFloat16FromFloat32(src[i])
+//	}
+//
+//go:noescape
+func float32ToBFloat16AVX512BF16(dst *BFloat16, src *float32, n int)
+
 // float32ToBFloat16AVX2 is float32ToBFloat16AVX512 on ymm registers, n a
 // positive multiple of 16. It equals
 //
@@ -134,7 +149,9 @@ func f16ToF32Run(dst *float32, src *Float16, n int) {
 }
 
 func f32ToBF16Run(dst *BFloat16, src *float32, n int) {
-	if hasAVX512 {
+	if hasAVX512BF16 {
+		float32ToBFloat16AVX512BF16(dst, src, n)
+	} else if hasAVX512 {
 		float32ToBFloat16AVX512(dst, src, n)
 	} else {
 		float32ToBFloat16AVX2(dst, src, n)

@@ -331,3 +331,58 @@ b2f256:
 
 	VZEROUPPER
 	RET
+
+// func float32ToBFloat16AVX512BF16(dst *BFloat16, src *float32, n int)
+//
+// 32 lanes at a time by VCVTNE2PS2BF16 (AVX512_BF16), which rounds as
+// BFloat16FromFloat32 does (to nearest even; a NaN truncated and quieted) but
+// flushes subnormal inputs to zero: a block of 32 holding a subnormal
+// (VFPCLASSPS class 0x20) takes the integer rounding above instead.
+TEXT ·float32ToBFloat16AVX512BF16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+	MOVL         $0x7fff, AX
+	VPBROADCASTD AX, Z31
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z30
+	MOVL         $0x40, AX
+	VPBROADCASTD AX, Z29
+
+f2bcvt:
+	VMOVDQU32  0(SI), Z0
+	VMOVDQU32  64(SI), Z4
+	VFPCLASSPSZ $0x20, Z0, K1
+	VFPCLASSPSZ $0x20, Z4, K2
+	KORTESTW   K1, K2
+	JNZ        f2bcvtslow
+	BYTE $0x62; BYTE $0xf2; BYTE $0x5f; BYTE $0x48; BYTE $0x72; BYTE $0xd8 // vcvtne2ps2bf16 %zmm0, %zmm4, %zmm3
+	VMOVDQU16  Z3, 0(DI)
+
+f2bcvtnext:
+	ADDQ $128, SI
+	ADDQ $64, DI
+	SUBQ $32, CX
+	JNZ  f2bcvt
+	VZEROUPPER
+	RET
+
+f2bcvtslow:
+	VPSRLD  $16, Z0, Z1
+	VPSRLD  $16, Z4, Z5
+	VPANDD  Z30, Z1, Z2
+	VPANDD  Z30, Z5, Z6
+	VPADDD  Z31, Z0, Z3
+	VPADDD  Z31, Z4, Z7
+	VPADDD  Z2, Z3, Z3
+	VPADDD  Z6, Z7, Z7
+	VPSRLD  $16, Z3, Z3
+	VPSRLD  $16, Z7, Z7
+	VCMPPS  $3, Z0, Z0, K1
+	VCMPPS  $3, Z4, Z4, K2
+	VPORD   Z29, Z1, K1, Z3
+	VPORD   Z29, Z5, K2, Z7
+	VPMOVDW Z3, 0(DI)
+	VPMOVDW Z7, 32(DI)
+	JMP     f2bcvtnext

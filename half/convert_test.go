@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,11 +49,12 @@ func TestKernelsSelected(t *testing.T) {
 		t.Skip("no assembly in this build")
 	}
 	if cpu.X86.HasAVX512F {
-		for _, name := range got {
-			if name != "avx512" {
-				t.Errorf("AVX-512 CPU but kernels %q", got)
-				break
-			}
+		want := []string{"avx512", "avx512", "avx512", "avx512"}
+		if cpu.X86.HasAVX512BF16 && cpu.X86.HasAVX512DQ {
+			want[2] = "avx512bf16"
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("AVX-512 CPU but kernels %q, want %q", got, want)
 		}
 	}
 }
