@@ -269,16 +269,16 @@ func (g *gen) kernelDirect(bf16 bool) {
 	g.p("\tMOVL $0x3f800000, AX")
 	g.p("\tVPBROADCASTD AX, Z%d // beta 1", zBeta)
 	g.roundConsts()
+	var slow strings.Builder
 	for i := range mr {
 		if i > 0 {
 			g.p("\tADDQ R8, DX")
 		}
-		for v := range nv {
-			g.bf16RoundFrom(i*nv+v, 32*v, true, "R13")
-		}
+		g.bf16RowFast(name+"_bias", i, true, "R13", &slow)
 	}
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
+	g.buf.WriteString(slow.String())
 }
 
 // storeTile writes the accumulators to the float32 C tile at DX (row stride
@@ -311,17 +311,70 @@ func (g *gen) storeBF16(name string, off int) {
 			g.p("")
 			g.p("%s_beta:", name)
 		}
+		var slow strings.Builder
+		variant := name + "_plain"
+		if withBeta {
+			variant = name + "_old"
+		}
 		for i := range mr {
 			if i > 0 {
 				g.p("\tADDQ R8, DX")
 			}
-			for v := range nv {
-				g.bf16Round(i*nv+v, 32*v, withBeta)
-			}
+			g.bf16RowFast(variant, i, withBeta, "DX", &slow)
 		}
 		g.p("\tVZEROUPPER")
 		g.p("\tRET")
+		g.buf.WriteString(slow.String())
 	}
+}
+
+// bf16RowFast stores row i of the tile (accumulators nv·i …), each value
+// alpha·acc (+ beta·old, the old values read at src), as bf16 at DX: by
+// VCVTNE2PS2BF16, which rounds as half.BFloat16FromFloat32 does (to nearest
+// even; a NaN truncated and quieted) but flushes subnormals, unless one of the
+// row's values is subnormal (VFPCLASSPS class 0x20): that row jumps to the
+// integer rounding (bf16RoundFrom's), which slow collects to follow the RET.
+func (g *gen) bf16RowFast(lbl string, i int, withBeta bool, src string, slow *strings.Builder) {
+	lbl = fmt.Sprintf("%s%d", lbl, i)
+	for v := range nv {
+		acc := i*nv + v
+		g.p("\tVMULPS Z%d, Z%d, Z%d", zAlpha, acc, acc)
+		if withBeta {
+			g.p("\tVPMOVZXWD %d(%s), Z%d", 32*v, src, zOld)
+			g.p("\tVPSLLD $16, Z%d, Z%d", zOld, zOld)
+			g.p("\tVMULPS Z%d, Z%d, Z%d", zBeta, zOld, zOld)
+			g.p("\tVADDPS Z%d, Z%d, Z%d", zOld, acc, acc)
+		}
+	}
+	if nv != 2 {
+		panic("bf16RowFast: a row of two accumulators")
+	}
+	g.p("\tVFPCLASSPSZ $0x20, Z%d, K1", i*nv)
+	g.p("\tVFPCLASSPSZ $0x20, Z%d, K2", i*nv+1)
+	g.p("\tKORTESTW K1, K2")
+	g.p("\tJNZ %s_sub", lbl)
+	g.gnu(fmt.Sprintf("vcvtne2ps2bf16 %%zmm%d, %%zmm%d, %%zmm%d", i*nv, i*nv+1, zR))
+	g.p("\tVMOVDQU16 Z%d, (DX)", zR)
+	g.p("")
+	g.p("%s_next:", lbl)
+	fmt.Fprintf(slow, "\n%s_sub:\n", lbl)
+	for v := range nv {
+		acc := i*nv + v
+		for _, ins := range []string{
+			fmt.Sprintf("VPSRLD $16, Z%d, Z%d", acc, zR),
+			fmt.Sprintf("VPANDD Z%d, Z%d, Z%d", zOne, zR, zR),
+			fmt.Sprintf("VPADDD Z%d, Z%d, Z%d", zBias, zR, zR),
+			fmt.Sprintf("VPADDD Z%d, Z%d, Z%d", acc, zR, zR),
+			fmt.Sprintf("VPSRLD $16, Z%d, Z%d", zR, zR),
+			fmt.Sprintf("VCMPPS $3, Z%d, Z%d, K1", acc, acc),
+			fmt.Sprintf("VPSRLD $16, Z%d, K1, Z%d", acc, zR),
+			fmt.Sprintf("VPORD Z%d, Z%d, K1, Z%d", zQuiet, zR, zR),
+			fmt.Sprintf("VPMOVDW Z%d, %d(DX)", zR, 32*v),
+		} {
+			fmt.Fprintf(slow, "\t%s\n", ins)
+		}
+	}
+	fmt.Fprintf(slow, "\tJMP %s_next\n", lbl)
 }
 
 // Registers of the bf16 store: constants and temporaries.
