@@ -393,8 +393,23 @@ func convNarrowTo(dst []half.BFloat16, ld int, src []float32, ls, n, rows int) {
 	}
 	_ = dst[(rows-1)*ld+n-1]
 	_ = src[(rows-1)*ls+n-1]
+	if convNarrowCVT {
+		convNarrowRowsCVT((*uint16)(unsafe.Pointer(&dst[0])), &src[0], n, rows, 4*ls, 2*ld)
+		return
+	}
 	convNarrowRows((*uint16)(unsafe.Pointer(&dst[0])), &src[0], n, rows, 4*ls, 2*ld)
 }
+
+// convNarrowRowsCVT is convNarrowRows by VCVTNEPS2BF16 (AVX512_BF16), a chunk of
+// 16 holding a subnormal (which the instruction would flush) by the integer
+// rounding: the same bits.
+//
+//go:noescape
+func convNarrowRowsCVT(dst *uint16, src *float32, n, rows, srcStride, dstStride int)
+
+// convNarrowCVT selects convNarrowRowsCVT where the CPU has AVX512_BF16 and
+// AVX512DQ (VFPCLASSPS); tests clear it to compare.
+var convNarrowCVT = cpu.X86.HasAVX512BF16 && cpu.X86.HasAVX512DQ
 
 // convRows copies rows rows of n elements from src (row stride ls) to dst (row
 // stride ld), ascending: convCopyRows where the CPU has AVX-512 (F, BW) and BMI2.

@@ -1360,6 +1360,87 @@ convNarrowRows_done:
 	VZEROUPPER
 	RET
 
+// func convNarrowRowsCVT(dst *uint16, src *float32, n, rows, srcStride, dstStride int)
+TEXT ·convNarrowRowsCVT(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ rows+24(FP), DX
+	MOVQ srcStride+32(FP), R8
+	MOVQ dstStride+40(FP), R9
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z31
+	MOVL $1, AX
+	VPBROADCASTD AX, Z30
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z29
+	MOVQ CX, R11
+	ANDQ $15, R11
+	MOVQ $-1, AX
+	BZHIQ R11, AX, AX // the tail's elements
+	KMOVW AX, K3
+	SUBQ R11, CX // whole 16-element chunks
+	TESTQ DX, DX
+	JZ convNarrowRowsCVT_done
+
+convNarrowRowsCVT_row:
+	XORQ R10, R10
+
+convNarrowRowsCVT_chunk:
+	CMPQ R10, CX
+	JGE convNarrowRowsCVT_tail
+	VMOVDQU32 (SI)(R10*4), Z0
+	VFPCLASSPSZ $0x20, Z0, K2
+	KORTESTW K2, K2
+	JNZ convNarrowRowsCVT_sub
+	BYTE $0x62; BYTE $0xf2; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xd8 // vcvtneps2bf16 %zmm0, %ymm3
+	VMOVDQU16 Y3, (DI)(R10*2)
+	ADDQ $16, R10
+	JMP convNarrowRowsCVT_chunk
+
+convNarrowRowsCVT_sub:
+	VPSRLD $16, Z0, Z1
+	VPANDD Z30, Z1, Z2
+	VPADDD Z31, Z0, Z3
+	VPADDD Z2, Z3, Z3
+	VPSRLD $16, Z3, Z3
+	VCMPPS $3, Z0, Z0, K1
+	VPORD Z29, Z1, K1, Z3
+	VPMOVDW Z3, (DI)(R10*2)
+	ADDQ $16, R10
+	JMP convNarrowRowsCVT_chunk
+
+convNarrowRowsCVT_tail:
+	TESTQ R11, R11
+	JZ convNarrowRowsCVT_next
+	VMOVDQU32.Z (SI)(R10*4), K3, Z0
+	VFPCLASSPSZ $0x20, Z0, K2
+	KORTESTW K2, K2
+	JNZ convNarrowRowsCVT_tailsub
+	BYTE $0x62; BYTE $0xf2; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xd8 // vcvtneps2bf16 %zmm0, %ymm3
+	VMOVDQU16 Y3, K3, (DI)(R10*2)
+	JMP convNarrowRowsCVT_next
+
+convNarrowRowsCVT_tailsub:
+	VPSRLD $16, Z0, Z1
+	VPANDD Z30, Z1, Z2
+	VPADDD Z31, Z0, Z3
+	VPADDD Z2, Z3, Z3
+	VPSRLD $16, Z3, Z3
+	VCMPPS $3, Z0, Z0, K1
+	VPORD Z29, Z1, K1, Z3
+	VPMOVDW Z3, K3, (DI)(R10*2)
+
+convNarrowRowsCVT_next:
+	ADDQ R8, SI
+	ADDQ R9, DI
+	DECQ DX
+	JNZ convNarrowRowsCVT_row
+
+convNarrowRowsCVT_done:
+	VZEROUPPER
+	RET
+
 // func convInterleavePairs(dst *uint32, lo, hi *uint16, n int)
 TEXT ·convInterleavePairs(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI

@@ -600,6 +600,12 @@ func TestConvNarrow(t *testing.T) {
 					src[i] = math.Float32frombits(rng.Uint32())
 				case 1:
 					src[i] = math.Float32frombits(rng.Uint32()&^0xffff | 0x8000) // a tie
+				case 2:
+					if rng.IntN(8) == 0 {
+						src[i] = math.Float32frombits(rng.Uint32() & 0x807fffff) // subnormal (or 0)
+						break
+					}
+					src[i] = float32(rng.NormFloat64())
 				default:
 					src[i] = float32(rng.NormFloat64())
 				}

@@ -76,7 +76,9 @@ func main() {
 	p("")
 	fillRows(p)
 	p("")
-	narrowRows(p)
+	narrowRows(p, false)
+	p("")
+	narrowRows(p, true)
 	p("")
 	interleave(p)
 	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {
@@ -422,8 +424,14 @@ func fillRows(p func(string, ...any)) {
 // narrowRows writes convNarrowRows: rows rows of n float32 (srcStride bytes
 // apart) rounded to bf16 into dst, rows dstStride bytes apart, 16 at a time and
 // the rest under a mask (BMI2): half's float32ToBFloat16AVX512 on each element.
-func narrowRows(p func(string, ...any)) {
-	const name = "convNarrowRows"
+// With cvt it writes convNarrowRowsCVT, which rounds a chunk by VCVTNEPS2BF16
+// (AVX512_BF16; the same rounding, but subnormals flushed) unless the chunk holds
+// a subnormal (VFPCLASSPS class 0x20, AVX512DQ), which takes the integer rounding.
+func narrowRows(p func(string, ...any), cvt bool) {
+	name := "convNarrowRows"
+	if cvt {
+		name = "convNarrowRowsCVT"
+	}
 	p("// func %s(dst *uint16, src *float32, n, rows, srcStride, dstStride int)", name)
 	p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
 	p("\tMOVQ dst+0(FP), DI")
@@ -454,6 +462,17 @@ func narrowRows(p func(string, ...any)) {
 	p("\tCMPQ R10, CX")
 	p("\tJGE %s_tail", name)
 	p("\tVMOVDQU32 (SI)(R10*4), Z0")
+	if cvt {
+		p("\tVFPCLASSPSZ $0x20, Z0, K2")
+		p("\tKORTESTW K2, K2")
+		p("\tJNZ %s_sub", name)
+		p("\t%s", vcvtneps2bf16Z0Y3)
+		p("\tVMOVDQU16 Y3, (DI)(R10*2)")
+		p("\tADDQ $16, R10")
+		p("\tJMP %s_chunk", name)
+		p("")
+		p("%s_sub:", name)
+	}
 	narrowZ0(p)
 	p("\tVPMOVDW Z3, (DI)(R10*2)")
 	p("\tADDQ $16, R10")
@@ -463,6 +482,17 @@ func narrowRows(p func(string, ...any)) {
 	p("\tTESTQ R11, R11")
 	p("\tJZ %s_next", name)
 	p("\tVMOVDQU32.Z (SI)(R10*4), K3, Z0")
+	if cvt {
+		// The masked-off lanes load as +0, never subnormal.
+		p("\tVFPCLASSPSZ $0x20, Z0, K2")
+		p("\tKORTESTW K2, K2")
+		p("\tJNZ %s_tailsub", name)
+		p("\t%s", vcvtneps2bf16Z0Y3)
+		p("\tVMOVDQU16 Y3, K3, (DI)(R10*2)")
+		p("\tJMP %s_next", name)
+		p("")
+		p("%s_tailsub:", name)
+	}
 	narrowZ0(p)
 	p("\tVPMOVDW Z3, K3, (DI)(R10*2)")
 	p("")
@@ -476,6 +506,10 @@ func narrowRows(p func(string, ...any)) {
 	p("\tVZEROUPPER")
 	p("\tRET")
 }
+
+// vcvtneps2bf16Z0Y3 is VCVTNEPS2BF16 Z0 → Y3 (EVEX.512.F3.0F38.W0 72 /r) as BYTE
+// directives, the Go assembler lacking the mnemonic (bytes from GNU as).
+const vcvtneps2bf16Z0Y3 = "BYTE $0x62; BYTE $0xf2; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xd8 // vcvtneps2bf16 %zmm0, %ymm3"
 
 // narrowZ0 rounds the float32 lanes of Z0 to bf16 in the low words of Z3's
 // lanes: (x + 0x7fff + (x>>16 & 1)) >> 16, a NaN lane x>>16 | 0x40.
