@@ -58,9 +58,10 @@ func attnMaxTile(x []float32, ld, rows, cols, vis0 int, mx []float32) {
 //go:noescape
 func attnDSTileAVX512(dp, p *float32, ld, rows, cols int, delta *float32, lo *half.BFloat16)
 
-// attnExpTile is attnExpTileGo, with AVX-512 where the CPU has it.
+// attnExpTile is attnExpTileGo, with AVX-512 where the CPU has it (and, for the
+// bf16 copy, AVX512_BF16: attnCVT).
 func attnExpTile(x []float32, ld, rows, cols, vis0 int, lse []float32, scale float32, lo []half.BFloat16, sums []float32) {
-	if attnAsm && rows > 0 && cols > 0 {
+	if attnAsm && rows > 0 && cols > 0 && (lo == nil || attnCVT) {
 		_ = x[(rows-1)*ld+cols-1]
 		_ = lse[rows-1]
 		var lp *half.BFloat16
@@ -78,9 +79,10 @@ func attnExpTile(x []float32, ld, rows, cols, vis0 int, lse []float32, scale flo
 	attnExpTileGo(x, ld, rows, cols, vis0, lse, scale, lo, sums)
 }
 
-// attnDSTile is attnDSTileGo, with AVX-512 where the CPU has it.
+// attnDSTile is attnDSTileGo, with AVX-512 where the CPU has it (and, for the
+// bf16 copy, AVX512_BF16: attnCVT).
 func attnDSTile(dp, p []float32, ld, rows, cols int, delta []float32, lo []half.BFloat16) {
-	if attnAsm && rows > 0 && cols > 0 {
+	if attnAsm && rows > 0 && cols > 0 && (lo == nil || attnCVT) {
 		_ = dp[(rows-1)*ld+cols-1]
 		_ = p[(rows-1)*ld+cols-1]
 		_ = delta[rows-1]
@@ -97,6 +99,11 @@ func attnDSTile(dp, p []float32, ld, rows, cols int, delta []float32, lo []half.
 
 // attnAsm reports whether the AVX-512 row loops run.
 var attnAsm = cpu.X86.HasAVX512F
+
+// attnCVT says whether the tile loops may round to bf16 by VCVTNEPS2BF16 and
+// VCVTNE2PS2BF16 (AVX512_BF16) and test lanes by VFPCLASSPS (AVX512DQ): their
+// bf16 copies (lo) need it; without it those calls run the Go twins.
+var attnCVT = cpu.X86.HasAVX512BF16 && cpu.X86.HasAVX512DQ
 
 // attnExpRow is attnExpRowGo, with AVX-512 where the CPU has it.
 func attnExpRow(row []float32, lo []half.BFloat16, scale, shift float32) float32 {

@@ -634,6 +634,17 @@ attnDSTile_loop:
 	VMOVUPS Z19, 0(R8)
 	TESTQ R10, R10
 	JZ attnDSTile_next
+	// The bf16 rounding by VCVTNEPS2BF16 unless a lane is subnormal (the
+	// instruction flushes those): then BF16_ROUND's. The same bits either way.
+	VFPCLASSPSZ $0x20, Z19, K2
+	KORTESTW K2, K2
+	JNZ attnDSTile_sub
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xe3 // vcvtneps2bf16 %zmm19, %ymm12
+	VMOVDQU16 Y12, 0(R10)
+	ADDQ $32, R10
+	JMP attnDSTile_next
+
+attnDSTile_sub:
 	BF16_ROUND
 	VPMOVDW Z23, 0(R10)
 	ADDQ $32, R10
@@ -656,6 +667,14 @@ attnDSTile_last:
 	VMOVUPS Z19, K1, 0(R8)
 	TESTQ R10, R10
 	JZ attnDSTile_nextrow
+	VFPCLASSPSZ $0x20, Z19, K1, K2
+	KORTESTW K2, K2
+	JNZ attnDSTile_lastsub
+	BYTE $0x62; BYTE $0x32; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xe3 // vcvtneps2bf16 %zmm19, %ymm12
+	VMOVDQU16 Y12, K1, 0(R10)
+	JMP attnDSTile_nextrow
+
+attnDSTile_lastsub:
 	BF16_ROUND
 	VPMOVDW Z23, K1, 0(R10)
 

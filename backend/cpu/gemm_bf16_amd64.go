@@ -167,7 +167,9 @@ func gemmBF16Kernels() []*gemmBF16Kernel {
 	if amxUsable {
 		ks = append(ks, gemmAMXKernel)
 	}
-	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16 {
+	// The kernels' bf16 stores take VFPCLASSPS (AVX512DQ), which every CPU
+	// with AVX512_BF16 has; checked all the same.
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16 && cpu.X86.HasAVX512DQ {
 		ks = append(ks, gemmBF16KernelAVX512)
 	}
 	return append(ks, gemmBF16KernelGo12x32)
