@@ -333,7 +333,7 @@ func (g *gen) storeBF16(name string, off int) {
 // VCVTNE2PS2BF16, which rounds as half.BFloat16FromFloat32 does (to nearest
 // even; a NaN truncated and quieted) but flushes subnormals, unless one of the
 // row's values is subnormal (VFPCLASSPS class 0x20): that row jumps to the
-// integer rounding (bf16RoundFrom's), which slow collects to follow the RET.
+// integer rounding (half.BFloat16FromFloat32's), which slow collects to follow the RET.
 func (g *gen) bf16RowFast(lbl string, i int, withBeta bool, src string, slow *strings.Builder) {
 	lbl = fmt.Sprintf("%s%d", lbl, i)
 	for v := range nv {
@@ -403,30 +403,6 @@ func (g *gen) roundConsts() {
 	g.p("\tVPBROADCASTD AX, Z%d", zOne)
 	g.p("\tMOVL $0x40, AX")
 	g.p("\tVPBROADCASTD AX, Z%d", zQuiet)
-}
-
-// bf16Round stores bf16(alpha·Z[acc] (+ beta·C)) to the 16 bf16 at off(DX).
-func (g *gen) bf16Round(acc, off int, withBeta bool) { g.bf16RoundFrom(acc, off, withBeta, "DX") }
-
-// bf16RoundFrom is bf16Round with the old values (C, or a bias) read at
-// off(src).
-func (g *gen) bf16RoundFrom(acc, off int, withBeta bool, src string) {
-	g.p("\tVMULPS Z%d, Z%d, Z%d", zAlpha, acc, acc)
-	if withBeta {
-		g.p("\tVPMOVZXWD %d(%s), Z%d", off, src, zOld)
-		g.p("\tVPSLLD $16, Z%d, Z%d", zOld, zOld)
-		g.p("\tVMULPS Z%d, Z%d, Z%d", zBeta, zOld, zOld)
-		g.p("\tVADDPS Z%d, Z%d, Z%d", zOld, acc, acc)
-	}
-	g.p("\tVPSRLD $16, Z%d, Z%d", acc, zR)
-	g.p("\tVPANDD Z%d, Z%d, Z%d", zOne, zR, zR)
-	g.p("\tVPADDD Z%d, Z%d, Z%d", zBias, zR, zR)
-	g.p("\tVPADDD Z%d, Z%d, Z%d", acc, zR, zR)
-	g.p("\tVPSRLD $16, Z%d, Z%d", zR, zR)
-	g.p("\tVCMPPS $3, Z%d, Z%d, K1", acc, acc)
-	g.p("\tVPSRLD $16, Z%d, K1, Z%d", acc, zR)
-	g.p("\tVPORD Z%d, Z%d, K1, Z%d", zQuiet, zR, zR)
-	g.p("\tVPMOVDW Z%d, %d(DX)", zR, off)
 }
 
 // gather emits gemmBF16PackGather, which collects the k pairs of up to 32
