@@ -51,8 +51,8 @@ func main() {
 	g.header()
 	g.kernel(false)
 	g.kernel(true)
-	g.kernelDirect(true)
-	g.kernelDirect(false)
+	g.kernelDirect(true, mr)
+	g.kernelDirect(false, mr)
 	g.pack()
 	g.gather()
 	g.amx()
@@ -74,7 +74,7 @@ func main() {
 	g.f32Half(false)
 	g.f32Half(true)
 	g.f32Strided()
-	g.kernelDirectF32Rows(8)
+	g.kernelDirect(false, 8)
 	src, err := g.resolve()
 	if err != nil {
 		log.Fatal(err)
@@ -142,7 +142,7 @@ func (g *gen) kernel(bf16 bool) {
 	} else {
 		g.p("\tSHLQ $2, R8")
 	}
-	bReg := g.loopHead(name) // Z24, Z25
+	bReg := g.loopHead(name, mr) // Z24, Z25
 	aRegs := 32 - bReg - nv  // broadcast registers, used in rotation
 	for i := range mr {
 		ar := bReg + nv + i%aRegs
@@ -162,21 +162,21 @@ func (g *gen) kernel(bf16 bool) {
 		g.storeBF16(name, 88)
 		return
 	}
-	g.storeF32(name, 88)
+	g.storeF32(name, 88, mr)
 }
 
 // loopHead emits a kernel's accumulators zeroed, the jump past the loop for no
 // steps (CX), the loop label and the step's B row loaded from DI; it returns the
 // first B register.
-func (g *gen) loopHead(name string) int {
-	for z := range mr * nv {
+func (g *gen) loopHead(name string, rows int) int {
+	for z := range rows * nv {
 		g.p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
 	}
 	g.p("\tTESTQ CX, CX")
 	g.p("\tJZ %s_store", name)
 	g.p("")
 	g.p("%s_loop:", name)
-	bReg := mr * nv
+	bReg := rows * nv
 	for v := range nv {
 		g.p("\tVMOVDQU32 %d(DI), Z%d", 64*v, bReg+v)
 	}
@@ -185,16 +185,16 @@ func (g *gen) loopHead(name string) int {
 
 // storeF32 ends a float32 kernel: the tile added to C when the add argument (at
 // off in the frame) is set, else stored.
-func (g *gen) storeF32(name string, off int) {
+func (g *gen) storeF32(name string, off, rows int) {
 	g.p("\tMOVBLZX add+%d(FP), AX", off)
 	g.p("\tTESTL AX, AX")
 	g.p("\tJZ %s_overwrite", name)
-	g.storeTile(true)
+	g.storeTile(true, rows)
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
 	g.p("")
 	g.p("%s_overwrite:", name)
-	g.storeTile(false)
+	g.storeTile(false, rows)
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
 }
@@ -207,15 +207,21 @@ func (g *gen) storeF32(name string, off int) {
 // from BX = SI + 8·lda the same way. A bias that is not nil (R13) is what
 // every row starts from instead of C, with beta 1. Without bf16 it emits
 // gemmBF16Kernel12x32DirectF32AVX512, the float32 kernel (storing or adding
-// the tile) reading A so.
-func (g *gen) kernelDirect(bf16 bool) {
+// the tile) reading A so, for a tile of rows rows (2·rows accumulators): with 8,
+// the attention's products, whose blocks are 64 rows (8 tiles of 8, against 5 of
+// 12 and a 4-row edge), run gemmBF16Kernel8x32DirectF32AVX512. The bf16 store
+// is for mr rows.
+func (g *gen) kernelDirect(bf16 bool, rows int) {
+	if bf16 && rows != mr || rows > mr {
+		panic("kernelDirect: the bf16 store takes mr rows, the float32 one at most mr")
+	}
 	name := fmt.Sprintf("gemmBF16Kernel%dx%dDirectAVX512", mr, nr)
 	g.p("")
 	if bf16 {
 		g.p("// func %s(kc2 int, a *half.BFloat16, lda int, b *uint32, bias, c *half.BFloat16, ldc int, alpha, beta float32)", name)
 		g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
 	} else {
-		name = fmt.Sprintf("gemmBF16Kernel%dx%dDirectF32AVX512", mr, nr)
+		name = fmt.Sprintf("gemmBF16Kernel%dx%dDirectF32AVX512", rows, nr)
 		g.p("// func %s(kc2 int, a *half.BFloat16, lda int, b *uint32, c *float32, ldc int, add bool)", name)
 		g.p("TEXT ·%s(SB), NOSPLIT, $0-49", name)
 	}
@@ -226,7 +232,9 @@ func (g *gen) kernelDirect(bf16 bool) {
 	g.p("\tLEAQ (R9)(R9*2), R10 // 3 rows")
 	g.p("\tLEAQ (R9)(R9*4), R11 // 5 rows")
 	g.p("\tLEAQ (R10)(R9*4), R12 // 7 rows")
-	g.p("\tLEAQ (SI)(R9*8), BX // row 8")
+	if rows > 8 {
+		g.p("\tLEAQ (SI)(R9*8), BX // row 8")
+	}
 	g.p("\tMOVQ b+24(FP), DI")
 	if bf16 {
 		g.p("\tMOVQ c+40(FP), DX")
@@ -237,26 +245,28 @@ func (g *gen) kernelDirect(bf16 bool) {
 		g.p("\tMOVQ ldc+40(FP), R8")
 		g.p("\tSHLQ $2, R8")
 	}
-	bReg := g.loopHead(name)
-	rows := []string{"(SI)", "(SI)(R9*1)", "(SI)(R9*2)", "(SI)(R10*1)", "(SI)(R9*4)", "(SI)(R11*1)",
+	bReg := g.loopHead(name, rows)
+	addr := []string{"(SI)", "(SI)(R9*1)", "(SI)(R9*2)", "(SI)(R10*1)", "(SI)(R9*4)", "(SI)(R11*1)",
 		"(SI)(R10*2)", "(SI)(R12*1)", "(BX)", "(BX)(R9*1)", "(BX)(R9*2)", "(BX)(R10*1)"}
 	aRegs := 32 - bReg - nv
-	for i := range mr {
+	for i := range rows {
 		ar := bReg + nv + i%aRegs
-		g.p("\tVPBROADCASTD %s, Z%d", rows[i], ar)
+		g.p("\tVPBROADCASTD %s, Z%d", addr[i], ar)
 		for v := range nv {
 			g.gnu(fmt.Sprintf("vdpbf16ps %%zmm%d, %%zmm%d, %%zmm%d", ar, bReg+v, i*nv+v))
 		}
 	}
 	g.p("\tADDQ $4, SI")
-	g.p("\tADDQ $4, BX")
+	if rows > 8 {
+		g.p("\tADDQ $4, BX")
+	}
 	g.p("\tADDQ $%d, DI", 4*nr)
 	g.p("\tDECQ CX")
 	g.p("\tJNZ %s_loop", name)
 	g.p("")
 	g.p("%s_store:", name)
 	if !bf16 {
-		g.storeF32(name, 48)
+		g.storeF32(name, 48, rows)
 		return
 	}
 	g.p("\tMOVQ bias+32(FP), R13")
@@ -283,8 +293,8 @@ func (g *gen) kernelDirect(bf16 bool) {
 
 // storeTile writes the accumulators to the float32 C tile at DX (row stride
 // R8), adding them to what is there when add is set.
-func (g *gen) storeTile(add bool) {
-	for i := range mr {
+func (g *gen) storeTile(add bool, rows int) {
+	for i := range rows {
 		if i > 0 {
 			g.p("\tADDQ R8, DX")
 		}
