@@ -163,6 +163,25 @@ h2f256done:
 //	NaN:   x>>16 | 0x40
 //	else:  (x + 0x7fff + (x>>16)&1) >> 16
 
+// F2B_ROUND2: Z3 and Z7 = the bf16 bits of Z0's and Z4's lanes, in their low words,
+// by the rounding above; needs Z31 = 0x7fff, Z30 = 1, Z29 = 0x40; clobbers Z1, Z2,
+// Z5, Z6, K1, K2.
+#define F2B_ROUND2 \
+	VPSRLD $16, Z0, Z1 \
+	VPSRLD $16, Z4, Z5 \
+	VPANDD Z30, Z1, Z2 \
+	VPANDD Z30, Z5, Z6 \
+	VPADDD Z31, Z0, Z3 \
+	VPADDD Z31, Z4, Z7 \
+	VPADDD Z2, Z3, Z3 \
+	VPADDD Z6, Z7, Z7 \
+	VPSRLD $16, Z3, Z3 \
+	VPSRLD $16, Z7, Z7 \
+	VCMPPS $3, Z0, Z0, K1 \
+	VCMPPS $3, Z4, Z4, K2 \
+	VPORD Z29, Z1, K1, Z3 \
+	VPORD Z29, Z5, K2, Z7
+
 // func float32ToBFloat16AVX512(dst *BFloat16, src *float32, n int)
 TEXT ·float32ToBFloat16AVX512(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
@@ -182,20 +201,7 @@ TEXT ·float32ToBFloat16AVX512(SB), NOSPLIT, $0-24
 f2b512two:
 	VMOVDQU32 0(SI), Z0
 	VMOVDQU32 64(SI), Z4
-	VPSRLD    $16, Z0, Z1      // x>>16
-	VPSRLD    $16, Z4, Z5
-	VPANDD    Z30, Z1, Z2      // its low bit: +1 on ties to reach even
-	VPANDD    Z30, Z5, Z6
-	VPADDD    Z31, Z0, Z3
-	VPADDD    Z31, Z4, Z7
-	VPADDD    Z2, Z3, Z3
-	VPADDD    Z6, Z7, Z7
-	VPSRLD    $16, Z3, Z3
-	VPSRLD    $16, Z7, Z7
-	VCMPPS    $3, Z0, Z0, K1   // $3: unordered, the NaN lanes
-	VCMPPS    $3, Z4, Z4, K2
-	VPORD     Z29, Z1, K1, Z3  // NaN lanes: quiet the truncated NaN
-	VPORD     Z29, Z5, K2, Z7
+	F2B_ROUND2
 	VPMOVDW   Z3, 0(DI)
 	VPMOVDW   Z7, 32(DI)
 	ADDQ      $128, SI
@@ -369,20 +375,7 @@ f2bcvtnext:
 	RET
 
 f2bcvtslow:
-	VPSRLD  $16, Z0, Z1
-	VPSRLD  $16, Z4, Z5
-	VPANDD  Z30, Z1, Z2
-	VPANDD  Z30, Z5, Z6
-	VPADDD  Z31, Z0, Z3
-	VPADDD  Z31, Z4, Z7
-	VPADDD  Z2, Z3, Z3
-	VPADDD  Z6, Z7, Z7
-	VPSRLD  $16, Z3, Z3
-	VPSRLD  $16, Z7, Z7
-	VCMPPS  $3, Z0, Z0, K1
-	VCMPPS  $3, Z4, Z4, K2
-	VPORD   Z29, Z1, K1, Z3
-	VPORD   Z29, Z5, K2, Z7
+	F2B_ROUND2
 	VPMOVDW Z3, 0(DI)
 	VPMOVDW Z7, 32(DI)
 	JMP     f2bcvtnext

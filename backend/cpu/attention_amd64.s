@@ -2,15 +2,22 @@
 
 #include "textflag.h"
 
-// EXP_BODY: Z19 = attnExp32(fma(Z16, Z1, -Z2)) per lane; Z16 keeps the argument;
-// clobbers Z17, Z18, Z20, K2. Lanes where the argument is below the cut (not NaN) are 0.
-#define EXP_BODY \
+// EXP_REDUCE: Z16 = fma(Z16, Z1, -Z2), the argument; Z17 = k = round(Z16·log₂e);
+// Z18 = r = Z16 - k·ln2 in two steps (Z3 = log₂e, Z4 and Z5 = ln2 high and low).
+#define EXP_REDUCE \
 	VFMSUB213PS Z2, Z1, Z16 \
 	VMULPS Z3, Z16, Z17 \
 	VRNDSCALEPS $0, Z17, Z17 \
 	VMOVAPS Z16, Z18 \
 	VFNMADD231PS Z4, Z17, Z18 \
-	VFNMADD231PS Z5, Z17, Z18 \
+	VFNMADD231PS Z5, Z17, Z18
+
+// EXP_BODY: Z19 = attnExp32(fma(Z16, Z1, -Z2)) per lane; Z16 keeps the argument;
+// clobbers Z17, Z18, K2. Lanes where the argument is below the cut (not NaN) are 0.
+// 2^k is applied by VSCALEFPS, exact here as the multiplication by 2^k is: k ≥ -124
+// wherever the cut keeps a lane.
+#define EXP_BODY \
+	EXP_REDUCE \
 	VMOVAPS Z6, Z19 \
 	VFMADD213PS Z7, Z18, Z19 \
 	VFMADD213PS Z8, Z18, Z19 \
@@ -24,15 +31,9 @@
 	VMOVAPS.Z Z19, K2, Z19
 
 // EXP_BODY_M is EXP_BODY with the polynomial's constants broadcast from the
-// attnExpConsts at R15 (Z6-Z13 free) and 2^k applied by VSCALEFPS, exact here as
-// the multiplication by 2^k is: k ≥ -124 wherever the cut keeps a lane.
+// attnExpConsts at R15 (Z6-Z13 free).
 #define EXP_BODY_M \
-	VFMSUB213PS Z2, Z1, Z16 \
-	VMULPS Z3, Z16, Z17 \
-	VRNDSCALEPS $0, Z17, Z17 \
-	VMOVAPS Z16, Z18 \
-	VFNMADD231PS Z4, Z17, Z18 \
-	VFNMADD231PS Z5, Z17, Z18 \
+	EXP_REDUCE \
 	VBROADCASTSS 16(R15), Z19 \
 	VFMADD213PS.BCST 20(R15), Z18, Z19 \
 	VFMADD213PS.BCST 24(R15), Z18, Z19 \

@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"unsafe"
 
@@ -68,25 +69,23 @@ var gemmBF16KernelAVX512 = &gemmBF16Kernel{name: "avx512bf16-12x32", mr: 12, nr:
 	direct: func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []half.BFloat16, ldc int, alpha, beta float32) {
 		gemmBF16Direct12x32N(1, kc2, a, lda, b, nil, c, ldc, alpha, beta)
 	},
-	directN: gemmBF16Direct12x32N,
-	fnDirect8: func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []float32, ldc int, add bool) {
+	directN:   gemmBF16Direct12x32N,
+	fnDirect8: directF32Checked(8, gemmBF16Kernel8x32DirectF32AVX512),
+	fnDirect:  directF32Checked(12, gemmBF16Kernel12x32DirectF32AVX512)}
+
+// directF32Checked wraps a generated direct float32 kernel of rows rows (32
+// columns) with the bounds checks the assembly does not make.
+func directF32Checked(rows int, kern func(kc2 int, a *half.BFloat16, lda int, b *uint32, c *float32, ldc int, add bool)) func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []float32, ldc int, add bool) {
+	return func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []float32, ldc int, add bool) {
 		if kc2 <= 0 {
-			panic("cpu: gemmBF16Kernel8x32DirectF32: no pair steps")
+			panic(fmt.Sprintf("cpu: gemmBF16Kernel%dx32DirectF32: no pair steps", rows))
 		}
-		_ = a[7*lda+2*kc2-1]
+		_ = a[(rows-1)*lda+2*kc2-1]
 		_ = b[kc2*32-1]
-		_ = c[7*ldc+31]
-		gemmBF16Kernel8x32DirectF32AVX512(kc2, &a[0], lda, &b[0], &c[0], ldc, add)
-	},
-	fnDirect: func(kc2 int, a []half.BFloat16, lda int, b []uint32, c []float32, ldc int, add bool) {
-		if kc2 <= 0 {
-			panic("cpu: gemmBF16Kernel12x32DirectF32: no pair steps")
-		}
-		_ = a[11*lda+2*kc2-1]
-		_ = b[kc2*32-1]
-		_ = c[11*ldc+31]
-		gemmBF16Kernel12x32DirectF32AVX512(kc2, &a[0], lda, &b[0], &c[0], ldc, add)
-	}}
+		_ = c[(rows-1)*ldc+31]
+		kern(kc2, &a[0], lda, &b[0], &c[0], ldc, add)
+	}
+}
 
 // gemmBF16Kernel12x32DirectF32AVX512 is gemmBF16Kernel12x32AVX512 reading A in
 // place as gemmBF16Kernel12x32DirectAVX512 does: it equals packing the 12 rows
