@@ -143,7 +143,7 @@ func (g *gen) kernel(bf16 bool) {
 		g.p("\tSHLQ $2, R8")
 	}
 	bReg := g.loopHead(name, mr) // Z24, Z25
-	aRegs := 32 - bReg - nv  // broadcast registers, used in rotation
+	aRegs := 32 - bReg - nv      // broadcast registers, used in rotation
 	for i := range mr {
 		ar := bReg + nv + i%aRegs
 		g.p("\tVPBROADCASTD %d(SI), Z%d", 4*i, ar)
