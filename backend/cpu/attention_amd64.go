@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"math"
 	"runtime"
 	"unsafe"
 
@@ -240,4 +241,34 @@ func attnDeltaF32(delta, g []float32, lg int, o []float32, lo int, t, d int) {
 		return
 	}
 	attnDeltaF32Go(delta, g, lg, o, lo, t, d)
+}
+
+// attnLSEAVX512 is attnLSEGo for n rows whose sums l are all positive and finite,
+// with archLog's steps on eight float64 lanes (attention_amd64.s); c is
+// attnLogConsts.
+//
+//go:noescape
+func attnLSEAVX512(lse, m, l *float32, n int, c *[16]uint64)
+
+// attnLSEAsm selects attnLSEAVX512 where the CPU has AVX-512 (F, DQ: VCVTQQ2PD);
+// tests clear it to compare.
+var attnLSEAsm = cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ
+
+// attnLSERows is attnLSEGo, with AVX-512 where the CPU has it and every sum is
+// positive and finite (a row with no visible key, whose sum is 0, takes the Go
+// loop for its block).
+func attnLSERows(lse, m, l []float32) {
+	n := len(l)
+	if !attnLSEAsm || n == 0 {
+		attnLSEGo(lse, m, l)
+		return
+	}
+	for _, v := range l {
+		if !(v > 0 && v <= math.MaxFloat32) {
+			attnLSEGo(lse, m, l)
+			return
+		}
+	}
+	_, _ = lse[n-1], m[n-1]
+	attnLSEAVX512(&lse[0], &m[0], &l[0], n, &attnLogConsts)
 }

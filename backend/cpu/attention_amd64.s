@@ -776,3 +776,99 @@ attnAMXTile_done:
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x14; BYTE $0x02 // tilestored %tmm2, (%rdx,%r8,1)
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x5c; BYTE $0x02; BYTE $0x40 // tilestored %tmm3, 64(%rdx,%r8,1)
 	RET
+
+// func attnLSEAVX512(lse, m, l *float32, n int, c *[16]uint64)
+//
+// lse[i] = m[i] + float32(math.Log(float64(l[i]))) for i < n, eight lanes at a time
+// (the last under a mask), every l[i] positive and finite: archLog's steps
+// (math/log_amd64.s) in the same order, on float64 lanes — frexp by the bits,
+// f1 ≤ √2/2 doubled (archLog's CMPSD predicate 5), s = f/(2+f), the two
+// polynomials, the same sums — so each lane equals math.Log bit for bit; then
+// rounded to float32 and added to m.
+TEXT ·attnLSEAVX512(SB), NOSPLIT, $0-40
+	MOVQ lse+0(FP), DI
+	MOVQ m+8(FP), SI
+	MOVQ l+16(FP), DX
+	MOVQ n+24(FP), CX
+	MOVQ c+32(FP), R8
+	VPBROADCASTQ 0(R8), Z20   // mantissa bits
+	VPBROADCASTQ 8(R8), Z21   // 0.5's bits
+	VPBROADCASTQ 16(R8), Z22  // 0x3fe
+	VBROADCASTSD 24(R8), Z23  // √2/2
+	VBROADCASTSD 32(R8), Z24  // 1
+	VBROADCASTSD 40(R8), Z25  // 2
+	VPBROADCASTQ 120(R8), Z26 // 0x7ff
+
+attnLSE_loop:
+	TESTQ CX, CX
+	JLE attnLSE_done
+	MOVL $0xff, AX
+	CMPQ CX, $8
+	JGE attnLSE_mask
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+
+attnLSE_mask:
+	KMOVW AX, K1
+	VMOVUPS.Z (DX), K1, Y0
+	VCVTPS2PD Y0, Z0
+	// f1, k := frexp(x)
+	VPANDQ Z20, Z0, Z2
+	VPORQ Z21, Z2, Z2
+	VPSRLQ $52, Z0, Z1
+	VPANDQ Z26, Z1, Z1
+	VPSUBQ Z22, Z1, Z1
+	VCVTQQ2PD Z1, Z1
+	// f1 ≤ √2/2: k -= 1, f1 *= 2
+	VCMPPD $2, Z23, Z2, K2
+	VSUBPD Z24, Z1, K2, Z1
+	VADDPD Z2, Z2, K2, Z2
+	// f = f1 - 1; s = f / (2 + f); s2, s4
+	VSUBPD Z24, Z2, Z2
+	VADDPD Z25, Z2, Z3
+	VDIVPD Z3, Z2, Z3
+	VMULPD Z3, Z3, Z4
+	VMULPD Z4, Z4, Z5
+	// t1 = s2·(L1 + s4·(L3 + s4·(L5 + s4·L7)))
+	VBROADCASTSD 96(R8), Z6
+	VMULPD Z5, Z6, Z6
+	VADDPD.BCST 80(R8), Z6, Z6
+	VMULPD Z5, Z6, Z6
+	VADDPD.BCST 64(R8), Z6, Z6
+	VMULPD Z5, Z6, Z6
+	VADDPD.BCST 48(R8), Z6, Z6
+	VMULPD Z6, Z4, Z4
+	// t2 = s4·(L2 + s4·(L4 + s4·L6))
+	VBROADCASTSD 88(R8), Z6
+	VMULPD Z5, Z6, Z6
+	VADDPD.BCST 72(R8), Z6, Z6
+	VMULPD Z5, Z6, Z6
+	VADDPD.BCST 56(R8), Z6, Z6
+	VMULPD Z6, Z5, Z5
+	// R = t1 + t2; hfsq = 0.5·f·f
+	VADDPD Z5, Z4, Z4
+	VMULPD.BCST 8(R8), Z2, Z7
+	VMULPD Z2, Z7, Z7
+	// k·Ln2Hi - ((hfsq - (s·(hfsq + R) + k·Ln2Lo)) - f)
+	VADDPD Z7, Z4, Z4
+	VMULPD Z4, Z3, Z3
+	VMULPD.BCST 112(R8), Z1, Z8
+	VADDPD Z8, Z3, Z3
+	VSUBPD Z3, Z7, Z7
+	VSUBPD Z2, Z7, Z7
+	VMULPD.BCST 104(R8), Z1, Z1
+	VSUBPD Z7, Z1, Z1
+	VCVTPD2PS Z1, Y1
+	VMOVUPS.Z (SI), K1, Y9
+	VADDPS Y1, Y9, Y9
+	VMOVUPS Y9, K1, (DI)
+	ADDQ $32, DX
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP attnLSE_loop
+
+attnLSE_done:
+	VZEROUPPER
+	RET

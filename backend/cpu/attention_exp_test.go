@@ -266,3 +266,43 @@ func TestAttnExpOverflow(t *testing.T) {
 		}
 	}
 }
+
+// attnLSERows against attnLSEGo (math.Log per row), bit for bit: sums over the range a
+// softmax row gives (1 up to the key count) and far beyond, subnormal, tiny and huge
+// sums, block lengths around the eight lanes, and blocks holding a 0, +Inf or NaN sum
+// (which take the Go loop).
+func TestAttnLSERowsTwin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	same := func(a, b float32) bool { return sameBits(a, b) || a != a && b != b }
+	for _, n := range []int{1, 7, 8, 9, 16, 63, 64, 200} {
+		for trial := range 40 {
+			l, m := make([]float32, n), make([]float32, n)
+			for i := range l {
+				switch rng.IntN(6) {
+				case 0:
+					l[i] = math.Float32frombits(rng.Uint32() & 0x7f7fffff) // any positive finite
+				case 1:
+					l[i] = 1 + rng.Float32()*float32(rng.IntN(4096))
+				default:
+					l[i] = 1 + rng.Float32()*127
+				}
+				if l[i] == 0 {
+					l[i] = 1
+				}
+				m[i] = float32(rng.NormFloat64() * 5)
+			}
+			if trial%5 == 4 {
+				l[rng.IntN(n)] = []float32{0, float32(math.Inf(1)), float32(math.NaN())}[rng.IntN(3)]
+			}
+			got, want := make([]float32, n+1), make([]float32, n+1)
+			got[n], want[n] = 7.25, 7.25
+			attnLSERows(got[:n], m, l)
+			attnLSEGo(want[:n], m, l)
+			for i := range got {
+				if !same(got[i], want[i]) {
+					t.Fatalf("n %d: row %d (l = %g, m = %g): %g, math.Log gives %g", n, i, l[i], m[i], got[i], want[i])
+				}
+			}
+		}
+	}
+}

@@ -822,17 +822,16 @@ func (w *attnWork[L]) forwardHead(causal bool, scale float32, x *attnHead[L], ou
 		}
 		for r := range rows {
 			ar := acc[r*ldo:][:d]
-			i := i0 + r
 			if w.l[r] == 0 {
 				// A row with no visible key (possible only with -Inf scores):
-				// output 0, and an LSE of -Inf makes its probabilities 0 in backward.
+				// output 0, and an LSE of -Inf (attnLSERows) makes its probabilities 0
+				// in backward.
 				clear(ar)
-				w.lse[i] = ninf
 				continue
 			}
 			vecScalar(vecMulS, ar, ar, 1/w.l[r])
-			w.lse[i] = w.m[r] + float32(math.Log(float64(w.l[r])))
 		}
+		attnLSERows(w.lse[i0:i0+rows], w.m[:rows], w.l[:rows])
 	}
 	w.prefetchStep(t)
 }

@@ -60,3 +60,6 @@ func attnPackT(dst, src []float32, ld, k, rows, mr int) { attnPackTGo(dst, src, 
 func attnDeltaF32(delta, g []float32, lg int, o []float32, lo int, t, d int) {
 	attnDeltaF32Go(delta, g, lg, o, lo, t, d)
 }
+
+// attnLSERows is attnLSEGo.
+func attnLSERows(lse, m, l []float32) { attnLSEGo(lse, m, l) }
