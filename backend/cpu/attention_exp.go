@@ -174,14 +174,3 @@ func attnLSEGo(lse, m, l []float32) {
 		lse[r] = m[r] + float32(math.Log(float64(v)))
 	}
 }
-
-// attnLogConsts are the constants of attnLSEAVX512, in the order it reads them:
-// the mantissa's bits, 0.5's bits, 0x3fe, √2/2, 1, 2, archLog's L1 … L7, Ln2Hi,
-// Ln2Lo (math/log_amd64.s) and 0x7ff.
-var attnLogConsts = [16]uint64{
-	0x000FFFFFFFFFFFFF, 0x3FE0000000000000, 0x3FE,
-	math.Float64bits(7.07106781186547524401e-01), math.Float64bits(1), math.Float64bits(2),
-	0x3FE5555555555593, 0x3FD999999997FA04, 0x3FD2492494229359, 0x3FCC71C51D8E78AF,
-	0x3FC7466496CB03DE, 0x3FC39A09D078C69F, 0x3FC2F112DF3E5244,
-	0x3fe62e42fee00000, 0x3dea39ef35793c76, 0x7FF,
-}
