@@ -2,6 +2,8 @@
 
 package cpu
 
+import "golang.org/x/sys/cpu"
+
 //go:generate go run ./internal/bngen -o bn_amd64.s
 
 // bnAffineAVX512 computes n elements (a multiple of 16) of batch norm's output pass,
@@ -111,6 +113,17 @@ func bnAffineBF16AVX512(o, v *uint16, m, s, b *float32, n int)
 //go:noescape
 func bnAffineReLUBF16AVX512(o, v *uint16, m, s, b *float32, n int)
 
+// bnAffineBF16CVT and bnAffineReLUBF16CVT are bnAffineBF16AVX512 and
+// bnAffineReLUBF16AVX512 rounding o by VCVTNEPS2BF16 (AVX512_BF16), 16 lanes at a
+// time, where the lanes hold no subnormal (VFPCLASSPS, AVX512DQ; one that does takes
+// the integer rounding): the same bits.
+//
+//go:noescape
+func bnAffineBF16CVT(o, v *uint16, m, s, b *float32, n int)
+
+//go:noescape
+func bnAffineReLUBF16CVT(o, v *uint16, m, s, b *float32, n int)
+
 // bnAffineF16AVX512 is bnAffineAVX512 on float16 v and o.
 //
 //go:noescape
@@ -154,6 +167,15 @@ func bnGradBF16AVX512(o, gv, x *uint16, ea, eb, ec, em *float32, n int)
 //go:noescape
 func bnGradMaskBF16AVX512(o, gv, y, x *uint16, ea, eb, ec, em *float32, n int)
 
+// bnGradBF16CVT and bnGradMaskBF16CVT are bnGradBF16AVX512 and bnGradMaskBF16AVX512
+// rounding o as bnAffineBF16CVT does: the same bits.
+//
+//go:noescape
+func bnGradBF16CVT(o, gv, x *uint16, ea, eb, ec, em *float32, n int)
+
+//go:noescape
+func bnGradMaskBF16CVT(o, gv, y, x *uint16, ea, eb, ec, em *float32, n int)
+
 // bnGradF16AVX512 is bnGradAVX512 on float16 gv, x and o.
 //
 //go:noescape
@@ -182,9 +204,18 @@ func bnDevSqHalfRun(bf bool, acc *float64, x *uint16, m *float64, n int) {
 	bnDevSqF64F16AVX512(acc, x, m, n)
 }
 
+// bnCVT says whether the bfloat16 affine and gradient loops round by
+// VCVTNEPS2BF16 (the CVT routines): where the CPU has AVX512_BF16 and AVX512DQ. A
+// variable so that tests can run both.
+var bnCVT = cpu.X86.HasAVX512BF16 && cpu.X86.HasAVX512DQ
+
 // bnAffineHalfRun runs the half affine loop for bf and relu (AVX-512 only).
 func bnAffineHalfRun(bf bool, o, v *uint16, m, s, b *float32, n int, relu bool) {
 	switch {
+	case bf && relu && bnCVT:
+		bnAffineReLUBF16CVT(o, v, m, s, b, n)
+	case bf && bnCVT:
+		bnAffineBF16CVT(o, v, m, s, b, n)
 	case bf && relu:
 		bnAffineReLUBF16AVX512(o, v, m, s, b, n)
 	case bf:
@@ -215,6 +246,10 @@ func bnSumsHalfRun(bf bool, acc1, acc2 *float64, gv, y, x *uint16, m *float64, n
 // only).
 func bnGradHalfRun(bf bool, o, gv, y, x *uint16, ea, eb, ec, em *float32, n int) {
 	switch {
+	case bf && y != nil && bnCVT:
+		bnGradMaskBF16CVT(o, gv, y, x, ea, eb, ec, em, n)
+	case bf && bnCVT:
+		bnGradBF16CVT(o, gv, x, ea, eb, ec, em, n)
 	case bf && y != nil:
 		bnGradMaskBF16AVX512(o, gv, y, x, ea, eb, ec, em, n)
 	case bf:

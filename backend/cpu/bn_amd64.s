@@ -2113,3 +2113,834 @@ bnGradMaskF16AVX512_tail:
 bnGradMaskF16AVX512_done:
 	VZEROUPPER
 	RET
+
+// func bnAffineBF16CVT(o, v *uint16, m, s, b *float32, n int)
+TEXT ·bnAffineBF16CVT(SB), NOSPLIT, $0-48
+	MOVQ o+0(FP), DI
+	MOVQ v+8(FP), SI
+	MOVQ m+16(FP), DX
+	MOVQ s+24(FP), R8
+	MOVQ b+32(FP), R9
+	MOVQ n+40(FP), CX
+	VXORPS Z28, Z28, Z28
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z31
+	MOVL $1, AX
+	VPBROADCASTD AX, Z30
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z29
+
+bnAffineBF16CVT_loop4:
+	CMPQ CX, $64
+	JLT bnAffineBF16CVT_loop1
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0
+	VSUBPS 0(DX), Z0, Z0
+	VMULPS 0(R8), Z0, Z0
+	VADDPS 0(R9), Z0, Z0
+	VFPCLASSPSZ $0x20, Z0, K5
+	KORTESTW K5, K5
+	JNZ bnAffineBF16CVT_sub1
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // vcvtneps2bf16 %zmm0, %ymm8
+	VMOVDQU16 Y8, 0(DI)
+	JMP bnAffineBF16CVT_st1
+bnAffineBF16CVT_sub1:
+	VPSRLD $16, Z0, Z8 // x>>16
+	VPANDD Z30, Z8, Z12 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z12, Z12
+	VPADDD Z0, Z12, Z12
+	VPSRLD $16, Z12, Z12
+	VCMPPS $3, Z0, Z0, K1 // unordered: the NaN lanes
+	VPORD Z29, Z8, K1, Z12 // quiet the truncated NaN
+	VPMOVDW Z12, 0(DI)
+bnAffineBF16CVT_st1:
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1
+	VSUBPS 64(DX), Z1, Z1
+	VMULPS 64(R8), Z1, Z1
+	VADDPS 64(R9), Z1, Z1
+	VFPCLASSPSZ $0x20, Z1, K5
+	KORTESTW K5, K5
+	JNZ bnAffineBF16CVT_sub2
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc9 // vcvtneps2bf16 %zmm1, %ymm9
+	VMOVDQU16 Y9, 32(DI)
+	JMP bnAffineBF16CVT_st2
+bnAffineBF16CVT_sub2:
+	VPSRLD $16, Z1, Z9 // x>>16
+	VPANDD Z30, Z9, Z13 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z13, Z13
+	VPADDD Z1, Z13, Z13
+	VPSRLD $16, Z13, Z13
+	VCMPPS $3, Z1, Z1, K2 // unordered: the NaN lanes
+	VPORD Z29, Z9, K2, Z13 // quiet the truncated NaN
+	VPMOVDW Z13, 32(DI)
+bnAffineBF16CVT_st2:
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2
+	VSUBPS 128(DX), Z2, Z2
+	VMULPS 128(R8), Z2, Z2
+	VADDPS 128(R9), Z2, Z2
+	VFPCLASSPSZ $0x20, Z2, K5
+	KORTESTW K5, K5
+	JNZ bnAffineBF16CVT_sub3
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xd2 // vcvtneps2bf16 %zmm2, %ymm10
+	VMOVDQU16 Y10, 64(DI)
+	JMP bnAffineBF16CVT_st3
+bnAffineBF16CVT_sub3:
+	VPSRLD $16, Z2, Z10 // x>>16
+	VPANDD Z30, Z10, Z14 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z14, Z14
+	VPADDD Z2, Z14, Z14
+	VPSRLD $16, Z14, Z14
+	VCMPPS $3, Z2, Z2, K3 // unordered: the NaN lanes
+	VPORD Z29, Z10, K3, Z14 // quiet the truncated NaN
+	VPMOVDW Z14, 64(DI)
+bnAffineBF16CVT_st3:
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3
+	VSUBPS 192(DX), Z3, Z3
+	VMULPS 192(R8), Z3, Z3
+	VADDPS 192(R9), Z3, Z3
+	VFPCLASSPSZ $0x20, Z3, K5
+	KORTESTW K5, K5
+	JNZ bnAffineBF16CVT_sub4
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xdb // vcvtneps2bf16 %zmm3, %ymm11
+	VMOVDQU16 Y11, 96(DI)
+	JMP bnAffineBF16CVT_st4
+bnAffineBF16CVT_sub4:
+	VPSRLD $16, Z3, Z11 // x>>16
+	VPANDD Z30, Z11, Z15 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z15, Z15
+	VPADDD Z3, Z15, Z15
+	VPSRLD $16, Z15, Z15
+	VCMPPS $3, Z3, Z3, K4 // unordered: the NaN lanes
+	VPORD Z29, Z11, K4, Z15 // quiet the truncated NaN
+	VPMOVDW Z15, 96(DI)
+bnAffineBF16CVT_st4:
+	ADDQ $128, DI
+	ADDQ $128, SI
+	ADDQ $256, DX
+	ADDQ $256, R8
+	ADDQ $256, R9
+	SUBQ $64, CX
+	JMP bnAffineBF16CVT_loop4
+
+bnAffineBF16CVT_loop1:
+	CMPQ CX, $16
+	JLT bnAffineBF16CVT_tail
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0
+	VSUBPS 0(DX), Z0, Z0
+	VMULPS 0(R8), Z0, Z0
+	VADDPS 0(R9), Z0, Z0
+	VFPCLASSPSZ $0x20, Z0, K5
+	KORTESTW K5, K5
+	JNZ bnAffineBF16CVT_sub5
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // vcvtneps2bf16 %zmm0, %ymm8
+	VMOVDQU16 Y8, 0(DI)
+	JMP bnAffineBF16CVT_st5
+bnAffineBF16CVT_sub5:
+	VPSRLD $16, Z0, Z8 // x>>16
+	VPANDD Z30, Z8, Z12 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z12, Z12
+	VPADDD Z0, Z12, Z12
+	VPSRLD $16, Z12, Z12
+	VCMPPS $3, Z0, Z0, K1 // unordered: the NaN lanes
+	VPORD Z29, Z8, K1, Z12 // quiet the truncated NaN
+	VPMOVDW Z12, 0(DI)
+bnAffineBF16CVT_st5:
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $64, DX
+	ADDQ $64, R8
+	ADDQ $64, R9
+	SUBQ $16, CX
+	JMP bnAffineBF16CVT_loop1
+
+bnAffineBF16CVT_tail:
+	TESTQ CX, CX
+	JZ bnAffineBF16CVT_done
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K7
+	KSHIFTRW $8, K7, K6
+	VPMOVZXWD.Z 0(SI), K7, Z0
+	VPSLLD $16, Z0, Z0
+	VSUBPS.Z 0(DX), Z0, K7, Z0
+	VMULPS.Z 0(R8), Z0, K7, Z0
+	VADDPS.Z 0(R9), Z0, K7, Z0
+	VFPCLASSPSZ $0x20, Z0, K5
+	KORTESTW K5, K5
+	JNZ bnAffineBF16CVT_sub6
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // vcvtneps2bf16 %zmm0, %ymm8
+	VMOVDQU16 Y8, K7, 0(DI)
+	JMP bnAffineBF16CVT_st6
+bnAffineBF16CVT_sub6:
+	VPSRLD $16, Z0, Z8 // x>>16
+	VPANDD Z30, Z8, Z12 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z12, Z12
+	VPADDD Z0, Z12, Z12
+	VPSRLD $16, Z12, Z12
+	VCMPPS $3, Z0, Z0, K1 // unordered: the NaN lanes
+	VPORD Z29, Z8, K1, Z12 // quiet the truncated NaN
+	VPMOVDW Z12, K7, 0(DI)
+bnAffineBF16CVT_st6:
+
+bnAffineBF16CVT_done:
+	VZEROUPPER
+	RET
+
+// func bnAffineReLUBF16CVT(o, v *uint16, m, s, b *float32, n int)
+TEXT ·bnAffineReLUBF16CVT(SB), NOSPLIT, $0-48
+	MOVQ o+0(FP), DI
+	MOVQ v+8(FP), SI
+	MOVQ m+16(FP), DX
+	MOVQ s+24(FP), R8
+	MOVQ b+32(FP), R9
+	MOVQ n+40(FP), CX
+	VXORPS Z28, Z28, Z28
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z31
+	MOVL $1, AX
+	VPBROADCASTD AX, Z30
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z29
+
+bnAffineReLUBF16CVT_loop4:
+	CMPQ CX, $64
+	JLT bnAffineReLUBF16CVT_loop1
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0
+	VSUBPS 0(DX), Z0, Z0
+	VMULPS 0(R8), Z0, Z0
+	VADDPS 0(R9), Z0, Z0
+	VCMPPS $0x19, Z0, Z28, K1 // !(0 >= o)
+	VMOVAPS.Z Z0, K1, Z0
+	VFPCLASSPSZ $0x20, Z0, K5
+	KORTESTW K5, K5
+	JNZ bnAffineReLUBF16CVT_sub7
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // vcvtneps2bf16 %zmm0, %ymm8
+	VMOVDQU16 Y8, 0(DI)
+	JMP bnAffineReLUBF16CVT_st7
+bnAffineReLUBF16CVT_sub7:
+	VPSRLD $16, Z0, Z8 // x>>16
+	VPANDD Z30, Z8, Z12 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z12, Z12
+	VPADDD Z0, Z12, Z12
+	VPSRLD $16, Z12, Z12
+	VCMPPS $3, Z0, Z0, K1 // unordered: the NaN lanes
+	VPORD Z29, Z8, K1, Z12 // quiet the truncated NaN
+	VPMOVDW Z12, 0(DI)
+bnAffineReLUBF16CVT_st7:
+	VPMOVZXWD 32(SI), Z1
+	VPSLLD $16, Z1, Z1
+	VSUBPS 64(DX), Z1, Z1
+	VMULPS 64(R8), Z1, Z1
+	VADDPS 64(R9), Z1, Z1
+	VCMPPS $0x19, Z1, Z28, K2 // !(0 >= o)
+	VMOVAPS.Z Z1, K2, Z1
+	VFPCLASSPSZ $0x20, Z1, K5
+	KORTESTW K5, K5
+	JNZ bnAffineReLUBF16CVT_sub8
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc9 // vcvtneps2bf16 %zmm1, %ymm9
+	VMOVDQU16 Y9, 32(DI)
+	JMP bnAffineReLUBF16CVT_st8
+bnAffineReLUBF16CVT_sub8:
+	VPSRLD $16, Z1, Z9 // x>>16
+	VPANDD Z30, Z9, Z13 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z13, Z13
+	VPADDD Z1, Z13, Z13
+	VPSRLD $16, Z13, Z13
+	VCMPPS $3, Z1, Z1, K2 // unordered: the NaN lanes
+	VPORD Z29, Z9, K2, Z13 // quiet the truncated NaN
+	VPMOVDW Z13, 32(DI)
+bnAffineReLUBF16CVT_st8:
+	VPMOVZXWD 64(SI), Z2
+	VPSLLD $16, Z2, Z2
+	VSUBPS 128(DX), Z2, Z2
+	VMULPS 128(R8), Z2, Z2
+	VADDPS 128(R9), Z2, Z2
+	VCMPPS $0x19, Z2, Z28, K3 // !(0 >= o)
+	VMOVAPS.Z Z2, K3, Z2
+	VFPCLASSPSZ $0x20, Z2, K5
+	KORTESTW K5, K5
+	JNZ bnAffineReLUBF16CVT_sub9
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xd2 // vcvtneps2bf16 %zmm2, %ymm10
+	VMOVDQU16 Y10, 64(DI)
+	JMP bnAffineReLUBF16CVT_st9
+bnAffineReLUBF16CVT_sub9:
+	VPSRLD $16, Z2, Z10 // x>>16
+	VPANDD Z30, Z10, Z14 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z14, Z14
+	VPADDD Z2, Z14, Z14
+	VPSRLD $16, Z14, Z14
+	VCMPPS $3, Z2, Z2, K3 // unordered: the NaN lanes
+	VPORD Z29, Z10, K3, Z14 // quiet the truncated NaN
+	VPMOVDW Z14, 64(DI)
+bnAffineReLUBF16CVT_st9:
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z3, Z3
+	VSUBPS 192(DX), Z3, Z3
+	VMULPS 192(R8), Z3, Z3
+	VADDPS 192(R9), Z3, Z3
+	VCMPPS $0x19, Z3, Z28, K4 // !(0 >= o)
+	VMOVAPS.Z Z3, K4, Z3
+	VFPCLASSPSZ $0x20, Z3, K5
+	KORTESTW K5, K5
+	JNZ bnAffineReLUBF16CVT_sub10
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xdb // vcvtneps2bf16 %zmm3, %ymm11
+	VMOVDQU16 Y11, 96(DI)
+	JMP bnAffineReLUBF16CVT_st10
+bnAffineReLUBF16CVT_sub10:
+	VPSRLD $16, Z3, Z11 // x>>16
+	VPANDD Z30, Z11, Z15 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z15, Z15
+	VPADDD Z3, Z15, Z15
+	VPSRLD $16, Z15, Z15
+	VCMPPS $3, Z3, Z3, K4 // unordered: the NaN lanes
+	VPORD Z29, Z11, K4, Z15 // quiet the truncated NaN
+	VPMOVDW Z15, 96(DI)
+bnAffineReLUBF16CVT_st10:
+	ADDQ $128, DI
+	ADDQ $128, SI
+	ADDQ $256, DX
+	ADDQ $256, R8
+	ADDQ $256, R9
+	SUBQ $64, CX
+	JMP bnAffineReLUBF16CVT_loop4
+
+bnAffineReLUBF16CVT_loop1:
+	CMPQ CX, $16
+	JLT bnAffineReLUBF16CVT_tail
+	VPMOVZXWD 0(SI), Z0
+	VPSLLD $16, Z0, Z0
+	VSUBPS 0(DX), Z0, Z0
+	VMULPS 0(R8), Z0, Z0
+	VADDPS 0(R9), Z0, Z0
+	VCMPPS $0x19, Z0, Z28, K1 // !(0 >= o)
+	VMOVAPS.Z Z0, K1, Z0
+	VFPCLASSPSZ $0x20, Z0, K5
+	KORTESTW K5, K5
+	JNZ bnAffineReLUBF16CVT_sub11
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // vcvtneps2bf16 %zmm0, %ymm8
+	VMOVDQU16 Y8, 0(DI)
+	JMP bnAffineReLUBF16CVT_st11
+bnAffineReLUBF16CVT_sub11:
+	VPSRLD $16, Z0, Z8 // x>>16
+	VPANDD Z30, Z8, Z12 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z12, Z12
+	VPADDD Z0, Z12, Z12
+	VPSRLD $16, Z12, Z12
+	VCMPPS $3, Z0, Z0, K1 // unordered: the NaN lanes
+	VPORD Z29, Z8, K1, Z12 // quiet the truncated NaN
+	VPMOVDW Z12, 0(DI)
+bnAffineReLUBF16CVT_st11:
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $64, DX
+	ADDQ $64, R8
+	ADDQ $64, R9
+	SUBQ $16, CX
+	JMP bnAffineReLUBF16CVT_loop1
+
+bnAffineReLUBF16CVT_tail:
+	TESTQ CX, CX
+	JZ bnAffineReLUBF16CVT_done
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K7
+	KSHIFTRW $8, K7, K6
+	VPMOVZXWD.Z 0(SI), K7, Z0
+	VPSLLD $16, Z0, Z0
+	VSUBPS.Z 0(DX), Z0, K7, Z0
+	VMULPS.Z 0(R8), Z0, K7, Z0
+	VADDPS.Z 0(R9), Z0, K7, Z0
+	VCMPPS $0x19, Z0, Z28, K1 // !(0 >= o)
+	VMOVAPS.Z Z0, K1, Z0
+	VFPCLASSPSZ $0x20, Z0, K5
+	KORTESTW K5, K5
+	JNZ bnAffineReLUBF16CVT_sub12
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // vcvtneps2bf16 %zmm0, %ymm8
+	VMOVDQU16 Y8, K7, 0(DI)
+	JMP bnAffineReLUBF16CVT_st12
+bnAffineReLUBF16CVT_sub12:
+	VPSRLD $16, Z0, Z8 // x>>16
+	VPANDD Z30, Z8, Z12 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z12, Z12
+	VPADDD Z0, Z12, Z12
+	VPSRLD $16, Z12, Z12
+	VCMPPS $3, Z0, Z0, K1 // unordered: the NaN lanes
+	VPORD Z29, Z8, K1, Z12 // quiet the truncated NaN
+	VPMOVDW Z12, K7, 0(DI)
+bnAffineReLUBF16CVT_st12:
+
+bnAffineReLUBF16CVT_done:
+	VZEROUPPER
+	RET
+
+// func bnGradBF16CVT(o, gv, x *uint16, ea, eb, ec, em *float32, n int)
+TEXT ·bnGradBF16CVT(SB), NOSPLIT, $0-64
+	MOVQ o+0(FP), DI
+	MOVQ gv+8(FP), SI
+	MOVQ x+16(FP), DX
+	MOVQ ea+24(FP), R8
+	MOVQ eb+32(FP), R9
+	MOVQ ec+40(FP), R10
+	MOVQ em+48(FP), R11
+	MOVQ n+56(FP), CX
+	VXORPS Z28, Z28, Z28
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z31
+	MOVL $1, AX
+	VPBROADCASTD AX, Z30
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z29
+
+bnGradBF16CVT_loop4:
+	CMPQ CX, $64
+	JLT bnGradBF16CVT_loop1
+	VPMOVZXWD 0(DX), Z4
+	VPSLLD $16, Z4, Z4
+	VSUBPS 0(R11), Z4, Z4
+	VMOVUPS 0(R9), Z24
+	VMULPS Z4, Z24, Z4 // eb * t
+	VPMOVZXWD 0(SI), Z16
+	VPSLLD $16, Z16, Z16
+	VMOVUPS 0(R8), Z0
+	VMULPS Z16, Z0, Z0 // ea * g
+	VADDPS Z4, Z0, Z0
+	VADDPS 0(R10), Z0, Z0
+	VFPCLASSPSZ $0x20, Z0, K5
+	KORTESTW K5, K5
+	JNZ bnGradBF16CVT_sub13
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // vcvtneps2bf16 %zmm0, %ymm8
+	VMOVDQU16 Y8, 0(DI)
+	JMP bnGradBF16CVT_st13
+bnGradBF16CVT_sub13:
+	VPSRLD $16, Z0, Z8 // x>>16
+	VPANDD Z30, Z8, Z12 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z12, Z12
+	VPADDD Z0, Z12, Z12
+	VPSRLD $16, Z12, Z12
+	VCMPPS $3, Z0, Z0, K1 // unordered: the NaN lanes
+	VPORD Z29, Z8, K1, Z12 // quiet the truncated NaN
+	VPMOVDW Z12, 0(DI)
+bnGradBF16CVT_st13:
+	VPMOVZXWD 32(DX), Z5
+	VPSLLD $16, Z5, Z5
+	VSUBPS 64(R11), Z5, Z5
+	VMOVUPS 64(R9), Z25
+	VMULPS Z5, Z25, Z5 // eb * t
+	VPMOVZXWD 32(SI), Z17
+	VPSLLD $16, Z17, Z17
+	VMOVUPS 64(R8), Z1
+	VMULPS Z17, Z1, Z1 // ea * g
+	VADDPS Z5, Z1, Z1
+	VADDPS 64(R10), Z1, Z1
+	VFPCLASSPSZ $0x20, Z1, K5
+	KORTESTW K5, K5
+	JNZ bnGradBF16CVT_sub14
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc9 // vcvtneps2bf16 %zmm1, %ymm9
+	VMOVDQU16 Y9, 32(DI)
+	JMP bnGradBF16CVT_st14
+bnGradBF16CVT_sub14:
+	VPSRLD $16, Z1, Z9 // x>>16
+	VPANDD Z30, Z9, Z13 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z13, Z13
+	VPADDD Z1, Z13, Z13
+	VPSRLD $16, Z13, Z13
+	VCMPPS $3, Z1, Z1, K2 // unordered: the NaN lanes
+	VPORD Z29, Z9, K2, Z13 // quiet the truncated NaN
+	VPMOVDW Z13, 32(DI)
+bnGradBF16CVT_st14:
+	VPMOVZXWD 64(DX), Z6
+	VPSLLD $16, Z6, Z6
+	VSUBPS 128(R11), Z6, Z6
+	VMOVUPS 128(R9), Z26
+	VMULPS Z6, Z26, Z6 // eb * t
+	VPMOVZXWD 64(SI), Z18
+	VPSLLD $16, Z18, Z18
+	VMOVUPS 128(R8), Z2
+	VMULPS Z18, Z2, Z2 // ea * g
+	VADDPS Z6, Z2, Z2
+	VADDPS 128(R10), Z2, Z2
+	VFPCLASSPSZ $0x20, Z2, K5
+	KORTESTW K5, K5
+	JNZ bnGradBF16CVT_sub15
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xd2 // vcvtneps2bf16 %zmm2, %ymm10
+	VMOVDQU16 Y10, 64(DI)
+	JMP bnGradBF16CVT_st15
+bnGradBF16CVT_sub15:
+	VPSRLD $16, Z2, Z10 // x>>16
+	VPANDD Z30, Z10, Z14 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z14, Z14
+	VPADDD Z2, Z14, Z14
+	VPSRLD $16, Z14, Z14
+	VCMPPS $3, Z2, Z2, K3 // unordered: the NaN lanes
+	VPORD Z29, Z10, K3, Z14 // quiet the truncated NaN
+	VPMOVDW Z14, 64(DI)
+bnGradBF16CVT_st15:
+	VPMOVZXWD 96(DX), Z7
+	VPSLLD $16, Z7, Z7
+	VSUBPS 192(R11), Z7, Z7
+	VMOVUPS 192(R9), Z27
+	VMULPS Z7, Z27, Z7 // eb * t
+	VPMOVZXWD 96(SI), Z19
+	VPSLLD $16, Z19, Z19
+	VMOVUPS 192(R8), Z3
+	VMULPS Z19, Z3, Z3 // ea * g
+	VADDPS Z7, Z3, Z3
+	VADDPS 192(R10), Z3, Z3
+	VFPCLASSPSZ $0x20, Z3, K5
+	KORTESTW K5, K5
+	JNZ bnGradBF16CVT_sub16
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xdb // vcvtneps2bf16 %zmm3, %ymm11
+	VMOVDQU16 Y11, 96(DI)
+	JMP bnGradBF16CVT_st16
+bnGradBF16CVT_sub16:
+	VPSRLD $16, Z3, Z11 // x>>16
+	VPANDD Z30, Z11, Z15 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z15, Z15
+	VPADDD Z3, Z15, Z15
+	VPSRLD $16, Z15, Z15
+	VCMPPS $3, Z3, Z3, K4 // unordered: the NaN lanes
+	VPORD Z29, Z11, K4, Z15 // quiet the truncated NaN
+	VPMOVDW Z15, 96(DI)
+bnGradBF16CVT_st16:
+	ADDQ $128, DI
+	ADDQ $128, SI
+	ADDQ $128, DX
+	ADDQ $256, R8
+	ADDQ $256, R9
+	ADDQ $256, R10
+	ADDQ $256, R11
+	SUBQ $64, CX
+	JMP bnGradBF16CVT_loop4
+
+bnGradBF16CVT_loop1:
+	CMPQ CX, $16
+	JLT bnGradBF16CVT_tail
+	VPMOVZXWD 0(DX), Z4
+	VPSLLD $16, Z4, Z4
+	VSUBPS 0(R11), Z4, Z4
+	VMOVUPS 0(R9), Z24
+	VMULPS Z4, Z24, Z4 // eb * t
+	VPMOVZXWD 0(SI), Z16
+	VPSLLD $16, Z16, Z16
+	VMOVUPS 0(R8), Z0
+	VMULPS Z16, Z0, Z0 // ea * g
+	VADDPS Z4, Z0, Z0
+	VADDPS 0(R10), Z0, Z0
+	VFPCLASSPSZ $0x20, Z0, K5
+	KORTESTW K5, K5
+	JNZ bnGradBF16CVT_sub17
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // vcvtneps2bf16 %zmm0, %ymm8
+	VMOVDQU16 Y8, 0(DI)
+	JMP bnGradBF16CVT_st17
+bnGradBF16CVT_sub17:
+	VPSRLD $16, Z0, Z8 // x>>16
+	VPANDD Z30, Z8, Z12 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z12, Z12
+	VPADDD Z0, Z12, Z12
+	VPSRLD $16, Z12, Z12
+	VCMPPS $3, Z0, Z0, K1 // unordered: the NaN lanes
+	VPORD Z29, Z8, K1, Z12 // quiet the truncated NaN
+	VPMOVDW Z12, 0(DI)
+bnGradBF16CVT_st17:
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $64, R8
+	ADDQ $64, R9
+	ADDQ $64, R10
+	ADDQ $64, R11
+	SUBQ $16, CX
+	JMP bnGradBF16CVT_loop1
+
+bnGradBF16CVT_tail:
+	TESTQ CX, CX
+	JZ bnGradBF16CVT_done
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K7
+	KSHIFTRW $8, K7, K6
+	VPMOVZXWD.Z 0(DX), K7, Z4
+	VPSLLD $16, Z4, Z4
+	VSUBPS.Z 0(R11), Z4, K7, Z4
+	VMOVUPS.Z 0(R9), K7, Z24
+	VMULPS Z4, Z24, Z4 // eb * t
+	VPMOVZXWD.Z 0(SI), K7, Z16
+	VPSLLD $16, Z16, Z16
+	VMOVUPS.Z 0(R8), K7, Z0
+	VMULPS Z16, Z0, Z0 // ea * g
+	VADDPS Z4, Z0, Z0
+	VADDPS.Z 0(R10), Z0, K7, Z0
+	VFPCLASSPSZ $0x20, Z0, K5
+	KORTESTW K5, K5
+	JNZ bnGradBF16CVT_sub18
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // vcvtneps2bf16 %zmm0, %ymm8
+	VMOVDQU16 Y8, K7, 0(DI)
+	JMP bnGradBF16CVT_st18
+bnGradBF16CVT_sub18:
+	VPSRLD $16, Z0, Z8 // x>>16
+	VPANDD Z30, Z8, Z12 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z12, Z12
+	VPADDD Z0, Z12, Z12
+	VPSRLD $16, Z12, Z12
+	VCMPPS $3, Z0, Z0, K1 // unordered: the NaN lanes
+	VPORD Z29, Z8, K1, Z12 // quiet the truncated NaN
+	VPMOVDW Z12, K7, 0(DI)
+bnGradBF16CVT_st18:
+
+bnGradBF16CVT_done:
+	VZEROUPPER
+	RET
+
+// func bnGradMaskBF16CVT(o, gv, y, x *uint16, ea, eb, ec, em *float32, n int)
+TEXT ·bnGradMaskBF16CVT(SB), NOSPLIT, $0-72
+	MOVQ o+0(FP), DI
+	MOVQ gv+8(FP), SI
+	MOVQ y+16(FP), BX
+	MOVQ x+24(FP), DX
+	MOVQ ea+32(FP), R8
+	MOVQ eb+40(FP), R9
+	MOVQ ec+48(FP), R10
+	MOVQ em+56(FP), R11
+	MOVQ n+64(FP), CX
+	VXORPS Z28, Z28, Z28
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z31
+	MOVL $1, AX
+	VPBROADCASTD AX, Z30
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z29
+
+bnGradMaskBF16CVT_loop4:
+	CMPQ CX, $64
+	JLT bnGradMaskBF16CVT_loop1
+	VPMOVZXWD 0(DX), Z4
+	VPSLLD $16, Z4, Z4
+	VSUBPS 0(R11), Z4, Z4
+	VMOVUPS 0(R9), Z24
+	VMULPS Z4, Z24, Z4 // eb * t
+	VPMOVZXWD 0(SI), Z16
+	VPSLLD $16, Z16, Z16
+	VPMOVZXWD 0(BX), Z20
+	VPSLLD $16, Z20, Z20
+	VCMPPS $0x11, Z20, Z28, K1 // 0 < y
+	VMOVAPS.Z Z16, K1, Z16
+	VMOVUPS 0(R8), Z0
+	VMULPS Z16, Z0, Z0 // ea * g
+	VADDPS Z4, Z0, Z0
+	VADDPS 0(R10), Z0, Z0
+	VFPCLASSPSZ $0x20, Z0, K5
+	KORTESTW K5, K5
+	JNZ bnGradMaskBF16CVT_sub19
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // vcvtneps2bf16 %zmm0, %ymm8
+	VMOVDQU16 Y8, 0(DI)
+	JMP bnGradMaskBF16CVT_st19
+bnGradMaskBF16CVT_sub19:
+	VPSRLD $16, Z0, Z8 // x>>16
+	VPANDD Z30, Z8, Z12 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z12, Z12
+	VPADDD Z0, Z12, Z12
+	VPSRLD $16, Z12, Z12
+	VCMPPS $3, Z0, Z0, K1 // unordered: the NaN lanes
+	VPORD Z29, Z8, K1, Z12 // quiet the truncated NaN
+	VPMOVDW Z12, 0(DI)
+bnGradMaskBF16CVT_st19:
+	VPMOVZXWD 32(DX), Z5
+	VPSLLD $16, Z5, Z5
+	VSUBPS 64(R11), Z5, Z5
+	VMOVUPS 64(R9), Z25
+	VMULPS Z5, Z25, Z5 // eb * t
+	VPMOVZXWD 32(SI), Z17
+	VPSLLD $16, Z17, Z17
+	VPMOVZXWD 32(BX), Z21
+	VPSLLD $16, Z21, Z21
+	VCMPPS $0x11, Z21, Z28, K2 // 0 < y
+	VMOVAPS.Z Z17, K2, Z17
+	VMOVUPS 64(R8), Z1
+	VMULPS Z17, Z1, Z1 // ea * g
+	VADDPS Z5, Z1, Z1
+	VADDPS 64(R10), Z1, Z1
+	VFPCLASSPSZ $0x20, Z1, K5
+	KORTESTW K5, K5
+	JNZ bnGradMaskBF16CVT_sub20
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc9 // vcvtneps2bf16 %zmm1, %ymm9
+	VMOVDQU16 Y9, 32(DI)
+	JMP bnGradMaskBF16CVT_st20
+bnGradMaskBF16CVT_sub20:
+	VPSRLD $16, Z1, Z9 // x>>16
+	VPANDD Z30, Z9, Z13 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z13, Z13
+	VPADDD Z1, Z13, Z13
+	VPSRLD $16, Z13, Z13
+	VCMPPS $3, Z1, Z1, K2 // unordered: the NaN lanes
+	VPORD Z29, Z9, K2, Z13 // quiet the truncated NaN
+	VPMOVDW Z13, 32(DI)
+bnGradMaskBF16CVT_st20:
+	VPMOVZXWD 64(DX), Z6
+	VPSLLD $16, Z6, Z6
+	VSUBPS 128(R11), Z6, Z6
+	VMOVUPS 128(R9), Z26
+	VMULPS Z6, Z26, Z6 // eb * t
+	VPMOVZXWD 64(SI), Z18
+	VPSLLD $16, Z18, Z18
+	VPMOVZXWD 64(BX), Z22
+	VPSLLD $16, Z22, Z22
+	VCMPPS $0x11, Z22, Z28, K3 // 0 < y
+	VMOVAPS.Z Z18, K3, Z18
+	VMOVUPS 128(R8), Z2
+	VMULPS Z18, Z2, Z2 // ea * g
+	VADDPS Z6, Z2, Z2
+	VADDPS 128(R10), Z2, Z2
+	VFPCLASSPSZ $0x20, Z2, K5
+	KORTESTW K5, K5
+	JNZ bnGradMaskBF16CVT_sub21
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xd2 // vcvtneps2bf16 %zmm2, %ymm10
+	VMOVDQU16 Y10, 64(DI)
+	JMP bnGradMaskBF16CVT_st21
+bnGradMaskBF16CVT_sub21:
+	VPSRLD $16, Z2, Z10 // x>>16
+	VPANDD Z30, Z10, Z14 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z14, Z14
+	VPADDD Z2, Z14, Z14
+	VPSRLD $16, Z14, Z14
+	VCMPPS $3, Z2, Z2, K3 // unordered: the NaN lanes
+	VPORD Z29, Z10, K3, Z14 // quiet the truncated NaN
+	VPMOVDW Z14, 64(DI)
+bnGradMaskBF16CVT_st21:
+	VPMOVZXWD 96(DX), Z7
+	VPSLLD $16, Z7, Z7
+	VSUBPS 192(R11), Z7, Z7
+	VMOVUPS 192(R9), Z27
+	VMULPS Z7, Z27, Z7 // eb * t
+	VPMOVZXWD 96(SI), Z19
+	VPSLLD $16, Z19, Z19
+	VPMOVZXWD 96(BX), Z23
+	VPSLLD $16, Z23, Z23
+	VCMPPS $0x11, Z23, Z28, K4 // 0 < y
+	VMOVAPS.Z Z19, K4, Z19
+	VMOVUPS 192(R8), Z3
+	VMULPS Z19, Z3, Z3 // ea * g
+	VADDPS Z7, Z3, Z3
+	VADDPS 192(R10), Z3, Z3
+	VFPCLASSPSZ $0x20, Z3, K5
+	KORTESTW K5, K5
+	JNZ bnGradMaskBF16CVT_sub22
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xdb // vcvtneps2bf16 %zmm3, %ymm11
+	VMOVDQU16 Y11, 96(DI)
+	JMP bnGradMaskBF16CVT_st22
+bnGradMaskBF16CVT_sub22:
+	VPSRLD $16, Z3, Z11 // x>>16
+	VPANDD Z30, Z11, Z15 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z15, Z15
+	VPADDD Z3, Z15, Z15
+	VPSRLD $16, Z15, Z15
+	VCMPPS $3, Z3, Z3, K4 // unordered: the NaN lanes
+	VPORD Z29, Z11, K4, Z15 // quiet the truncated NaN
+	VPMOVDW Z15, 96(DI)
+bnGradMaskBF16CVT_st22:
+	ADDQ $128, DI
+	ADDQ $128, SI
+	ADDQ $128, DX
+	ADDQ $256, R8
+	ADDQ $256, R9
+	ADDQ $256, R10
+	ADDQ $256, R11
+	ADDQ $128, BX
+	SUBQ $64, CX
+	JMP bnGradMaskBF16CVT_loop4
+
+bnGradMaskBF16CVT_loop1:
+	CMPQ CX, $16
+	JLT bnGradMaskBF16CVT_tail
+	VPMOVZXWD 0(DX), Z4
+	VPSLLD $16, Z4, Z4
+	VSUBPS 0(R11), Z4, Z4
+	VMOVUPS 0(R9), Z24
+	VMULPS Z4, Z24, Z4 // eb * t
+	VPMOVZXWD 0(SI), Z16
+	VPSLLD $16, Z16, Z16
+	VPMOVZXWD 0(BX), Z20
+	VPSLLD $16, Z20, Z20
+	VCMPPS $0x11, Z20, Z28, K1 // 0 < y
+	VMOVAPS.Z Z16, K1, Z16
+	VMOVUPS 0(R8), Z0
+	VMULPS Z16, Z0, Z0 // ea * g
+	VADDPS Z4, Z0, Z0
+	VADDPS 0(R10), Z0, Z0
+	VFPCLASSPSZ $0x20, Z0, K5
+	KORTESTW K5, K5
+	JNZ bnGradMaskBF16CVT_sub23
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // vcvtneps2bf16 %zmm0, %ymm8
+	VMOVDQU16 Y8, 0(DI)
+	JMP bnGradMaskBF16CVT_st23
+bnGradMaskBF16CVT_sub23:
+	VPSRLD $16, Z0, Z8 // x>>16
+	VPANDD Z30, Z8, Z12 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z12, Z12
+	VPADDD Z0, Z12, Z12
+	VPSRLD $16, Z12, Z12
+	VCMPPS $3, Z0, Z0, K1 // unordered: the NaN lanes
+	VPORD Z29, Z8, K1, Z12 // quiet the truncated NaN
+	VPMOVDW Z12, 0(DI)
+bnGradMaskBF16CVT_st23:
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $64, R8
+	ADDQ $64, R9
+	ADDQ $64, R10
+	ADDQ $64, R11
+	ADDQ $32, BX
+	SUBQ $16, CX
+	JMP bnGradMaskBF16CVT_loop1
+
+bnGradMaskBF16CVT_tail:
+	TESTQ CX, CX
+	JZ bnGradMaskBF16CVT_done
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K7
+	KSHIFTRW $8, K7, K6
+	VPMOVZXWD.Z 0(DX), K7, Z4
+	VPSLLD $16, Z4, Z4
+	VSUBPS.Z 0(R11), Z4, K7, Z4
+	VMOVUPS.Z 0(R9), K7, Z24
+	VMULPS Z4, Z24, Z4 // eb * t
+	VPMOVZXWD.Z 0(SI), K7, Z16
+	VPSLLD $16, Z16, Z16
+	VPMOVZXWD.Z 0(BX), K7, Z20
+	VPSLLD $16, Z20, Z20
+	VCMPPS $0x11, Z20, Z28, K1 // 0 < y
+	VMOVAPS.Z Z16, K1, Z16
+	VMOVUPS.Z 0(R8), K7, Z0
+	VMULPS Z16, Z0, Z0 // ea * g
+	VADDPS Z4, Z0, Z0
+	VADDPS.Z 0(R10), Z0, K7, Z0
+	VFPCLASSPSZ $0x20, Z0, K5
+	KORTESTW K5, K5
+	JNZ bnGradMaskBF16CVT_sub24
+	BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // vcvtneps2bf16 %zmm0, %ymm8
+	VMOVDQU16 Y8, K7, 0(DI)
+	JMP bnGradMaskBF16CVT_st24
+bnGradMaskBF16CVT_sub24:
+	VPSRLD $16, Z0, Z8 // x>>16
+	VPANDD Z30, Z8, Z12 // its low bit: +1 on ties to reach even
+	VPADDD Z31, Z12, Z12
+	VPADDD Z0, Z12, Z12
+	VPSRLD $16, Z12, Z12
+	VCMPPS $3, Z0, Z0, K1 // unordered: the NaN lanes
+	VPORD Z29, Z8, K1, Z12 // quiet the truncated NaN
+	VPMOVDW Z12, K7, 0(DI)
+bnGradMaskBF16CVT_st24:
+
+bnGradMaskBF16CVT_done:
+	VZEROUPPER
+	RET

@@ -29,3 +29,6 @@ func bnSumsHalfRun(bf bool, acc1, acc2 *float64, gv, y, x *uint16, m *float64, n
 func bnGradHalfRun(bf bool, o, gv, y, x *uint16, ea, eb, ec, em *float32, n int) {
 	panic("cpu: no vector loops")
 }
+
+// bnCVT is false: no VCVTNEPS2BF16 loops here.
+var bnCVT = false

@@ -43,6 +43,10 @@ func roundProbes(rng *rand.Rand, n int) []float32 {
 			b = b&^0x1fff | 0x1000 // a float16 tie (in the normal range)
 		case 2:
 			b = b&^0x7f800000 | uint32(rng.IntN(0x72))<<23 // small: float16 subnormals
+		case 3:
+			if rng.IntN(4) == 0 {
+				b &^= 0x7f800000 // a float32 subnormal (VCVTNEPS2BF16 would flush it)
+			}
 		}
 		f[i] = math.Float32frombits(b)
 	}
@@ -107,6 +111,20 @@ func sameHalf(bf bool, a, b uint16) bool {
 // longer, misaligned, with every class of value in every operand and outputs that
 // land on rounding ties; the loops must not write past n.
 func TestBNHalfTwins(t *testing.T) {
+	// Where the CPU has them, the VCVTNEPS2BF16 loops (bnCVT) and the integer
+	// rounding ones both.
+	cvts := []bool{false}
+	if bnCVT {
+		cvts = append(cvts, true)
+	}
+	defer func(c bool) { bnCVT = c }(bnCVT)
+	for _, cvt := range cvts {
+		bnCVT = cvt
+		testBNHalfTwins(t)
+	}
+}
+
+func testBNHalfTwins(t *testing.T) {
 	rng := rand.New(rand.NewPCG(57, 58))
 	for _, bf := range []bool{true, false} {
 		for _, n := range vecLens {

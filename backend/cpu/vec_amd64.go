@@ -301,15 +301,19 @@ func vecMaxPool2x2RowsAVX512(out, x *float32, rows, ow, w int)
 func vecMaxPool2x2GradRowsAVX512(gx, x, gy *float32, rows, ow, w int)
 
 // vecMaxPool2x2RowsBF16AVX512 is vecMaxPool2x2RowsAVX512 on bfloat16 planes: it
-// equals maxRows2x2BF16, bit for bit (each element widened as it is loaded, each
-// maximum stored as its high half, a NaN quieted as half.Float32ToBFloat16 quiets
-// it).
+// equals maxRows2x2BF16, bit for bit. A window's two columns are one dword of its
+// row, so sixteen windows are one load per row and no shuffle: the even elements
+// widened by a 16-bit shift, the odd ones by clearing the low half (both exact),
+// compared as the float32 loop compares them, each maximum stored as its high half,
+// a NaN quieted as half.Float32ToBFloat16 quiets it.
 //
 //go:noescape
 func vecMaxPool2x2RowsBF16AVX512(out, x *uint16, rows, ow, w int)
 
 // vecMaxPool2x2GradRowsBF16AVX512 is vecMaxPool2x2GradRowsAVX512 on bfloat16 planes:
-// it equals maxRows2x2GradBF16, bit for bit.
+// it equals maxRows2x2GradBF16, bit for bit. The windows are found as in
+// vecMaxPool2x2RowsBF16AVX512; the winner gets 0 + gy (VADDPS, narrowed as above)
+// in the low or high half of its row's dword, every other element +0.
 //
 //go:noescape
 func vecMaxPool2x2GradRowsBF16AVX512(gx, x, gy *uint16, rows, ow, w int)

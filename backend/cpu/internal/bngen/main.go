@@ -22,6 +22,11 @@ type gen struct {
 	// 0-15 of float32 vectors and 0-7 of float64 ones, hi: lanes 8-15 of float64 ones,
 	// in their lanes 0-7); "" elsewhere.
 	lo, hi string
+	// cvt: store rounds to bfloat16 by VCVTNEPS2BF16 unless the vector holds a
+	// subnormal; fn and labels name its branch targets.
+	cvt    bool
+	fn     string
+	labels int
 }
 
 func (g *gen) p(format string, args ...any) { fmt.Fprintf(&g.buf, format+"\n", args...) }
@@ -58,6 +63,12 @@ func main() {
 		g.sumsHalf(h)
 		g.gradHalf(h)
 	}
+	// The bfloat16 outputs rounded by VCVTNEPS2BF16 (AVX512_BF16), with VFPCLASSPS
+	// (AVX512DQ) sending a vector that holds a subnormal to the integer rounding.
+	g.cvt = true
+	g.affineHalf(halves[0])
+	g.gradHalf(halves[0])
+	g.cvt = false
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -358,6 +369,21 @@ func (g *gen) store(h half, r, off int, base string) {
 		return
 	}
 	a, b, k := fmt.Sprintf("Z%d", 8+r), fmt.Sprintf("Z%d", 12+r), fmt.Sprintf("K%d", 1+r)
+	if g.cvt {
+		// VCVTNEPS2BF16 rounds as below (NaNs quieted the same way) but flushes a
+		// subnormal to zero: a vector holding one (class 0x20; masked-off tail lanes
+		// are +0) takes the integer rounding.
+		g.labels++
+		sub, done := fmt.Sprintf("%s_sub%d", g.fn, g.labels), fmt.Sprintf("%s_st%d", g.fn, g.labels)
+		g.p("\tVFPCLASSPSZ $0x20, %s, K5", z)
+		g.p("\tKORTESTW K5, K5")
+		g.p("\tJNZ %s", sub)
+		g.p("\t%s", vcvtneps2bf16[r])
+		g.sto("VMOVDQU16", fmt.Sprintf("Y%d", 8+r), mem, g.lo)
+		g.p("\tJMP %s", done)
+		g.p("%s:", sub)
+		defer g.p("%s:", done)
+	}
 	g.p("\tVPSRLD $16, %s, %s // x>>16", z, a)
 	g.p("\tVPANDD Z30, %s, %s // its low bit: +1 on ties to reach even", a, b)
 	g.p("\tVPADDD Z31, %s, %s", b, b)
@@ -366,6 +392,15 @@ func (g *gen) store(h half, r, off int, base string) {
 	g.p("\tVCMPPS $3, %s, %s, %s // unordered: the NaN lanes", z, z, k)
 	g.p("\tVPORD Z29, %s, %s, %s // quiet the truncated NaN", a, k, b)
 	g.sto("VPMOVDW", b, mem, g.lo)
+}
+
+// vcvtneps2bf16[r] is VCVTNEPS2BF16 Z<r> → Y<8+r> (EVEX.512.F3.0F38.W0 72 /r) as BYTE
+// directives, the Go assembler lacking the mnemonic (bytes from GNU as).
+var vcvtneps2bf16 = [4]string{
+	"BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // vcvtneps2bf16 %zmm0, %ymm8",
+	"BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc9 // vcvtneps2bf16 %zmm1, %ymm9",
+	"BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xd2 // vcvtneps2bf16 %zmm2, %ymm10",
+	"BYTE $0x62; BYTE $0x72; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xdb // vcvtneps2bf16 %zmm3, %ymm11",
 }
 
 // accHalf emits bnAccF64<h>AVX512(acc *float64, x *uint16, n, pf int): acc[i] +=
@@ -429,14 +464,23 @@ func (g *gen) devSqHalf(h half) {
 	})
 }
 
+// suffix ends a half routine's name: AVX512, or CVT for the VCVTNEPS2BF16 stores.
+func (g *gen) suffix() string {
+	if g.cvt {
+		return "CVT"
+	}
+	return "AVX512"
+}
+
 // affineHalf emits bnAffine<h>AVX512 and bnAffineReLU<h>AVX512(o, v *uint16, m, s, b
 // *float32, n int): affine's loops on v widened, o rounded to h.
 func (g *gen) affineHalf(h half) {
 	for _, relu := range []bool{false, true} {
-		name := "bnAffine" + h.name + "AVX512"
+		name := "bnAffine" + h.name + g.suffix()
 		if relu {
-			name = "bnAffineReLU" + h.name + "AVX512"
+			name = "bnAffineReLU" + h.name + g.suffix()
 		}
+		g.fn = name
 		g.p("")
 		g.p("// func %s(o, v *uint16, m, s, b *float32, n int)", name)
 		g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
@@ -532,10 +576,11 @@ func (g *gen) sumsHalf(h half) {
 // rounded to h.
 func (g *gen) gradHalf(h half) {
 	for _, mask := range []bool{false, true} {
-		name, args, frame := "bnGrad"+h.name+"AVX512", "o, gv, x *uint16, ea, eb, ec, em *float32, n int", 64
+		name, args, frame := "bnGrad"+h.name+g.suffix(), "o, gv, x *uint16, ea, eb, ec, em *float32, n int", 64
 		if mask {
-			name, args, frame = "bnGradMask"+h.name+"AVX512", "o, gv, y, x *uint16, ea, eb, ec, em *float32, n int", 72
+			name, args, frame = "bnGradMask"+h.name+g.suffix(), "o, gv, y, x *uint16, ea, eb, ec, em *float32, n int", 72
 		}
+		g.fn = name
 		g.p("")
 		g.p("// func %s(%s)", name, args)
 		g.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)

@@ -110,10 +110,10 @@ func main() {
 	g.poolConsts()
 	g.maxPool2x2(isas[0])
 	g.poolGradConsts()
-	g.maxPool2x2Rows(isas[0], false, false)
-	g.maxPool2x2Rows(isas[0], true, false)
-	g.maxPool2x2Rows(isas[0], false, true)
-	g.maxPool2x2Rows(isas[0], true, true)
+	g.maxPool2x2Rows(isas[0], false)
+	g.maxPool2x2Rows(isas[0], true)
+	g.maxPool2x2RowsBF16(isas[0], false)
+	g.maxPool2x2RowsBF16(isas[0], true)
 	g.lnStats()
 	g.lnRow2(false)    // the LayerNorm backward's two-row pass
 	g.prefetchRows()   // attention's next-head prefetch

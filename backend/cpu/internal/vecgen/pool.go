@@ -120,25 +120,16 @@ func (g *gen) poolGradConsts() {
 // PoolBackward's zeroed accumulator adds it) and the other three +0. Rows are
 // read in place, sixteen windows at a time, the last group of a row under
 // lane masks (masked-off lanes neither load nor store), so the windows of
-// rows of any length run on the vector layer.
-//
-// With bf16 it emits vecMaxPool2x2RowsBF16… and vecMaxPool2x2GradRowsBF16…, the
-// same loops on bfloat16 planes: each element widened as it is loaded (exact),
-// each result narrowed as it is stored, by truncation (every result is a bf16
-// value or +0) with a NaN quieted (bit 6 of its high half set) as
-// half.Float32ToBFloat16 quiets it: bit for bit the float32 loops on the planes
-// widened, the results rounded to bf16.
-func (g *gen) maxPool2x2Rows(x isa, grad, bf16 bool) {
+// rows of any length run on the vector layer (maxPool2x2RowsBF16 is the bfloat16
+// form).
+func (g *gen) maxPool2x2Rows(x isa, grad bool) {
 	if !x.masks {
 		panic("vecgen: the max-pool loop needs AVX-512 masks")
 	}
-	kind, et, es := "", "*float32", 4
-	if bf16 {
-		kind, et, es = "BF16", "*uint16", 2
-	}
-	name, out := "vecMaxPool2x2Rows"+kind+x.name, "out"
+	et, es := "*float32", 4
+	name, out := "vecMaxPool2x2Rows"+x.name, "out"
 	if grad {
-		name, out = "vecMaxPool2x2GradRows"+kind+x.name, "gx" // not g: the assembler's goroutine register
+		name, out = "vecMaxPool2x2GradRows"+x.name, "gx" // not g: the assembler's goroutine register
 	}
 	args, frame := out+", x "+et+", rows, ow, w int", 40
 	if grad {
@@ -157,13 +148,7 @@ func (g *gen) maxPool2x2Rows(x isa, grad, bf16 bool) {
 	g.p("\tMOVQ rows+%d(FP), R10", o)
 	g.p("\tMOVQ ow+%d(FP), R11", o+8)
 	g.p("\tMOVQ w+%d(FP), R12", o+16)
-	if bf16 {
-		g.p("\tSHLQ $1, R12 // bytes per input row")
-		g.p("\tMOVL $0x40, AX")
-		g.p("\tVPBROADCASTD AX, Z29 // a NaN's quiet bit, in the high half")
-	} else {
-		g.p("\tSHLQ $2, R12 // bytes per input row")
-	}
+	g.p("\tSHLQ $2, R12 // bytes per input row")
 	g.p("\tMOVL $1, AX")
 	g.p("\tVPBROADCASTD AX, Z23 // winner 1")
 	g.p("\tMOVL $2, AX")
@@ -193,32 +178,13 @@ func (g *gen) maxPool2x2Rows(x isa, grad, bf16 bool) {
 		// ld loads sixteen elements at element offset e of ptr into Zz as
 		// float32, stv stores Zz's sixteen there (offsets in elements).
 		ld := func(e int, ptr, k string, z int) {
-			switch {
-			case bf16 && masked:
-				g.p("\tVPMOVZXWD.Z %d(%s), %s, Z%d", e*es, ptr, k, z)
-			case bf16:
-				g.p("\tVPMOVZXWD %d(%s), Z%d", e*es, ptr, z)
-			case masked:
+			if masked {
 				g.p("\tVMOVUPS.Z %d(%s), %s, Z%d", e*es, ptr, k, z)
-			default:
+			} else {
 				g.p("\tVMOVUPS %d(%s), Z%d", e*es, ptr, z)
-			}
-			if bf16 {
-				g.p("\tVPSLLD $16, Z%d, Z%d", z, z)
 			}
 		}
 		stv := func(z int, e int, ptr, k string) {
-			if bf16 {
-				g.p("\tVPSRLD $16, Z%d, Z16", z)
-				g.p("\tVCMPPS $0x%02x, Z%d, Z%d, K6 // NaN", cmpUnord, z, z)
-				g.p("\tVPORD Z29, Z16, K6, Z16")
-				if masked {
-					g.p("\tVPMOVDW Z16, %s, %d%s", k, e*es, ptr)
-				} else {
-					g.p("\tVPMOVDW Z16, %d%s", e*es, ptr)
-				}
-				return
-			}
 			if masked {
 				g.p("\tVMOVUPS Z%d, %s, %d%s", z, k, e*es, ptr)
 			} else {
@@ -314,6 +280,159 @@ func (g *gen) maxPool2x2Rows(x isa, grad, bf16 bool) {
 		g.p("\tLEAQ (R8)(R13*%d), R8", es)
 	} else {
 		g.p("\tLEAQ (DI)(R13*%d), DI", es)
+	}
+	g.p("")
+	g.p("%s_next:", name)
+	g.p("\tLEAQ (SI)(R12*2), SI")
+	if grad {
+		g.p("\tLEAQ (DI)(R12*2), DI")
+	}
+	g.p("\tDECQ R10")
+	g.p("\tJMP %s_row", name)
+	g.p("")
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
+// maxPool2x2RowsBF16 emits vecMaxPool2x2RowsBF16…(out, x *uint16, rows, ow, w int)
+// and, for grad, vecMaxPool2x2GradRowsBF16…(gx, x, gy *uint16, rows, ow, w int):
+// maxPool2x2Rows's loops on bfloat16 planes (w = 2·ow), bit for bit, without its
+// shuffles. A window's two columns are one dword of its row (the even element in
+// the low half), so sixteen windows are one 64-byte load per row: the even
+// elements become float32 by a left shift of 16, the odd ones by clearing the low
+// half (both exact), and the four are compared in maxPool2x2Rows's order. The
+// maximum (an input or a quieted NaN) is stored as its high half, a NaN quieted as
+// half.Float32ToBFloat16 quiets it; the gradient's winner gets 0 + gy (VADDPS)
+// narrowed the same way, placed in the low or high half of its row's dword, every
+// other element +0. A row's last windows run under a lane mask (masked-off lanes
+// neither load nor store).
+func (g *gen) maxPool2x2RowsBF16(x isa, grad bool) {
+	if !x.masks {
+		panic("vecgen: the max-pool loop needs AVX-512 masks")
+	}
+	name, out := "vecMaxPool2x2RowsBF16"+x.name, "out"
+	args, frame := "out, x *uint16, rows, ow, w int", 40
+	if grad {
+		name, out = "vecMaxPool2x2GradRowsBF16"+x.name, "gx"
+		args, frame = "gx, x, gy *uint16, rows, ow, w int", 48
+	}
+	g.p("")
+	g.p("// func %s(%s)", name, args)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
+	g.p("\tMOVQ %s+0(FP), DI", out)
+	g.p("\tMOVQ x+8(FP), SI")
+	o := 16
+	if grad {
+		g.p("\tMOVQ gy+16(FP), R8")
+		o = 24
+	}
+	g.p("\tMOVQ rows+%d(FP), R10", o)
+	g.p("\tMOVQ ow+%d(FP), R11", o+8)
+	g.p("\tMOVQ w+%d(FP), R12", o+16)
+	g.p("\tSHLQ $1, R12 // bytes per input row")
+	g.p("\tMOVL $0x40, AX")
+	g.p("\tVPBROADCASTD AX, Z29 // a NaN's quiet bit, in the high half")
+	g.p("\tMOVL $0xffff0000, AX")
+	g.p("\tVPBROADCASTD AX, Z30 // the high halves")
+	g.p("\tVPXORD Z28, Z28, Z28 // +0, winner 0")
+	if grad {
+		g.p("\tMOVL $1, AX")
+		g.p("\tVPBROADCASTD AX, Z23 // winner 1")
+		g.p("\tMOVL $2, AX")
+		g.p("\tVPBROADCASTD AX, Z24 // winner 2")
+		g.p("\tMOVL $3, AX")
+		g.p("\tVPBROADCASTD AX, Z25 // winner 3")
+	}
+	g.p("")
+	g.p("%s_row:", name)
+	g.p("\tTESTQ R10, R10")
+	g.p("\tJZ %s_done", name)
+	g.p("\tMOVQ SI, DX // r0")
+	g.p("\tLEAQ (SI)(R12*1), BX // r1")
+	if grad {
+		g.p("\tMOVQ DI, R9 // g0; g1 at (R9)(R12*1)")
+	}
+	g.p("\tMOVQ R11, R13 // windows left in the row")
+	// body emits one group of sixteen windows, under K3 where masked.
+	body := func(masked bool) {
+		mk, z := "", ""
+		if masked {
+			mk, z = ", K3", ".Z"
+		}
+		g.p("\tVMOVDQU32%s 0(DX)%s, Z0", z, mk)
+		g.p("\tVMOVDQU32%s 0(BX)%s, Z2", z, mk)
+		g.p("\tVPSLLD $16, Z0, Z4 // best = r0 even")
+		g.p("\tVPANDD Z30, Z0, Z5 // r0 odd")
+		g.p("\tVPSLLD $16, Z2, Z6 // r1 even")
+		g.p("\tVPANDD Z30, Z2, Z7 // r1 odd")
+		if grad {
+			g.p("\tVPXORD Z8, Z8, Z8 // winner 0")
+		}
+		for _, c := range []struct{ v, id int }{{5, 23}, {6, 24}, {7, 25}} {
+			g.p("\tVCMPPS $0x%02x, Z4, Z%d, K1 // v > best", cmpGTOQ, c.v)
+			g.p("\tVCMPPS $0x%02x, Z%d, Z%d, K2 // v NaN", cmpUnord, c.v, c.v)
+			g.p("\tKORW K1, K2, K1")
+			g.p("\tVMOVAPS Z%d, K1, Z4", c.v)
+			if grad {
+				g.p("\tVMOVDQA32 Z%d, K1, Z8", c.id)
+			}
+		}
+		// narrow leaves Zz's high halves in the low halves of Z16, NaNs quieted.
+		narrow := func(z int) {
+			g.p("\tVPSRLD $16, Z%d, Z16", z)
+			g.p("\tVCMPPS $0x%02x, Z%d, Z%d, K6 // NaN", cmpUnord, z, z)
+			g.p("\tVPORD Z29, Z16, K6, Z16")
+		}
+		if !grad {
+			narrow(4)
+			g.p("\tVPMOVDW Z16%s, 0(DI)", mk)
+			return
+		}
+		g.p("\tVPMOVZXWD%s 0(R8)%s, Z9", z, mk)
+		g.p("\tVPSLLD $16, Z9, Z9")
+		g.p("\tVADDPS Z9, Z28, Z9 // 0 + gy")
+		narrow(9)
+		for _, row := range []struct {
+			even, odd int
+			ptr       string
+		}{{28, 23, "(R9)"}, {24, 25, "(R9)(R12*1)"}} {
+			g.p("\tVPCMPEQD Z%d, Z8, K1", row.even)
+			g.p("\tVMOVDQA32.Z Z16, K1, Z10 // the even element wins")
+			g.p("\tVPCMPEQD Z%d, Z8, K2", row.odd)
+			g.p("\tVPSLLD $16, Z16, K2, Z10 // the odd one")
+			g.p("\tVMOVDQU32 Z10%s, 0%s", mk, row.ptr)
+		}
+	}
+	g.p("")
+	g.p("%s_group:", name)
+	g.p("\tCMPQ R13, $16")
+	g.p("\tJLT %s_tail", name)
+	body(false)
+	g.p("\tADDQ $64, DX")
+	g.p("\tADDQ $64, BX")
+	if grad {
+		g.p("\tADDQ $64, R9")
+		g.p("\tADDQ $32, R8")
+	} else {
+		g.p("\tADDQ $32, DI")
+	}
+	g.p("\tSUBQ $16, R13")
+	g.p("\tJMP %s_group", name)
+	g.p("")
+	g.p("%s_tail:", name)
+	g.p("\tTESTQ R13, R13")
+	g.p("\tJZ %s_next", name)
+	g.p("\tMOVL $1, AX")
+	g.p("\tMOVQ R13, CX")
+	g.p("\tSHLL CX, AX")
+	g.p("\tDECL AX")
+	g.p("\tKMOVW AX, K3 // the last windows")
+	body(true)
+	if grad {
+		g.p("\tLEAQ (R8)(R13*2), R8")
+	} else {
+		g.p("\tLEAQ (DI)(R13*2), DI")
 	}
 	g.p("")
 	g.p("%s_next:", name)
