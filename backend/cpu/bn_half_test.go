@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -332,6 +333,40 @@ func TestBatchNormHalfInPlace(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkBNHalfRounding times the bfloat16 output passes of batch norm (bnAffineHalf
+// with the ReLU, bnGradHalf with the mask) on one group of 1024 elements in L1,
+// rounding by VCVTNEPS2BF16 (cvt, where the CPU has it) and by the integer loops, in ns
+// per element.
+func BenchmarkBNHalfRounding(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 1024
+	v, g, y := halfInputs(rng, true, n), halfInputs(rng, true, n), halfInputs(rng, true, n)
+	m, s, c := vecInputs(rng, n), vecInputs(rng, n), vecInputs(rng, n)
+	o := make([]uint16, n)
+	cvts := []bool{false}
+	if bnCVT {
+		cvts = append(cvts, true)
+	}
+	for _, cvt := range cvts {
+		for _, p := range []struct {
+			name string
+			run  func()
+		}{
+			{"affine-relu", func() { bnAffineHalf(true, o, v, m, s, c, true) }},
+			{"grad-mask", func() { bnGradHalf(true, o, g, y, v, m, s, c, m) }},
+		} {
+			b.Run(fmt.Sprintf("%s/cvt=%v", p.name, cvt), func(b *testing.B) {
+				defer func(c bool) { bnCVT = c }(bnCVT)
+				bnCVT = cvt
+				for b.Loop() {
+					p.run()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/elem")
+			})
 		}
 	}
 }
