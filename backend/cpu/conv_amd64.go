@@ -194,9 +194,8 @@ var convBF16Kernel = func() *gemmBF16Kernel {
 	return nil
 }()
 
-// convGatherPairs is convGatherPairsGo with the AVX-512 gather of the bf16 GEMM's
-// packing (gemmBF16PackGather), where the CPU has it and the offsets fit its 32-bit
-// byte indices.
+// convGatherPairs is convGatherPairsGo on the AVX-512 loops of convGatherWords, where
+// the CPU has them and the offsets fit their 32-bit byte indices.
 func convGatherPairs(dst []uint32, src []half.BFloat16, offs []int, steps, w, stride int) {
 	if !cpu.X86.HasAVX512F || !cpu.X86.HasPOPCNT || steps == 0 || w == 0 || stride > 32 || w > stride {
 		convGatherPairsGo(dst, src, offs, steps, w, stride)
@@ -212,13 +211,12 @@ func convGatherPairs(dst []uint32, src []half.BFloat16, offs []int, steps, w, st
 		}
 		idx[i] = int32(2 * o)
 	}
-	mask := func(n int) uint16 { return uint16(1<<min(max(n, 0), 16) - 1) }
-	gemmBF16PackGather(&dst[0], unsafe.SliceData(src), &idx, steps, mask(w), mask(w-16), mask(stride), mask(stride-16))
+	convGatherWords(dst, unsafe.Pointer(unsafe.SliceData(src)), &idx, steps, w, stride)
 }
 
-// convGatherF32 is convGatherF32Go with the same AVX-512 gather: a bf16 pair and a
-// float32 are both 32-bit words, so gathering pairs at byte offsets 4·offs[i] moves
-// the float32 elements bit for bit.
+// convGatherF32 is convGatherF32Go on the same loops: a bf16 pair and a float32 are
+// both 32-bit words, so gathering pairs at byte offsets 4·offs[i] moves the float32
+// elements bit for bit.
 func convGatherF32(dst, src []float32, offs []int, steps, w, stride int) {
 	if !cpu.X86.HasAVX512F || !cpu.X86.HasPOPCNT || steps == 0 || w == 0 || stride > 32 || w > stride {
 		convGatherF32Go(dst, src, offs, steps, w, stride)
@@ -234,9 +232,48 @@ func convGatherF32(dst, src []float32, offs []int, steps, w, stride int) {
 		}
 		idx[i] = int32(4 * o)
 	}
+	convGatherWords(unsafe.Slice((*uint32)(unsafe.Pointer(&dst[0])), len(dst)), unsafe.Pointer(unsafe.SliceData(src)), &idx, steps, w, stride)
+}
+
+// convGatherWords sets row p of dst (stride words, p < steps) to word p of the w runs
+// of 32-bit words at byte offsets idx[:w] from base, the rest of each row zero. Runs
+// equally far apart that fill whole rows of 16 or 32 words (the weight gradient's
+// B panels: the output channels of gy, one run each) go 16 words at a time through
+// the shuffle transposes (gemmPackTrans16, gemmPackTrans32), which move the same
+// words several times faster than a gather; the rest through gemmBF16PackGather.
+func convGatherWords(dst []uint32, base unsafe.Pointer, idx *[32]int32, steps, w, stride int) {
+	if blocks := steps / 16; blocks > 0 && w == stride && (w == 16 || w == 32) && convSpaced(idx[:w]) {
+		src, ld := unsafe.Add(base, idx[0]), int(idx[1]-idx[0])
+		if w == 32 {
+			gemmPackTrans32(&dst[0], src, ld, blocks)
+		} else {
+			gemmPackTrans16(&dst[0], src, ld, blocks)
+		}
+		if steps -= 16 * blocks; steps == 0 {
+			return
+		}
+		dst, base = dst[16*blocks*stride:], unsafe.Add(base, 64*blocks)
+	}
 	mask := func(n int) uint16 { return uint16(1<<min(max(n, 0), 16) - 1) }
-	gemmBF16PackGather((*uint32)(unsafe.Pointer(&dst[0])), (*half.BFloat16)(unsafe.Pointer(unsafe.SliceData(src))), &idx, steps,
-		mask(w), mask(w-16), mask(stride), mask(stride-16))
+	gemmBF16PackGather(&dst[0], (*half.BFloat16)(base), idx, steps, mask(w), mask(w-16), mask(stride), mask(stride-16))
+}
+
+// convSpaced reports whether idx (two or more) is idx[0], idx[0]+d, idx[0]+2d, … for
+// some d > 0.
+func convSpaced(idx []int32) bool {
+	if len(idx) < 2 {
+		return false
+	}
+	d := idx[1] - idx[0]
+	if d <= 0 {
+		return false
+	}
+	for i := 2; i < len(idx); i++ {
+		if idx[i]-idx[i-1] != d {
+			return false
+		}
+	}
+	return true
 }
 
 // convKernelGo is the pure-Go twin of convKernel12x32AVX512 for any mr×nr tile (nr

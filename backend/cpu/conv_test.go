@@ -237,7 +237,8 @@ func TestConvDirectBF16(t *testing.T) {
 }
 
 // TestConvGatherPairs pits convGatherPairs and convGatherF32 against their pure-Go
-// twins, widths 0–32, random bits (NaNs included).
+// twins, widths 0–32, random bits (NaNs included), runs at random offsets or equally
+// far apart (the shuffle transposes of convGatherWords, with a rest for the gather).
 func TestConvGatherPairs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	src := make([]half.BFloat16, 4096)
@@ -246,10 +247,19 @@ func TestConvGatherPairs(t *testing.T) {
 	}
 	for _, stride := range []int{12, 16, 32} {
 		for w := 0; w <= stride; w++ {
-			for _, steps := range []int{1, 3, 17} {
+			for _, steps := range []int{1, 3, 17, 32, 40, 41} {
 				offs := make([]int, w)
 				for i := range offs {
 					offs[i] = rng.IntN(len(src) - 2*steps)
+				}
+				if steps >= 32 && w > 1 {
+					// Runs equally far apart (the weight gradient's gy rows): the
+					// transposes where w is 16 or 32.
+					d := 2 * (steps + rng.IntN(4))
+					at := 2 * rng.IntN((len(src)-(w-1)*d-2*steps)/2)
+					for i := range offs {
+						offs[i] = at + i*d
+					}
 				}
 				got := make([]uint32, steps*stride)
 				want := make([]uint32, steps*stride)

@@ -123,6 +123,17 @@ func gemmDirect12x32AVX512(kc int, a []float32, lda int, b, c []float32, ldc int
 //go:noescape
 func gemmPackTrans32(dst *uint32, src unsafe.Pointer, ld, blocks int)
 
+// gemmPackTrans16 is gemmPackTrans32 for 16 stored rows into rows of 16 dwords:
+//
+//	for p := 0; p < 16*blocks; p++ {
+//		for i := 0; i < 16; i++ {
+//			dst[p*16+i] = src[i*ld/4+p]
+//		}
+//	}
+//
+//go:noescape
+func gemmPackTrans16(dst *uint32, src unsafe.Pointer, ld, blocks int)
+
 // gemmPackRows32 copies rows rows of dwords (row stride ld bytes) into rows
 // of 32, the masks giving the lanes copied in each half (load0 for lanes
 // 0–15, load1 for 16–31, as in gemmBF16PackPairs); the others are stored as

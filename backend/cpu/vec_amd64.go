@@ -317,3 +317,19 @@ func vecMaxPool2x2RowsBF16AVX512(out, x *uint16, rows, ow, w int)
 //
 //go:noescape
 func vecMaxPool2x2GradRowsBF16AVX512(gx, x, gy *uint16, rows, ow, w int)
+
+// vecMaxPool2x2PlaneBF16AVX512 is vecMaxPool2x2RowsBF16AVX512 for short rows (ow ≤ 8,
+// w = 2·ow, so the rows row pairs are contiguous): each round takes p = 32/(2·ow) row
+// pairs in two registers and gathers the windows' two dwords of r0 and of r1 with
+// VPERMI2D (idx: vecPoolPlaneIdx(ow)), so that it runs p·ow windows a round; the
+// same comparisons, the same bits.
+//
+//go:noescape
+func vecMaxPool2x2PlaneBF16AVX512(out, x *uint16, rows, ow int, idx *[64]int32)
+
+// vecMaxPool2x2GradPlaneBF16AVX512 is vecMaxPool2x2GradRowsBF16AVX512 on the rounds
+// of vecMaxPool2x2PlaneBF16AVX512, the gradient's dwords put back in the rows' order
+// by VPERMI2D: the same bits.
+//
+//go:noescape
+func vecMaxPool2x2GradPlaneBF16AVX512(gx, x, gy *uint16, rows, ow int, idx *[64]int32)

@@ -4671,6 +4671,12 @@ TEXT ·vecMaxPool2x2RowsBF16AVX512(SB), NOSPLIT, $0-40
 	MOVL $0xffff0000, AX
 	VPBROADCASTD AX, Z30 // the high halves
 	VPXORD Z28, Z28, Z28 // +0, winner 0
+	MOVQ R11, CX
+	ANDQ $15, CX // the windows of a row's last, partial group
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K3 // their lanes, the same in every row
 
 vecMaxPool2x2RowsBF16AVX512_row:
 	TESTQ R10, R10
@@ -4713,11 +4719,6 @@ vecMaxPool2x2RowsBF16AVX512_group:
 vecMaxPool2x2RowsBF16AVX512_tail:
 	TESTQ R13, R13
 	JZ vecMaxPool2x2RowsBF16AVX512_next
-	MOVL $1, AX
-	MOVQ R13, CX
-	SHLL CX, AX
-	DECL AX
-	KMOVW AX, K3 // the last windows
 	VMOVDQU32.Z 0(DX), K3, Z0
 	VMOVDQU32.Z 0(BX), K3, Z2
 	VPSLLD $16, Z0, Z4 // best = r0 even
@@ -4771,6 +4772,12 @@ TEXT ·vecMaxPool2x2GradRowsBF16AVX512(SB), NOSPLIT, $0-48
 	VPBROADCASTD AX, Z24 // winner 2
 	MOVL $3, AX
 	VPBROADCASTD AX, Z25 // winner 3
+	MOVQ R11, CX
+	ANDQ $15, CX // the windows of a row's last, partial group
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K3 // their lanes, the same in every row
 
 vecMaxPool2x2GradRowsBF16AVX512_row:
 	TESTQ R10, R10
@@ -4831,11 +4838,6 @@ vecMaxPool2x2GradRowsBF16AVX512_group:
 vecMaxPool2x2GradRowsBF16AVX512_tail:
 	TESTQ R13, R13
 	JZ vecMaxPool2x2GradRowsBF16AVX512_next
-	MOVL $1, AX
-	MOVQ R13, CX
-	SHLL CX, AX
-	DECL AX
-	KMOVW AX, K3 // the last windows
 	VMOVDQU32.Z 0(DX), K3, Z0
 	VMOVDQU32.Z 0(BX), K3, Z2
 	VPSLLD $16, Z0, Z4 // best = r0 even
@@ -4883,6 +4885,272 @@ vecMaxPool2x2GradRowsBF16AVX512_next:
 	JMP vecMaxPool2x2GradRowsBF16AVX512_row
 
 vecMaxPool2x2GradRowsBF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func vecMaxPool2x2PlaneBF16AVX512(out, x *uint16, rows, ow int, idx *[64]int32)
+TEXT ·vecMaxPool2x2PlaneBF16AVX512(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ rows+16(FP), R10
+	MOVQ ow+24(FP), R11
+	MOVQ idx+32(FP), AX
+	VMOVDQU32 0(AX), Z26 // the windows' r0 dwords
+	VMOVDQU32 64(AX), Z27 // their r1 dwords
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z29 // a NaN's quiet bit, in the high half
+	MOVL $0xffff0000, AX
+	VPBROADCASTD AX, Z30 // the high halves
+	VPXORD Z28, Z28, Z28 // +0, winner 0
+	MOVQ $32, AX
+	XORQ DX, DX
+	LEAQ (R11)(R11*1), CX // dwords a row pair
+	DIVQ CX
+	MOVQ AX, R12 // p, row pairs a full round
+	MOVQ AX, R13
+vecMaxPool2x2PlaneBF16AVX512_full:
+	MOVQ R13, R9
+	IMULQ R11, R9 // its windows
+	LEAQ (R9)(R9*1), BX // its dwords
+	MOVL $1, AX
+	MOVQ R9, CX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K3 // the windows
+	MOVQ BX, CX
+	CMPQ CX, $16
+	JLE vecMaxPool2x2PlaneBF16AVX512_fullshort
+	KXNORW K4, K4, K4
+	SUBQ $16, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K5 // the dwords past 16
+	JMP vecMaxPool2x2PlaneBF16AVX512_round
+vecMaxPool2x2PlaneBF16AVX512_fullshort:
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K4 // the dwords
+	KXORW K5, K5, K5
+	JMP vecMaxPool2x2PlaneBF16AVX512_round
+
+vecMaxPool2x2PlaneBF16AVX512_last:
+	MOVQ R10, R13 // the last round: q < p row pairs
+vecMaxPool2x2PlaneBF16AVX512_part:
+	MOVQ R13, R9
+	IMULQ R11, R9 // its windows
+	LEAQ (R9)(R9*1), BX // its dwords
+	MOVL $1, AX
+	MOVQ R9, CX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K3 // the windows
+	MOVQ BX, CX
+	CMPQ CX, $16
+	JLE vecMaxPool2x2PlaneBF16AVX512_partshort
+	KXNORW K4, K4, K4
+	SUBQ $16, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K5 // the dwords past 16
+	JMP vecMaxPool2x2PlaneBF16AVX512_body
+vecMaxPool2x2PlaneBF16AVX512_partshort:
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K4 // the dwords
+	KXORW K5, K5, K5
+	JMP vecMaxPool2x2PlaneBF16AVX512_body
+
+vecMaxPool2x2PlaneBF16AVX512_round:
+	TESTQ R10, R10
+	JZ vecMaxPool2x2PlaneBF16AVX512_done
+	CMPQ R10, R12
+	JLT vecMaxPool2x2PlaneBF16AVX512_last
+
+vecMaxPool2x2PlaneBF16AVX512_body:
+	VMOVDQU32.Z 0(SI), K4, Z0
+	VMOVDQU32.Z 64(SI), K5, Z1
+	VMOVDQA32 Z26, Z2
+	VPERMI2D Z1, Z0, Z2 // r0
+	VMOVDQA32 Z27, Z3
+	VPERMI2D Z1, Z0, Z3 // r1
+	VPSLLD $16, Z2, Z4 // best = r0 even
+	VPANDD Z30, Z2, Z5 // r0 odd
+	VPSLLD $16, Z3, Z6 // r1 even
+	VPANDD Z30, Z3, Z7 // r1 odd
+	VCMPPS $0x1e, Z4, Z5, K1 // v > best
+	VCMPPS $0x03, Z5, Z5, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z5, K1, Z4
+	VCMPPS $0x1e, Z4, Z6, K1 // v > best
+	VCMPPS $0x03, Z6, Z6, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z6, K1, Z4
+	VCMPPS $0x1e, Z4, Z7, K1 // v > best
+	VCMPPS $0x03, Z7, Z7, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z7, K1, Z4
+	VPSRLD $16, Z4, Z16
+	VCMPPS $0x03, Z4, Z4, K6 // NaN
+	VPORD Z29, Z16, K6, Z16
+	VPMOVDW Z16, K3, 0(DI)
+	LEAQ (DI)(R9*2), DI
+	LEAQ (SI)(BX*4), SI
+	SUBQ R13, R10
+	JMP vecMaxPool2x2PlaneBF16AVX512_round
+
+vecMaxPool2x2PlaneBF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func vecMaxPool2x2GradPlaneBF16AVX512(gx, x, gy *uint16, rows, ow int, idx *[64]int32)
+TEXT ·vecMaxPool2x2GradPlaneBF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ gx+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ gy+16(FP), R8
+	MOVQ rows+24(FP), R10
+	MOVQ ow+32(FP), R11
+	MOVQ idx+40(FP), AX
+	VMOVDQU32 0(AX), Z26 // the windows' r0 dwords
+	VMOVDQU32 64(AX), Z27 // their r1 dwords
+	VMOVDQU32 128(AX), Z18 // the round's first 16 dwords, from r0 (0-15) or r1 (16-31)
+	VMOVDQU32 192(AX), Z19 // its last 16
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z29 // a NaN's quiet bit, in the high half
+	MOVL $0xffff0000, AX
+	VPBROADCASTD AX, Z30 // the high halves
+	VPXORD Z28, Z28, Z28 // +0, winner 0
+	MOVL $1, AX
+	VPBROADCASTD AX, Z23 // winner 1
+	MOVL $2, AX
+	VPBROADCASTD AX, Z24 // winner 2
+	MOVL $3, AX
+	VPBROADCASTD AX, Z25 // winner 3
+	MOVQ $32, AX
+	XORQ DX, DX
+	LEAQ (R11)(R11*1), CX // dwords a row pair
+	DIVQ CX
+	MOVQ AX, R12 // p, row pairs a full round
+	MOVQ AX, R13
+vecMaxPool2x2GradPlaneBF16AVX512_full:
+	MOVQ R13, R9
+	IMULQ R11, R9 // its windows
+	LEAQ (R9)(R9*1), BX // its dwords
+	MOVL $1, AX
+	MOVQ R9, CX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K3 // the windows
+	MOVQ BX, CX
+	CMPQ CX, $16
+	JLE vecMaxPool2x2GradPlaneBF16AVX512_fullshort
+	KXNORW K4, K4, K4
+	SUBQ $16, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K5 // the dwords past 16
+	JMP vecMaxPool2x2GradPlaneBF16AVX512_round
+vecMaxPool2x2GradPlaneBF16AVX512_fullshort:
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K4 // the dwords
+	KXORW K5, K5, K5
+	JMP vecMaxPool2x2GradPlaneBF16AVX512_round
+
+vecMaxPool2x2GradPlaneBF16AVX512_last:
+	MOVQ R10, R13 // the last round: q < p row pairs
+vecMaxPool2x2GradPlaneBF16AVX512_part:
+	MOVQ R13, R9
+	IMULQ R11, R9 // its windows
+	LEAQ (R9)(R9*1), BX // its dwords
+	MOVL $1, AX
+	MOVQ R9, CX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K3 // the windows
+	MOVQ BX, CX
+	CMPQ CX, $16
+	JLE vecMaxPool2x2GradPlaneBF16AVX512_partshort
+	KXNORW K4, K4, K4
+	SUBQ $16, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K5 // the dwords past 16
+	JMP vecMaxPool2x2GradPlaneBF16AVX512_body
+vecMaxPool2x2GradPlaneBF16AVX512_partshort:
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K4 // the dwords
+	KXORW K5, K5, K5
+	JMP vecMaxPool2x2GradPlaneBF16AVX512_body
+
+vecMaxPool2x2GradPlaneBF16AVX512_round:
+	TESTQ R10, R10
+	JZ vecMaxPool2x2GradPlaneBF16AVX512_done
+	CMPQ R10, R12
+	JLT vecMaxPool2x2GradPlaneBF16AVX512_last
+
+vecMaxPool2x2GradPlaneBF16AVX512_body:
+	VMOVDQU32.Z 0(SI), K4, Z0
+	VMOVDQU32.Z 64(SI), K5, Z1
+	VMOVDQA32 Z26, Z2
+	VPERMI2D Z1, Z0, Z2 // r0
+	VMOVDQA32 Z27, Z3
+	VPERMI2D Z1, Z0, Z3 // r1
+	VPSLLD $16, Z2, Z4 // best = r0 even
+	VPANDD Z30, Z2, Z5 // r0 odd
+	VPSLLD $16, Z3, Z6 // r1 even
+	VPANDD Z30, Z3, Z7 // r1 odd
+	VPXORD Z8, Z8, Z8 // winner 0
+	VCMPPS $0x1e, Z4, Z5, K1 // v > best
+	VCMPPS $0x03, Z5, Z5, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z5, K1, Z4
+	VMOVDQA32 Z23, K1, Z8
+	VCMPPS $0x1e, Z4, Z6, K1 // v > best
+	VCMPPS $0x03, Z6, Z6, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z6, K1, Z4
+	VMOVDQA32 Z24, K1, Z8
+	VCMPPS $0x1e, Z4, Z7, K1 // v > best
+	VCMPPS $0x03, Z7, Z7, K2 // v NaN
+	KORW K1, K2, K1
+	VMOVAPS Z7, K1, Z4
+	VMOVDQA32 Z25, K1, Z8
+	VPMOVZXWD.Z 0(R8), K3, Z9
+	VPSLLD $16, Z9, Z9
+	VADDPS Z9, Z28, Z9 // 0 + gy
+	VPSRLD $16, Z9, Z16
+	VCMPPS $0x03, Z9, Z9, K6 // NaN
+	VPORD Z29, Z16, K6, Z16
+	VPCMPEQD Z28, Z8, K1
+	VMOVDQA32.Z Z16, K1, Z10 // the even element wins
+	VPCMPEQD Z23, Z8, K2
+	VPSLLD $16, Z16, K2, Z10 // the odd one
+	VPCMPEQD Z24, Z8, K1
+	VMOVDQA32.Z Z16, K1, Z11 // the even element wins
+	VPCMPEQD Z25, Z8, K2
+	VPSLLD $16, Z16, K2, Z11 // the odd one
+	VMOVDQA32 Z18, Z14
+	VPERMI2D Z11, Z10, Z14
+	VMOVDQA32 Z19, Z15
+	VPERMI2D Z11, Z10, Z15
+	VMOVDQU32 Z14, K4, 0(DI)
+	VMOVDQU32 Z15, K5, 64(DI)
+	LEAQ (DI)(BX*4), DI
+	LEAQ (R8)(R9*2), R8
+	LEAQ (SI)(BX*4), SI
+	SUBQ R13, R10
+	JMP vecMaxPool2x2GradPlaneBF16AVX512_round
+
+vecMaxPool2x2GradPlaneBF16AVX512_done:
 	VZEROUPPER
 	RET
 

@@ -141,3 +141,11 @@ func vecMaxPool2x2RowsBF16Run(out *uint16, x *uint16, rows int, ow int, w int) {
 func vecMaxPool2x2GradRowsBF16Run(gx *uint16, x *uint16, gy *uint16, rows int, ow int, w int) {
 	vecMaxPool2x2GradRowsBF16AVX512(gx, x, gy, rows, ow, w)
 }
+
+func vecMaxPool2x2PlaneBF16Run(out *uint16, x *uint16, rows int, ow int, idx *[64]int32) {
+	vecMaxPool2x2PlaneBF16AVX512(out, x, rows, ow, idx)
+}
+
+func vecMaxPool2x2GradPlaneBF16Run(gx *uint16, x *uint16, gy *uint16, rows int, ow int, idx *[64]int32) {
+	vecMaxPool2x2GradPlaneBF16AVX512(gx, x, gy, rows, ow, idx)
+}

@@ -69,3 +69,11 @@ func vecMaxPool2x2RowsBF16Run(out *uint16, x *uint16, rows int, ow int, w int) {
 func vecMaxPool2x2GradRowsBF16Run(gx *uint16, x *uint16, gy *uint16, rows int, ow int, w int) {
 	panic("cpu: no vector loops")
 }
+
+func vecMaxPool2x2PlaneBF16Run(out *uint16, x *uint16, rows int, ow int, idx *[64]int32) {
+	panic("cpu: no vector loops")
+}
+
+func vecMaxPool2x2GradPlaneBF16Run(gx *uint16, x *uint16, gy *uint16, rows int, ow int, idx *[64]int32) {
+	panic("cpu: no vector loops")
+}

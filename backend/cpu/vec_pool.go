@@ -155,6 +155,10 @@ func vecMaxRows2x2BF16(out, x []half.BFloat16, ow, w int) {
 	rows := len(out) / ow
 	if vecAVX512OK() && rows > 0 {
 		_ = x[2*rows*w-1]
+		if idx := vecPoolPlaneIdx(rows, ow, w); idx != nil {
+			vecMaxPool2x2PlaneBF16Run((*uint16)(&out[0]), (*uint16)(&x[0]), rows, ow, idx)
+			return
+		}
 		vecMaxPool2x2RowsBF16Run((*uint16)(&out[0]), (*uint16)(&x[0]), rows, ow, w)
 		return
 	}
@@ -171,8 +175,56 @@ func vecMaxRows2x2GradBF16(g, x, gy []half.BFloat16, ow, w int) {
 	rows := len(gy) / ow
 	if vecAVX512OK() && rows > 0 {
 		_, _ = g[2*rows*w-1], x[2*rows*w-1]
+		if idx := vecPoolPlaneIdx(rows, ow, w); idx != nil {
+			vecMaxPool2x2GradPlaneBF16Run((*uint16)(&g[0]), (*uint16)(&x[0]), (*uint16)(&gy[0]), rows, ow, idx)
+			return
+		}
 		vecMaxPool2x2GradRowsBF16Run((*uint16)(&g[0]), (*uint16)(&x[0]), (*uint16)(&gy[0]), rows, ow, w)
 		return
 	}
 	maxRows2x2GradBF16(g[:2*rows*w], x[:2*rows*w], gy, ow, w)
+}
+
+// vecPoolPlanes holds vecPoolPlaneIdx's tables, for ow = 1…8.
+var vecPoolPlanes = func() (t [9]*[64]int32) {
+	for ow := 1; ow <= 8; ow++ {
+		t[ow] = poolPlaneIdx(ow)
+	}
+	return t
+}()
+
+// vecPoolPlaneIdx returns the VPERMI2D indices of the bfloat16 plane loops
+// (vecMaxPool2x2PlaneBF16AVX512) for rows row pairs of ow windows, or nil where
+// the row loops run instead: rows 8 windows wide or wider (a round of the plane
+// loops would hold one row pair, as the row loops' rounds do), a single row pair,
+// or rows wider than 2·ow.
+func vecPoolPlaneIdx(rows, ow, w int) *[64]int32 {
+	if ow < 1 || ow > 8 || rows < 2 || w != 2*ow {
+		return nil
+	}
+	return vecPoolPlanes[ow]
+}
+
+// poolPlaneIdx builds the plane loops' indices for ow: a round holds p = 32/(2·ow)
+// row pairs, dwords 0 to 2·ow·p, each row pair its r0 dwords then its r1 ones. Window
+// j (p·ow a round) is dword r0(j) = (j/ow)·2·ow + j%ow of its row pair's r0 and
+// r0(j)+ow of r1: idx[j] and idx[16+j]. Dword d of the round goes back to window
+// d%(2·ow) of row pair d/(2·ow), from the r0 register (idx[32+d] = its window) or,
+// past ow, from the r1 one (16 + its window). Unused entries are 0.
+func poolPlaneIdx(ow int) *[64]int32 {
+	var idx [64]int32
+	p := 32 / (2 * ow)
+	for j := range p * ow {
+		r0 := (j/ow)*2*ow + j%ow
+		idx[j], idx[16+j] = int32(r0), int32(r0+ow)
+	}
+	for d := range 2 * ow * p {
+		pair, at := d/(2*ow), d%(2*ow)
+		if at < ow {
+			idx[32+d] = int32(pair*ow + at)
+		} else {
+			idx[32+d] = int32(16 + pair*ow + at - ow)
+		}
+	}
+	return &idx
 }

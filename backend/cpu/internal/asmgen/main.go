@@ -58,7 +58,8 @@ func main() {
 	g.amx()
 	g.amxPackTrans()
 	g.f32Direct()
-	g.packTrans32()
+	g.packTrans32(32)
+	g.packTrans32(16)
 	g.amxPackTransTiles()
 	g.packRows32()
 	g.packRows32Wide()
@@ -1137,9 +1138,10 @@ func (g *gen) transpose16() {
 // packTrans32 emits gemmPackTrans32, which transposes 32 stored rows of
 // dwords (row stride ld bytes) into rows of 32 dwords, 16 columns at a
 // time: a B micro-panel from a transposed op(B), float32 values or bf16
-// pairs alike. Each block of 16 columns is two 16×16 transposes.
-func (g *gen) packTrans32() {
-	const name = "gemmPackTrans32"
+// pairs alike. Each block of 16 columns is two 16×16 transposes. With rows 16
+// it emits gemmPackTrans16, the same for 16 stored rows into rows of 16.
+func (g *gen) packTrans32(rows int) {
+	name := fmt.Sprintf("gemmPackTrans%d", rows)
 	g.p("")
 	g.p("// func %s(dst *uint32, src unsafe.Pointer, ld, blocks int)", name)
 	g.p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
@@ -1147,13 +1149,15 @@ func (g *gen) packTrans32() {
 	g.p("\tMOVQ src+8(FP), SI")
 	g.p("\tMOVQ ld+16(FP), R8")
 	g.p("\tMOVQ blocks+24(FP), CX")
-	g.p("\tMOVQ R8, R9")
-	g.p("\tSHLQ $4, R9 // 16 rows")
+	if rows == 32 {
+		g.p("\tMOVQ R8, R9")
+		g.p("\tSHLQ $4, R9 // 16 rows")
+	}
 	g.p("\tTESTQ CX, CX")
 	g.p("\tJZ %s_done", name)
 	g.p("")
 	g.p("%s_loop:", name)
-	for h := range 2 {
+	for h := range rows / 16 {
 		if h == 0 {
 			g.p("\tMOVQ SI, AX")
 		} else {
@@ -1167,11 +1171,11 @@ func (g *gen) packTrans32() {
 		}
 		g.transpose16()
 		for j := range 16 {
-			g.p("\tVMOVDQU32 Z%d, %d(DI)", j, 128*j+64*h)
+			g.p("\tVMOVDQU32 Z%d, %d(DI)", j, 4*rows*j+64*h)
 		}
 	}
 	g.p("\tADDQ $64, SI")
-	g.p("\tADDQ $2048, DI")
+	g.p("\tADDQ $%d, DI", 64*rows)
 	g.p("\tDECQ CX")
 	g.p("\tJNZ %s_loop", name)
 	g.p("")

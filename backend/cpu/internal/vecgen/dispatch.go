@@ -42,6 +42,8 @@ var runFuncs = []runFunc{
 	{"vecMaxPool2x2GradRowsRun", "vecMaxPool2x2GradRows", [][2]string{{"gx", "*float32"}, {"x", "*float32"}, {"gy", "*float32"}, {"rows", "int"}, {"ow", "int"}, {"w", "int"}}, "", false},
 	{"vecMaxPool2x2RowsBF16Run", "vecMaxPool2x2RowsBF16", [][2]string{{"out", "*uint16"}, {"x", "*uint16"}, {"rows", "int"}, {"ow", "int"}, {"w", "int"}}, "", false},
 	{"vecMaxPool2x2GradRowsBF16Run", "vecMaxPool2x2GradRowsBF16", [][2]string{{"gx", "*uint16"}, {"x", "*uint16"}, {"gy", "*uint16"}, {"rows", "int"}, {"ow", "int"}, {"w", "int"}}, "", false},
+	{"vecMaxPool2x2PlaneBF16Run", "vecMaxPool2x2PlaneBF16", [][2]string{{"out", "*uint16"}, {"x", "*uint16"}, {"rows", "int"}, {"ow", "int"}, {"idx", "*[64]int32"}}, "", false},
+	{"vecMaxPool2x2GradPlaneBF16Run", "vecMaxPool2x2GradPlaneBF16", [][2]string{{"gx", "*uint16"}, {"x", "*uint16"}, {"gy", "*uint16"}, {"rows", "int"}, {"ow", "int"}, {"idx", "*[64]int32"}}, "", false},
 }
 
 // dispatchFiles returns the two Go files of the dispatch functions, by

@@ -114,6 +114,8 @@ func main() {
 	g.maxPool2x2Rows(isas[0], true)
 	g.maxPool2x2RowsBF16(isas[0], false)
 	g.maxPool2x2RowsBF16(isas[0], true)
+	g.maxPool2x2PlaneBF16(isas[0], false)
+	g.maxPool2x2PlaneBF16(isas[0], true)
 	g.lnStats()
 	g.lnRow2(false)    // the LayerNorm backward's two-row pass
 	g.prefetchRows()   // attention's next-head prefetch

@@ -344,6 +344,12 @@ func (g *gen) maxPool2x2RowsBF16(x isa, grad bool) {
 		g.p("\tMOVL $3, AX")
 		g.p("\tVPBROADCASTD AX, Z25 // winner 3")
 	}
+	g.p("\tMOVQ R11, CX")
+	g.p("\tANDQ $15, CX // the windows of a row's last, partial group")
+	g.p("\tMOVL $1, AX")
+	g.p("\tSHLL CX, AX")
+	g.p("\tDECL AX")
+	g.p("\tKMOVW AX, K3 // their lanes, the same in every row")
 	g.p("")
 	g.p("%s_row:", name)
 	g.p("\tTESTQ R10, R10")
@@ -423,11 +429,6 @@ func (g *gen) maxPool2x2RowsBF16(x isa, grad bool) {
 	g.p("%s_tail:", name)
 	g.p("\tTESTQ R13, R13")
 	g.p("\tJZ %s_next", name)
-	g.p("\tMOVL $1, AX")
-	g.p("\tMOVQ R13, CX")
-	g.p("\tSHLL CX, AX")
-	g.p("\tDECL AX")
-	g.p("\tKMOVW AX, K3 // the last windows")
 	body(true)
 	if grad {
 		g.p("\tLEAQ (R8)(R13*2), R8")
@@ -442,6 +443,168 @@ func (g *gen) maxPool2x2RowsBF16(x isa, grad bool) {
 	}
 	g.p("\tDECQ R10")
 	g.p("\tJMP %s_row", name)
+	g.p("")
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
+// maxPool2x2PlaneBF16 emits vecMaxPool2x2PlaneBF16…(out, x *uint16, rows, ow int,
+// idx *[64]int32) and, for grad, vecMaxPool2x2GradPlaneBF16…(gx, x, gy *uint16, rows,
+// ow int, idx *[64]int32): maxPool2x2RowsBF16's loops for short rows (ow ≤ 8), the
+// row pairs being contiguous (w = 2·ow): each round takes p = 32/(2·ow) row pairs
+// (the last round fewer), its 2·ow·p dwords in two registers, and VPERMI2D gathers
+// the windows' r0 and r1 dwords into one register each (idx[0:16], idx[16:32]), so
+// that a round runs p·ow windows (14 for ow = 7) where maxPool2x2RowsBF16 runs ow.
+// The gradient's dwords go back to the rows by VPERMI2D again (idx[32:48] and
+// idx[48:64] pick, for each dword of the round, its window's r0 or r1 dword).
+func (g *gen) maxPool2x2PlaneBF16(x isa, grad bool) {
+	if !x.masks {
+		panic("vecgen: the max-pool loop needs AVX-512 masks")
+	}
+	name, out := "vecMaxPool2x2PlaneBF16"+x.name, "out"
+	args, frame := "out, x *uint16, rows, ow int, idx *[64]int32", 40
+	if grad {
+		name, out = "vecMaxPool2x2GradPlaneBF16"+x.name, "gx"
+		args, frame = "gx, x, gy *uint16, rows, ow int, idx *[64]int32", 48
+	}
+	g.p("")
+	g.p("// func %s(%s)", name, args)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
+	g.p("\tMOVQ %s+0(FP), DI", out)
+	g.p("\tMOVQ x+8(FP), SI")
+	o := 16
+	if grad {
+		g.p("\tMOVQ gy+16(FP), R8")
+		o = 24
+	}
+	g.p("\tMOVQ rows+%d(FP), R10", o)
+	g.p("\tMOVQ ow+%d(FP), R11", o+8)
+	g.p("\tMOVQ idx+%d(FP), AX", o+16)
+	g.p("\tVMOVDQU32 0(AX), Z26 // the windows' r0 dwords")
+	g.p("\tVMOVDQU32 64(AX), Z27 // their r1 dwords")
+	if grad {
+		g.p("\tVMOVDQU32 128(AX), Z18 // the round's first 16 dwords, from r0 (0-15) or r1 (16-31)")
+		g.p("\tVMOVDQU32 192(AX), Z19 // its last 16")
+	}
+	g.p("\tMOVL $0x40, AX")
+	g.p("\tVPBROADCASTD AX, Z29 // a NaN's quiet bit, in the high half")
+	g.p("\tMOVL $0xffff0000, AX")
+	g.p("\tVPBROADCASTD AX, Z30 // the high halves")
+	g.p("\tVPXORD Z28, Z28, Z28 // +0, winner 0")
+	if grad {
+		g.p("\tMOVL $1, AX")
+		g.p("\tVPBROADCASTD AX, Z23 // winner 1")
+		g.p("\tMOVL $2, AX")
+		g.p("\tVPBROADCASTD AX, Z24 // winner 2")
+		g.p("\tMOVL $3, AX")
+		g.p("\tVPBROADCASTD AX, Z25 // winner 3")
+	}
+	g.p("\tMOVQ $32, AX")
+	g.p("\tXORQ DX, DX")
+	g.p("\tLEAQ (R11)(R11*1), CX // dwords a row pair")
+	g.p("\tDIVQ CX")
+	g.p("\tMOVQ AX, R12 // p, row pairs a full round")
+	// setup sets, for R13 row pairs, R9 to their windows, BX to their dwords, K3 to
+	// the windows' lanes, K4 and K5 to the dwords' in the two registers, then jumps
+	// to next.
+	setup := func(label, next string) {
+		g.p("%s_%s:", name, label)
+		g.p("\tMOVQ R13, R9")
+		g.p("\tIMULQ R11, R9 // its windows")
+		g.p("\tLEAQ (R9)(R9*1), BX // its dwords")
+		g.p("\tMOVL $1, AX")
+		g.p("\tMOVQ R9, CX")
+		g.p("\tSHLL CX, AX")
+		g.p("\tDECL AX")
+		g.p("\tKMOVW AX, K3 // the windows")
+		g.p("\tMOVQ BX, CX")
+		g.p("\tCMPQ CX, $16")
+		g.p("\tJLE %s_%sshort", name, label)
+		g.p("\tKXNORW K4, K4, K4")
+		g.p("\tSUBQ $16, CX")
+		g.p("\tMOVL $1, AX")
+		g.p("\tSHLL CX, AX")
+		g.p("\tDECL AX")
+		g.p("\tKMOVW AX, K5 // the dwords past 16")
+		g.p("\tJMP %s_%s", name, next)
+		g.p("%s_%sshort:", name, label)
+		g.p("\tMOVL $1, AX")
+		g.p("\tSHLL CX, AX")
+		g.p("\tDECL AX")
+		g.p("\tKMOVW AX, K4 // the dwords")
+		g.p("\tKXORW K5, K5, K5")
+		g.p("\tJMP %s_%s", name, next)
+	}
+	g.p("\tMOVQ AX, R13")
+	setup("full", "round")
+	g.p("")
+	g.p("%s_last:", name)
+	g.p("\tMOVQ R10, R13 // the last round: q < p row pairs")
+	setup("part", "body")
+	g.p("")
+	g.p("%s_round:", name)
+	g.p("\tTESTQ R10, R10")
+	g.p("\tJZ %s_done", name)
+	g.p("\tCMPQ R10, R12")
+	g.p("\tJLT %s_last", name)
+	g.p("")
+	g.p("%s_body:", name)
+	g.p("\tVMOVDQU32.Z 0(SI), K4, Z0")
+	g.p("\tVMOVDQU32.Z 64(SI), K5, Z1")
+	g.p("\tVMOVDQA32 Z26, Z2")
+	g.p("\tVPERMI2D Z1, Z0, Z2 // r0")
+	g.p("\tVMOVDQA32 Z27, Z3")
+	g.p("\tVPERMI2D Z1, Z0, Z3 // r1")
+	g.p("\tVPSLLD $16, Z2, Z4 // best = r0 even")
+	g.p("\tVPANDD Z30, Z2, Z5 // r0 odd")
+	g.p("\tVPSLLD $16, Z3, Z6 // r1 even")
+	g.p("\tVPANDD Z30, Z3, Z7 // r1 odd")
+	if grad {
+		g.p("\tVPXORD Z8, Z8, Z8 // winner 0")
+	}
+	for _, c := range []struct{ v, id int }{{5, 23}, {6, 24}, {7, 25}} {
+		g.p("\tVCMPPS $0x%02x, Z4, Z%d, K1 // v > best", cmpGTOQ, c.v)
+		g.p("\tVCMPPS $0x%02x, Z%d, Z%d, K2 // v NaN", cmpUnord, c.v, c.v)
+		g.p("\tKORW K1, K2, K1")
+		g.p("\tVMOVAPS Z%d, K1, Z4", c.v)
+		if grad {
+			g.p("\tVMOVDQA32 Z%d, K1, Z8", c.id)
+		}
+	}
+	narrow := func(z int) {
+		g.p("\tVPSRLD $16, Z%d, Z16", z)
+		g.p("\tVCMPPS $0x%02x, Z%d, Z%d, K6 // NaN", cmpUnord, z, z)
+		g.p("\tVPORD Z29, Z16, K6, Z16")
+	}
+	if !grad {
+		narrow(4)
+		g.p("\tVPMOVDW Z16, K3, 0(DI)")
+		g.p("\tLEAQ (DI)(R9*2), DI")
+	} else {
+		g.p("\tVPMOVZXWD.Z 0(R8), K3, Z9")
+		g.p("\tVPSLLD $16, Z9, Z9")
+		g.p("\tVADDPS Z9, Z28, Z9 // 0 + gy")
+		narrow(9)
+		for k, row := range []struct{ even, odd int }{{28, 23}, {24, 25}} {
+			z := 10 + k
+			g.p("\tVPCMPEQD Z%d, Z8, K1", row.even)
+			g.p("\tVMOVDQA32.Z Z16, K1, Z%d // the even element wins", z)
+			g.p("\tVPCMPEQD Z%d, Z8, K2", row.odd)
+			g.p("\tVPSLLD $16, Z16, K2, Z%d // the odd one", z)
+		}
+		g.p("\tVMOVDQA32 Z18, Z14")
+		g.p("\tVPERMI2D Z11, Z10, Z14")
+		g.p("\tVMOVDQA32 Z19, Z15")
+		g.p("\tVPERMI2D Z11, Z10, Z15")
+		g.p("\tVMOVDQU32 Z14, K4, 0(DI)")
+		g.p("\tVMOVDQU32 Z15, K5, 64(DI)")
+		g.p("\tLEAQ (DI)(BX*4), DI")
+		g.p("\tLEAQ (R8)(R9*2), R8")
+	}
+	g.p("\tLEAQ (SI)(BX*4), SI")
+	g.p("\tSUBQ R13, R10")
+	g.p("\tJMP %s_round", name)
 	g.p("")
 	g.p("%s_done:", name)
 	g.p("\tVZEROUPPER")
