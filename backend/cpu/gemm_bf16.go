@@ -596,6 +596,17 @@ func (g *gemmBF16Call) packA(dst []uint32, i0, rows int) {
 		d := dst[q*g.kc2*mr:][:g.kc2*mr]
 		r0 := i0 + q*mr
 		nrow := min(mr, rows-q*mr)
+		if g.transA && mr == 12 && rows-q*mr >= 2*mr && g.kc >= 2 {
+			// Two whole panels of a transposed op(A) side by side: each stored
+			// row's 24 values read once. An odd depth's last step as packPairs.
+			d1 := dst[(q+1)*g.kc2*mr:][:g.kc2*mr]
+			src := g.a[g.pc*g.lda+r0:]
+			gemmBF16PackPairRows24(d, d1, src, g.lda, g.kc/2)
+			packPairsOdd(d, src, g.lda, g.kc, mr, mr, false)
+			packPairsOdd(d1, src[mr:], g.lda, g.kc, mr, mr, false)
+			q++
+			continue
+		}
 		if !g.transA {
 			// A stored row holds its pairs side by side.
 			packPairs(d, g.a[r0*g.lda+g.pc:], g.lda, g.kc, nrow, mr, true)
@@ -618,10 +629,15 @@ func packPairs(dst []uint32, src []half.BFloat16, ld, kc, lanes, width int, side
 			gemmBF16PackPairRows(dst, src, ld, kc/2, lanes, width)
 		}
 	}
+	packPairsOdd(dst, src, ld, kc, lanes, width, sideBySide)
+}
+
+// packPairsOdd is packPairs's last step for an odd depth kc (nothing for an even
+// one): the last k value paired with a zero.
+func packPairsOdd(dst []uint32, src []half.BFloat16, ld, kc, lanes, width int, sideBySide bool) {
 	if kc%2 == 0 {
 		return
 	}
-	// Odd depth: the last step pairs the last k value with a zero.
 	d := dst[(kc/2)*width:][:width]
 	for j := range lanes {
 		if sideBySide {

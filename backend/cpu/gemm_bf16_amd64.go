@@ -150,6 +150,27 @@ func gemmBF16PackPairRows(dst []uint32, src []half.BFloat16, ld, steps, w, strid
 	gemmBF16PackPairs(&dst[0], unsafe.SliceData(src), ld, steps, mask(w), mask(w-16), mask(stride), mask(stride-16))
 }
 
+// gemmBF16PackPairs24 is gemmBF16PackPairs for two 12-lane panels side by side
+// (lanes 0-11 to dst0, 12-23 to dst1): each stored row's 24 values are read once.
+//
+//go:noescape
+func gemmBF16PackPairs24(dst0, dst1 *uint32, src *half.BFloat16, ld, steps int)
+
+// gemmBF16PackPairRows24 packs two 12-lane panels side by side: the bits of
+// gemmBF16PackPairRows(dst0, src, ld, steps, 12, 12) and
+// gemmBF16PackPairRows(dst1, src[12:], ld, steps, 12, 12), reading each stored row
+// once (a transposed op(A)'s panels, the weight gradient's dY).
+func gemmBF16PackPairRows24(dst0, dst1 []uint32, src []half.BFloat16, ld, steps int) {
+	if !cpu.X86.HasAVX512F || steps == 0 {
+		gemmBF16PackPairRowsGo(dst0, src, ld, steps, 12, 12)
+		gemmBF16PackPairRowsGo(dst1, src[12:], ld, steps, 12, 12)
+		return
+	}
+	_, _ = dst0[steps*12-1], dst1[steps*12-1]
+	_ = src[(2*steps-1)*ld+23]
+	gemmBF16PackPairs24(&dst0[0], &dst1[0], unsafe.SliceData(src), ld, steps)
+}
+
 // gemmBF16KernelBest is the bf16 micro-kernel GemmBF16 uses, and
 // gemmBF16Native whether it is an instruction of this CPU rather than the
 // pure-Go twin.

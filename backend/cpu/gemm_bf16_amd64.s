@@ -2856,6 +2856,43 @@ gemmBF16PackPairs_done:
 	VZEROUPPER
 	RET
 
+// func gemmBF16PackPairs24(dst0, dst1 *uint32, src *half.BFloat16, ld, steps int)
+TEXT ·gemmBF16PackPairs24(SB), NOSPLIT, $0-40
+	MOVQ dst0+0(FP), DI
+	MOVQ dst1+8(FP), DX
+	MOVQ src+16(FP), SI
+	MOVQ ld+24(FP), R8
+	SHLQ $1, R8 // bytes from one stored row to the next
+	MOVQ steps+32(FP), CX
+	MOVL $0xff, AX
+	KMOVW AX, K2 // lanes 16-23
+	MOVL $0xfff, AX
+	KMOVW AX, K3 // a panel's 12 lanes
+	TESTQ CX, CX
+	JZ gemmBF16PackPairs24_done
+
+gemmBF16PackPairs24_loop:
+	VPMOVZXWD (SI), Z0
+	VPMOVZXWD (SI)(R8*1), Z1
+	VPMOVZXWD.Z 32(SI), K2, Z2
+	VPMOVZXWD.Z 32(SI)(R8*1), K2, Z3
+	VPSLLD $16, Z1, Z1
+	VPSLLD $16, Z3, Z3
+	VPORD Z1, Z0, Z0 // lanes 0-15
+	VPORD Z3, Z2, Z2 // lanes 16-23
+	VALIGND $12, Z0, Z2, Z5 // lanes 12-23
+	VMOVDQU32 Z0, K3, (DI)
+	VMOVDQU32 Z5, K3, (DX)
+	LEAQ (SI)(R8*2), SI
+	ADDQ $48, DI
+	ADDQ $48, DX
+	DECQ CX
+	JNZ gemmBF16PackPairs24_loop
+
+gemmBF16PackPairs24_done:
+	VZEROUPPER
+	RET
+
 // func gemmBF16PackGather(dst *uint32, src *half.BFloat16, idx *[32]int32, steps int, load0, load1, store0, store1 uint16)
 TEXT ·gemmBF16PackGather(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), DI

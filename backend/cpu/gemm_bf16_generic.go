@@ -21,6 +21,12 @@ func gemmBF16PackPairRows(dst []uint32, src []half.BFloat16, ld, steps, w, strid
 	gemmBF16PackPairRowsGo(dst, src, ld, steps, w, stride)
 }
 
+// gemmBF16PackPairRows24 is gemmBF16PackPairRowsGo on two 12-lane panels.
+func gemmBF16PackPairRows24(dst0, dst1 []uint32, src []half.BFloat16, ld, steps int) {
+	gemmBF16PackPairRowsGo(dst0, src, ld, steps, 12, 12)
+	gemmBF16PackPairRowsGo(dst1, src[12:], ld, steps, 12, 12)
+}
+
 // gemmBF16PackGatherRows is gemmBF16PackGatherRowsGo.
 func gemmBF16PackGatherRows(dst []uint32, src []half.BFloat16, ld, steps, w, stride int) {
 	gemmBF16PackGatherRowsGo(dst, src, ld, steps, w, stride)

@@ -469,3 +469,29 @@ func TestGemmPackATransWide(t *testing.T) {
 	}
 	t.Logf("%d packings checked", n)
 }
+
+// TestGemmBF16PackPairRows24 checks the two-panel pair packing of a transposed op(A)
+// (gemmBF16PackPairRows24) against gemmBF16PackPairRowsGo on each 12-lane panel, at
+// several depths and row strides, into destinations holding garbage past the panels.
+func TestGemmBF16PackPairRows24(t *testing.T) {
+	rng := rand.New(rand.NewPCG(47, 48))
+	for _, steps := range []int{1, 2, 7, 64, 100} {
+		for _, ld := range []int{24, 25, 40, 384} {
+			src := make([]half.BFloat16, (2*steps-1)*ld+24)
+			for i := range src {
+				src[i] = half.BFloat16(rng.Uint32())
+			}
+			got0, got1 := make([]uint32, 12*steps+5), make([]uint32, 12*steps+5)
+			want0, want1 := make([]uint32, 12*steps+5), make([]uint32, 12*steps+5)
+			for i := range got0 {
+				got0[i], got1[i], want0[i], want1[i] = 0xdeadbeef, 0xdeadbeef, 0xdeadbeef, 0xdeadbeef
+			}
+			gemmBF16PackPairRows24(got0[:12*steps], got1[:12*steps], src, ld, steps)
+			gemmBF16PackPairRowsGo(want0[:12*steps], src, ld, steps, 12, 12)
+			gemmBF16PackPairRowsGo(want1[:12*steps], src[12:], ld, steps, 12, 12)
+			if !slices.Equal(got0, want0) || !slices.Equal(got1, want1) {
+				t.Fatalf("steps=%d ld=%d:\n got %x %x\nwant %x %x", steps, ld, got0, got1, want0, want1)
+			}
+		}
+	}
+}
