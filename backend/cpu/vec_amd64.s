@@ -4822,12 +4822,12 @@ vecMaxPool2x2GradRowsBF16AVX512_group:
 	VMOVDQA32.Z Z16, K1, Z10 // the even element wins
 	VPCMPEQD Z23, Z8, K2
 	VPSLLD $16, Z16, K2, Z10 // the odd one
-	VMOVDQU32 Z10, 0(R9)
 	VPCMPEQD Z24, Z8, K1
-	VMOVDQA32.Z Z16, K1, Z10 // the even element wins
+	VMOVDQA32.Z Z16, K1, Z11 // the even element wins
 	VPCMPEQD Z25, Z8, K2
-	VPSLLD $16, Z16, K2, Z10 // the odd one
-	VMOVDQU32 Z10, 0(R9)(R12*1)
+	VPSLLD $16, Z16, K2, Z11 // the odd one
+	VMOVDQU32 Z10, 0(R9)
+	VMOVDQU32 Z11, 0(R9)(R12*1)
 	ADDQ $64, DX
 	ADDQ $64, BX
 	ADDQ $64, R9
@@ -4870,12 +4870,12 @@ vecMaxPool2x2GradRowsBF16AVX512_tail:
 	VMOVDQA32.Z Z16, K1, Z10 // the even element wins
 	VPCMPEQD Z23, Z8, K2
 	VPSLLD $16, Z16, K2, Z10 // the odd one
-	VMOVDQU32 Z10, K3, 0(R9)
 	VPCMPEQD Z24, Z8, K1
-	VMOVDQA32.Z Z16, K1, Z10 // the even element wins
+	VMOVDQA32.Z Z16, K1, Z11 // the even element wins
 	VPCMPEQD Z25, Z8, K2
-	VPSLLD $16, Z16, K2, Z10 // the odd one
-	VMOVDQU32 Z10, K3, 0(R9)(R12*1)
+	VPSLLD $16, Z16, K2, Z11 // the odd one
+	VMOVDQU32 Z10, K3, 0(R9)
+	VMOVDQU32 Z11, K3, 0(R9)(R12*1)
 	LEAQ (R8)(R13*2), R8
 
 vecMaxPool2x2GradRowsBF16AVX512_next:

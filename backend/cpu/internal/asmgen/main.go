@@ -468,6 +468,12 @@ func (g *gen) gather() {
 	g.p("\tVMOVDQU32 Z2, K4, 64(DI)")
 	g.p("\tADDQ $4, SI")
 	g.p("\tADDQ R9, DI")
+	g.loopEnd(name)
+}
+
+// loopEnd ends a routine whose loop (name_loop) counts CX down, with its done label
+// (name_done) and return.
+func (g *gen) loopEnd(name string) {
 	g.p("\tDECQ CX")
 	g.p("\tJNZ %s_loop", name)
 	g.p("")
@@ -516,12 +522,7 @@ func (g *gen) pack() {
 	g.p("\tVMOVDQU32 Z2, K4, 64(DI)")
 	g.p("\tLEAQ (SI)(R8*2), SI")
 	g.p("\tADDQ R9, DI")
-	g.p("\tDECQ CX")
-	g.p("\tJNZ %s_loop", name)
-	g.p("")
-	g.p("%s_done:", name)
-	g.p("\tVZEROUPPER")
-	g.p("\tRET")
+	g.loopEnd(name)
 }
 
 // packPairs24 emits gemmBF16PackPairs24, gemmBF16PackPairs for two 12-lane
@@ -561,12 +562,7 @@ func (g *gen) packPairs24() {
 	g.p("\tLEAQ (SI)(R8*2), SI")
 	g.p("\tADDQ $48, DI")
 	g.p("\tADDQ $48, DX")
-	g.p("\tDECQ CX")
-	g.p("\tJNZ %s_loop", name)
-	g.p("")
-	g.p("%s_done:", name)
-	g.p("\tVZEROUPPER")
-	g.p("\tRET")
+	g.loopEnd(name)
 }
 
 // amx emits the AMX-BF16 micro-kernels and amxXCR0. A kernel keeps a
@@ -1222,12 +1218,7 @@ func (g *gen) packTrans32(rows int) {
 	}
 	g.p("\tADDQ $64, SI")
 	g.p("\tADDQ $%d, DI", 64*rows)
-	g.p("\tDECQ CX")
-	g.p("\tJNZ %s_loop", name)
-	g.p("")
-	g.p("%s_done:", name)
-	g.p("\tVZEROUPPER")
-	g.p("\tRET")
+	g.loopEnd(name)
 }
 
 // amxPackTransTiles emits gemmAMXPackTransTiles, gemmAMXPackTrans for whole
@@ -1272,12 +1263,7 @@ func (g *gen) amxPackTransTiles() {
 	}
 	g.p("\tADDQ R9, SI")
 	g.p("\tADDQ $2048, DI")
-	g.p("\tDECQ CX")
-	g.p("\tJNZ %s_loop", name)
-	g.p("")
-	g.p("%s_done:", name)
-	g.p("\tVZEROUPPER")
-	g.p("\tRET")
+	g.loopEnd(name)
 }
 
 // packRows32 emits gemmPackRows32, which copies rows of up to 32 dwords
@@ -1307,12 +1293,7 @@ func (g *gen) packRows32() {
 	g.p("\tVMOVDQU32 Z1, 64(DI)")
 	g.p("\tADDQ R8, SI")
 	g.p("\tADDQ $128, DI")
-	g.p("\tDECQ CX")
-	g.p("\tJNZ %s_loop", name)
-	g.p("")
-	g.p("%s_done:", name)
-	g.p("\tVZEROUPPER")
-	g.p("\tRET")
+	g.loopEnd(name)
 }
 
 // packRows32Wide emits gemmPackRows32Wide, gemmPackRows32 for whole
@@ -1386,12 +1367,7 @@ func (g *gen) packA12T() {
 	g.p("\tVMOVUPS Z0, K2, (DI)")
 	g.p("\tADDQ R8, SI")
 	g.p("\tADDQ $48, DI")
-	g.p("\tDECQ CX")
-	g.p("\tJNZ %s_loop", name)
-	g.p("")
-	g.p("%s_done:", name)
-	g.p("\tVZEROUPPER")
-	g.p("\tRET")
+	g.loopEnd(name)
 }
 
 // packA12TWide emits gemmPackA12TWide, gemmPackA12T for panels whole 12-row

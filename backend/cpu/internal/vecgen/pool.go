@@ -123,31 +123,9 @@ func (g *gen) poolGradConsts() {
 // rows of any length run on the vector layer (maxPool2x2RowsBF16 is the bfloat16
 // form).
 func (g *gen) maxPool2x2Rows(x isa, grad bool) {
-	if !x.masks {
-		panic("vecgen: the max-pool loop needs AVX-512 masks")
-	}
-	et, es := "*float32", 4
-	name, out := "vecMaxPool2x2Rows"+x.name, "out"
-	if grad {
-		name, out = "vecMaxPool2x2GradRows"+x.name, "gx" // not g: the assembler's goroutine register
-	}
-	args, frame := out+", x "+et+", rows, ow, w int", 40
-	if grad {
-		args, frame = "gx, x, gy "+et+", rows, ow, w int", 48
-	}
-	g.p("")
-	g.p("// func %s(%s)", name, args)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
-	g.p("\tMOVQ %s+0(FP), DI", out)
-	g.p("\tMOVQ x+8(FP), SI")
-	o := 16
-	if grad {
-		g.p("\tMOVQ gy+16(FP), R8")
-		o = 24
-	}
-	g.p("\tMOVQ rows+%d(FP), R10", o)
-	g.p("\tMOVQ ow+%d(FP), R11", o+8)
-	g.p("\tMOVQ w+%d(FP), R12", o+16)
+	es := 4
+	name, o := g.poolPrologue(x, grad, "Rows", "*float32", ", w int")
+	g.p("\tMOVQ w+%d(FP), R12", o)
 	g.p("\tSHLQ $2, R12 // bytes per input row")
 	g.p("\tMOVL $1, AX")
 	g.p("\tVPBROADCASTD AX, Z23 // winner 1")
@@ -162,16 +140,7 @@ func (g *gen) maxPool2x2Rows(x isa, grad bool) {
 		g.p("\tVMOVDQU32 poolgc<>+0(SB), Z18 // interleave, low")
 		g.p("\tVMOVDQU32 poolgc<>+64(SB), Z19 // interleave, high")
 	}
-	g.p("")
-	g.p("%s_row:", name)
-	g.p("\tTESTQ R10, R10")
-	g.p("\tJZ %s_done", name)
-	g.p("\tMOVQ SI, DX // r0")
-	g.p("\tLEAQ (SI)(R12*1), BX // r1")
-	if grad {
-		g.p("\tMOVQ DI, R9 // g0; g1 at (R9)(R12*1)")
-	}
-	g.p("\tMOVQ R11, R13 // windows left in the row")
+	g.poolRowHead(name, grad)
 	// body emits one group of sixteen windows; masked says whether the loads and
 	// stores go under K4/K5 (the input and gradient registers) and K3 (gy, out).
 	body := func(masked bool) {
@@ -204,15 +173,7 @@ func (g *gen) maxPool2x2Rows(x isa, grad bool) {
 		g.p("\tVMOVDQA32 Z27, Z7")
 		g.p("\tVPERMI2PS Z3, Z2, Z7 // r1 odd")
 		g.p("\tVPXORD Z8, Z8, Z8 // winner 0")
-		for _, c := range []struct{ v, id int }{{5, 23}, {6, 24}, {7, 25}} {
-			g.p("\tVCMPPS $0x%02x, Z4, Z%d, K1 // v > best", cmpGTOQ, c.v)
-			g.p("\tVCMPPS $0x%02x, Z%d, Z%d, K2 // v NaN", cmpUnord, c.v, c.v)
-			g.p("\tKORW K1, K2, K1")
-			g.p("\tVMOVAPS Z%d, K1, Z4", c.v)
-			if grad {
-				g.p("\tVMOVDQA32 Z%d, K1, Z8", c.id)
-			}
-		}
+		g.poolChain(grad)
 		if !grad {
 			stv(4, 0, "(DI)", "K3")
 			return
@@ -281,6 +242,28 @@ func (g *gen) maxPool2x2Rows(x isa, grad bool) {
 	} else {
 		g.p("\tLEAQ (DI)(R13*%d), DI", es)
 	}
+	g.poolRowEnd(name, grad)
+}
+
+// poolRowHead emits the row loops' head (label name_row): the next row pair's r0 in
+// DX, r1 in BX, the gradient's rows at R9, the windows left in R13; done when R10 is
+// 0. R12 holds the bytes of an input row.
+func (g *gen) poolRowHead(name string, grad bool) {
+	g.p("")
+	g.p("%s_row:", name)
+	g.p("\tTESTQ R10, R10")
+	g.p("\tJZ %s_done", name)
+	g.p("\tMOVQ SI, DX // r0")
+	g.p("\tLEAQ (SI)(R12*1), BX // r1")
+	if grad {
+		g.p("\tMOVQ DI, R9 // g0; g1 at (R9)(R12*1)")
+	}
+	g.p("\tMOVQ R11, R13 // windows left in the row")
+}
+
+// poolRowEnd emits the row loops' end: name_next moves x (and the gradient) on by
+// a row pair and loops, name_done returns.
+func (g *gen) poolRowEnd(name string, grad bool) {
 	g.p("")
 	g.p("%s_next:", name)
 	g.p("\tLEAQ (SI)(R12*2), SI")
@@ -293,6 +276,108 @@ func (g *gen) maxPool2x2Rows(x isa, grad bool) {
 	g.p("%s_done:", name)
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
+}
+
+// poolPrologue emits the head of vecMaxPool2x2<kind>… (or vecMaxPool2x2Grad<kind>…)
+// whose arguments are (out, x <et>, rows, ow<last>) or (gx, x, gy <et>, rows,
+// ow<last>): out or gx (not g: the assembler's goroutine register) in DI, x in SI,
+// gy in R8, rows in R10, ow in R11. It returns the routine's name and the frame
+// offset of the argument after ow.
+func (g *gen) poolPrologue(x isa, grad bool, kind, et, last string) (string, int) {
+	if !x.masks {
+		panic("vecgen: the max-pool loop needs AVX-512 masks")
+	}
+	name, out := "vecMaxPool2x2"+kind+x.name, "out"
+	args, frame := "out, x "+et+", rows, ow"+last, 40
+	if grad {
+		name, out = "vecMaxPool2x2Grad"+kind+x.name, "gx"
+		args, frame = "gx, x, gy "+et+", rows, ow"+last, 48
+	}
+	g.p("")
+	g.p("// func %s(%s)", name, args)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
+	g.p("\tMOVQ %s+0(FP), DI", out)
+	g.p("\tMOVQ x+8(FP), SI")
+	o := 16
+	if grad {
+		g.p("\tMOVQ gy+16(FP), R8")
+		o = 24
+	}
+	g.p("\tMOVQ rows+%d(FP), R10", o)
+	g.p("\tMOVQ ow+%d(FP), R11", o+8)
+	return name, o + 16
+}
+
+// poolBF16Consts loads the bfloat16 max-pool loops' constants: Z29 a NaN's quiet
+// bit (in the high half), Z30 the high halves, Z28 +0 (winner 0) and, for the
+// gradient, Z23–Z25 winners 1–3.
+func (g *gen) poolBF16Consts(grad bool) {
+	g.p("\tMOVL $0x40, AX")
+	g.p("\tVPBROADCASTD AX, Z29 // a NaN's quiet bit, in the high half")
+	g.p("\tMOVL $0xffff0000, AX")
+	g.p("\tVPBROADCASTD AX, Z30 // the high halves")
+	g.p("\tVPXORD Z28, Z28, Z28 // +0, winner 0")
+	if grad {
+		for id := 1; id <= 3; id++ {
+			g.p("\tMOVL $%d, AX", id)
+			g.p("\tVPBROADCASTD AX, Z%d // winner %d", 22+id, id)
+		}
+	}
+}
+
+// poolBF16Max compares the windows whose r0 and r1 dwords are in Z<r0> and Z<r1>
+// as maxPool2x2Rows compares them (r0 even, r0 odd, r1 even, r1 odd; the even
+// element widened by a shift of 16, the odd one by clearing the low half): the
+// maximum in Z4 and, for the gradient, the winner's number in Z8.
+func (g *gen) poolBF16Max(r0, r1 int, grad bool) {
+	g.p("\tVPSLLD $16, Z%d, Z4 // best = r0 even", r0)
+	g.p("\tVPANDD Z30, Z%d, Z5 // r0 odd", r0)
+	g.p("\tVPSLLD $16, Z%d, Z6 // r1 even", r1)
+	g.p("\tVPANDD Z30, Z%d, Z7 // r1 odd", r1)
+	if grad {
+		g.p("\tVPXORD Z8, Z8, Z8 // winner 0")
+	}
+	g.poolChain(grad)
+}
+
+// poolChain emits the 2×2 max-pool's comparisons: Z5, Z6 and Z7 (r0 odd, r1 even,
+// r1 odd) each against the best so far in Z4 (r0 even at first), taken where
+// greater or NaN (maxPool2x2's order); for the gradient the winner's number (Z23–Z25)
+// goes to Z8.
+func (g *gen) poolChain(grad bool) {
+	for _, c := range []struct{ v, id int }{{5, 23}, {6, 24}, {7, 25}} {
+		g.p("\tVCMPPS $0x%02x, Z4, Z%d, K1 // v > best", cmpGTOQ, c.v)
+		g.p("\tVCMPPS $0x%02x, Z%d, Z%d, K2 // v NaN", cmpUnord, c.v, c.v)
+		g.p("\tKORW K1, K2, K1")
+		g.p("\tVMOVAPS Z%d, K1, Z4", c.v)
+		if grad {
+			g.p("\tVMOVDQA32 Z%d, K1, Z8", c.id)
+		}
+	}
+}
+
+// poolBF16Narrow leaves Z<z>'s high halves in the low halves of Z16, a NaN quieted
+// as half.Float32ToBFloat16 quiets it.
+func (g *gen) poolBF16Narrow(z int) {
+	g.p("\tVPSRLD $16, Z%d, Z16", z)
+	g.p("\tVCMPPS $0x%02x, Z%d, Z%d, K6 // NaN", cmpUnord, z, z)
+	g.p("\tVPORD Z29, Z16, K6, Z16")
+}
+
+// poolBF16Grad turns the windows' gy (zero-extended in Z9) into the gradient's r0
+// and r1 dwords, Z10 and Z11: 0 + gy (VADDPS) narrowed, in the low or high half of
+// the winner's dword, every other element +0.
+func (g *gen) poolBF16Grad() {
+	g.p("\tVPSLLD $16, Z9, Z9")
+	g.p("\tVADDPS Z9, Z28, Z9 // 0 + gy")
+	g.poolBF16Narrow(9)
+	for k, row := range []struct{ even, odd int }{{28, 23}, {24, 25}} {
+		z := 10 + k
+		g.p("\tVPCMPEQD Z%d, Z8, K1", row.even)
+		g.p("\tVMOVDQA32.Z Z16, K1, Z%d // the even element wins", z)
+		g.p("\tVPCMPEQD Z%d, Z8, K2", row.odd)
+		g.p("\tVPSLLD $16, Z16, K2, Z%d // the odd one", z)
+	}
 }
 
 // maxPool2x2RowsBF16 emits vecMaxPool2x2RowsBF16…(out, x *uint16, rows, ow, w int)
@@ -308,58 +393,17 @@ func (g *gen) maxPool2x2Rows(x isa, grad bool) {
 // other element +0. A row's last windows run under a lane mask (masked-off lanes
 // neither load nor store).
 func (g *gen) maxPool2x2RowsBF16(x isa, grad bool) {
-	if !x.masks {
-		panic("vecgen: the max-pool loop needs AVX-512 masks")
-	}
-	name, out := "vecMaxPool2x2RowsBF16"+x.name, "out"
-	args, frame := "out, x *uint16, rows, ow, w int", 40
-	if grad {
-		name, out = "vecMaxPool2x2GradRowsBF16"+x.name, "gx"
-		args, frame = "gx, x, gy *uint16, rows, ow, w int", 48
-	}
-	g.p("")
-	g.p("// func %s(%s)", name, args)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
-	g.p("\tMOVQ %s+0(FP), DI", out)
-	g.p("\tMOVQ x+8(FP), SI")
-	o := 16
-	if grad {
-		g.p("\tMOVQ gy+16(FP), R8")
-		o = 24
-	}
-	g.p("\tMOVQ rows+%d(FP), R10", o)
-	g.p("\tMOVQ ow+%d(FP), R11", o+8)
-	g.p("\tMOVQ w+%d(FP), R12", o+16)
+	name, o := g.poolPrologue(x, grad, "RowsBF16", "*uint16", ", w int")
+	g.p("\tMOVQ w+%d(FP), R12", o)
 	g.p("\tSHLQ $1, R12 // bytes per input row")
-	g.p("\tMOVL $0x40, AX")
-	g.p("\tVPBROADCASTD AX, Z29 // a NaN's quiet bit, in the high half")
-	g.p("\tMOVL $0xffff0000, AX")
-	g.p("\tVPBROADCASTD AX, Z30 // the high halves")
-	g.p("\tVPXORD Z28, Z28, Z28 // +0, winner 0")
-	if grad {
-		g.p("\tMOVL $1, AX")
-		g.p("\tVPBROADCASTD AX, Z23 // winner 1")
-		g.p("\tMOVL $2, AX")
-		g.p("\tVPBROADCASTD AX, Z24 // winner 2")
-		g.p("\tMOVL $3, AX")
-		g.p("\tVPBROADCASTD AX, Z25 // winner 3")
-	}
+	g.poolBF16Consts(grad)
 	g.p("\tMOVQ R11, CX")
 	g.p("\tANDQ $15, CX // the windows of a row's last, partial group")
 	g.p("\tMOVL $1, AX")
 	g.p("\tSHLL CX, AX")
 	g.p("\tDECL AX")
 	g.p("\tKMOVW AX, K3 // their lanes, the same in every row")
-	g.p("")
-	g.p("%s_row:", name)
-	g.p("\tTESTQ R10, R10")
-	g.p("\tJZ %s_done", name)
-	g.p("\tMOVQ SI, DX // r0")
-	g.p("\tLEAQ (SI)(R12*1), BX // r1")
-	if grad {
-		g.p("\tMOVQ DI, R9 // g0; g1 at (R9)(R12*1)")
-	}
-	g.p("\tMOVQ R11, R13 // windows left in the row")
+	g.poolRowHead(name, grad)
 	// body emits one group of sixteen windows, under K3 where masked.
 	body := func(masked bool) {
 		mk, z := "", ""
@@ -368,47 +412,16 @@ func (g *gen) maxPool2x2RowsBF16(x isa, grad bool) {
 		}
 		g.p("\tVMOVDQU32%s 0(DX)%s, Z0", z, mk)
 		g.p("\tVMOVDQU32%s 0(BX)%s, Z2", z, mk)
-		g.p("\tVPSLLD $16, Z0, Z4 // best = r0 even")
-		g.p("\tVPANDD Z30, Z0, Z5 // r0 odd")
-		g.p("\tVPSLLD $16, Z2, Z6 // r1 even")
-		g.p("\tVPANDD Z30, Z2, Z7 // r1 odd")
-		if grad {
-			g.p("\tVPXORD Z8, Z8, Z8 // winner 0")
-		}
-		for _, c := range []struct{ v, id int }{{5, 23}, {6, 24}, {7, 25}} {
-			g.p("\tVCMPPS $0x%02x, Z4, Z%d, K1 // v > best", cmpGTOQ, c.v)
-			g.p("\tVCMPPS $0x%02x, Z%d, Z%d, K2 // v NaN", cmpUnord, c.v, c.v)
-			g.p("\tKORW K1, K2, K1")
-			g.p("\tVMOVAPS Z%d, K1, Z4", c.v)
-			if grad {
-				g.p("\tVMOVDQA32 Z%d, K1, Z8", c.id)
-			}
-		}
-		// narrow leaves Zz's high halves in the low halves of Z16, NaNs quieted.
-		narrow := func(z int) {
-			g.p("\tVPSRLD $16, Z%d, Z16", z)
-			g.p("\tVCMPPS $0x%02x, Z%d, Z%d, K6 // NaN", cmpUnord, z, z)
-			g.p("\tVPORD Z29, Z16, K6, Z16")
-		}
+		g.poolBF16Max(0, 2, grad)
 		if !grad {
-			narrow(4)
+			g.poolBF16Narrow(4)
 			g.p("\tVPMOVDW Z16%s, 0(DI)", mk)
 			return
 		}
 		g.p("\tVPMOVZXWD%s 0(R8)%s, Z9", z, mk)
-		g.p("\tVPSLLD $16, Z9, Z9")
-		g.p("\tVADDPS Z9, Z28, Z9 // 0 + gy")
-		narrow(9)
-		for _, row := range []struct {
-			even, odd int
-			ptr       string
-		}{{28, 23, "(R9)"}, {24, 25, "(R9)(R12*1)"}} {
-			g.p("\tVPCMPEQD Z%d, Z8, K1", row.even)
-			g.p("\tVMOVDQA32.Z Z16, K1, Z10 // the even element wins")
-			g.p("\tVPCMPEQD Z%d, Z8, K2", row.odd)
-			g.p("\tVPSLLD $16, Z16, K2, Z10 // the odd one")
-			g.p("\tVMOVDQU32 Z10%s, 0%s", mk, row.ptr)
-		}
+		g.poolBF16Grad()
+		g.p("\tVMOVDQU32 Z10%s, 0(R9)", mk)
+		g.p("\tVMOVDQU32 Z11%s, 0(R9)(R12*1)", mk)
 	}
 	g.p("")
 	g.p("%s_group:", name)
@@ -435,18 +448,7 @@ func (g *gen) maxPool2x2RowsBF16(x isa, grad bool) {
 	} else {
 		g.p("\tLEAQ (DI)(R13*2), DI")
 	}
-	g.p("")
-	g.p("%s_next:", name)
-	g.p("\tLEAQ (SI)(R12*2), SI")
-	if grad {
-		g.p("\tLEAQ (DI)(R12*2), DI")
-	}
-	g.p("\tDECQ R10")
-	g.p("\tJMP %s_row", name)
-	g.p("")
-	g.p("%s_done:", name)
-	g.p("\tVZEROUPPER")
-	g.p("\tRET")
+	g.poolRowEnd(name, grad)
 }
 
 // maxPool2x2PlaneBF16 emits vecMaxPool2x2PlaneBF16…(out, x *uint16, rows, ow int,
@@ -459,47 +461,15 @@ func (g *gen) maxPool2x2RowsBF16(x isa, grad bool) {
 // The gradient's dwords go back to the rows by VPERMI2D again (idx[32:48] and
 // idx[48:64] pick, for each dword of the round, its window's r0 or r1 dword).
 func (g *gen) maxPool2x2PlaneBF16(x isa, grad bool) {
-	if !x.masks {
-		panic("vecgen: the max-pool loop needs AVX-512 masks")
-	}
-	name, out := "vecMaxPool2x2PlaneBF16"+x.name, "out"
-	args, frame := "out, x *uint16, rows, ow int, idx *[64]int32", 40
-	if grad {
-		name, out = "vecMaxPool2x2GradPlaneBF16"+x.name, "gx"
-		args, frame = "gx, x, gy *uint16, rows, ow int, idx *[64]int32", 48
-	}
-	g.p("")
-	g.p("// func %s(%s)", name, args)
-	g.p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
-	g.p("\tMOVQ %s+0(FP), DI", out)
-	g.p("\tMOVQ x+8(FP), SI")
-	o := 16
-	if grad {
-		g.p("\tMOVQ gy+16(FP), R8")
-		o = 24
-	}
-	g.p("\tMOVQ rows+%d(FP), R10", o)
-	g.p("\tMOVQ ow+%d(FP), R11", o+8)
-	g.p("\tMOVQ idx+%d(FP), AX", o+16)
+	name, o := g.poolPrologue(x, grad, "PlaneBF16", "*uint16", " int, idx *[64]int32")
+	g.p("\tMOVQ idx+%d(FP), AX", o)
 	g.p("\tVMOVDQU32 0(AX), Z26 // the windows' r0 dwords")
 	g.p("\tVMOVDQU32 64(AX), Z27 // their r1 dwords")
 	if grad {
 		g.p("\tVMOVDQU32 128(AX), Z18 // the round's first 16 dwords, from r0 (0-15) or r1 (16-31)")
 		g.p("\tVMOVDQU32 192(AX), Z19 // its last 16")
 	}
-	g.p("\tMOVL $0x40, AX")
-	g.p("\tVPBROADCASTD AX, Z29 // a NaN's quiet bit, in the high half")
-	g.p("\tMOVL $0xffff0000, AX")
-	g.p("\tVPBROADCASTD AX, Z30 // the high halves")
-	g.p("\tVPXORD Z28, Z28, Z28 // +0, winner 0")
-	if grad {
-		g.p("\tMOVL $1, AX")
-		g.p("\tVPBROADCASTD AX, Z23 // winner 1")
-		g.p("\tMOVL $2, AX")
-		g.p("\tVPBROADCASTD AX, Z24 // winner 2")
-		g.p("\tMOVL $3, AX")
-		g.p("\tVPBROADCASTD AX, Z25 // winner 3")
-	}
+	g.poolBF16Consts(grad)
 	g.p("\tMOVQ $32, AX")
 	g.p("\tXORQ DX, DX")
 	g.p("\tLEAQ (R11)(R11*1), CX // dwords a row pair")
@@ -556,43 +526,14 @@ func (g *gen) maxPool2x2PlaneBF16(x isa, grad bool) {
 	g.p("\tVPERMI2D Z1, Z0, Z2 // r0")
 	g.p("\tVMOVDQA32 Z27, Z3")
 	g.p("\tVPERMI2D Z1, Z0, Z3 // r1")
-	g.p("\tVPSLLD $16, Z2, Z4 // best = r0 even")
-	g.p("\tVPANDD Z30, Z2, Z5 // r0 odd")
-	g.p("\tVPSLLD $16, Z3, Z6 // r1 even")
-	g.p("\tVPANDD Z30, Z3, Z7 // r1 odd")
-	if grad {
-		g.p("\tVPXORD Z8, Z8, Z8 // winner 0")
-	}
-	for _, c := range []struct{ v, id int }{{5, 23}, {6, 24}, {7, 25}} {
-		g.p("\tVCMPPS $0x%02x, Z4, Z%d, K1 // v > best", cmpGTOQ, c.v)
-		g.p("\tVCMPPS $0x%02x, Z%d, Z%d, K2 // v NaN", cmpUnord, c.v, c.v)
-		g.p("\tKORW K1, K2, K1")
-		g.p("\tVMOVAPS Z%d, K1, Z4", c.v)
-		if grad {
-			g.p("\tVMOVDQA32 Z%d, K1, Z8", c.id)
-		}
-	}
-	narrow := func(z int) {
-		g.p("\tVPSRLD $16, Z%d, Z16", z)
-		g.p("\tVCMPPS $0x%02x, Z%d, Z%d, K6 // NaN", cmpUnord, z, z)
-		g.p("\tVPORD Z29, Z16, K6, Z16")
-	}
+	g.poolBF16Max(2, 3, grad)
 	if !grad {
-		narrow(4)
+		g.poolBF16Narrow(4)
 		g.p("\tVPMOVDW Z16, K3, 0(DI)")
 		g.p("\tLEAQ (DI)(R9*2), DI")
 	} else {
 		g.p("\tVPMOVZXWD.Z 0(R8), K3, Z9")
-		g.p("\tVPSLLD $16, Z9, Z9")
-		g.p("\tVADDPS Z9, Z28, Z9 // 0 + gy")
-		narrow(9)
-		for k, row := range []struct{ even, odd int }{{28, 23}, {24, 25}} {
-			z := 10 + k
-			g.p("\tVPCMPEQD Z%d, Z8, K1", row.even)
-			g.p("\tVMOVDQA32.Z Z16, K1, Z%d // the even element wins", z)
-			g.p("\tVPCMPEQD Z%d, Z8, K2", row.odd)
-			g.p("\tVPSLLD $16, Z16, K2, Z%d // the odd one", z)
-		}
+		g.poolBF16Grad()
 		g.p("\tVMOVDQA32 Z18, Z14")
 		g.p("\tVPERMI2D Z11, Z10, Z14")
 		g.p("\tVMOVDQA32 Z19, Z15")
