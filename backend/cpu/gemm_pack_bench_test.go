@@ -231,3 +231,54 @@ func BenchmarkGemmPackATrans(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGemmPackAfterWriter times packing a 1024×1024 bf16 op(B) into the input
+// gradient's pair panels (gemmBF16PackPairRows, 2 MB) on a locked thread right after W
+// was rewritten: by the same thread (same), by another goroutine locked to its own
+// thread (other, whose dirty lines the packing thread must fetch from the other
+// core), or not at all (none: W in this core's caches and L3). pack-us and GB/s are
+// the packing thread's CPU time per pack and the bytes of W over it.
+func BenchmarkGemmPackAfterWriter(b *testing.B) {
+	const n = 1024
+	w := make([]half.BFloat16, n*n)
+	dst := make([]uint32, n*n/2)
+	write := func() {
+		for i := range w {
+			w[i] = half.BFloat16(i)
+		}
+	}
+	writer, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for range writer {
+			write()
+			done <- struct{}{}
+		}
+		close(done)
+	}()
+	defer func() { close(writer); <-done }()
+	for _, mode := range []string{"same", "other", "none"} {
+		b.Run(mode, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var ns int64
+			for b.Loop() {
+				switch mode {
+				case "same":
+					write()
+				case "other":
+					writer <- struct{}{}
+					<-done
+				}
+				t0 := gemmThreadCPU()
+				for q := range n / 32 {
+					gemmBF16PackPairRows(dst[q*n/2*32:][:n/2*32], w[q*32:], n, n/2, 32, 32)
+				}
+				ns += gemmThreadCPU() - t0
+			}
+			b.ReportMetric(float64(ns)/float64(b.N)/1e3, "pack-us")
+			b.ReportMetric(2*n*n/(float64(ns)/float64(b.N)), "GB/s")
+		})
+	}
+}
