@@ -4912,8 +4912,8 @@ vecMaxPool2x2PlaneBF16AVX512_full:
 	MOVQ R13, R9
 	IMULQ R11, R9 // its windows
 	LEAQ (R9)(R9*1), BX // its dwords
-	MOVL $1, AX
 	MOVQ R9, CX
+	MOVL $1, AX
 	SHLL CX, AX
 	DECL AX
 	KMOVW AX, K3 // the windows
@@ -4941,8 +4941,8 @@ vecMaxPool2x2PlaneBF16AVX512_part:
 	MOVQ R13, R9
 	IMULQ R11, R9 // its windows
 	LEAQ (R9)(R9*1), BX // its dwords
-	MOVL $1, AX
 	MOVQ R9, CX
+	MOVL $1, AX
 	SHLL CX, AX
 	DECL AX
 	KMOVW AX, K3 // the windows
@@ -5039,8 +5039,8 @@ vecMaxPool2x2GradPlaneBF16AVX512_full:
 	MOVQ R13, R9
 	IMULQ R11, R9 // its windows
 	LEAQ (R9)(R9*1), BX // its dwords
-	MOVL $1, AX
 	MOVQ R9, CX
+	MOVL $1, AX
 	SHLL CX, AX
 	DECL AX
 	KMOVW AX, K3 // the windows
@@ -5068,8 +5068,8 @@ vecMaxPool2x2GradPlaneBF16AVX512_part:
 	MOVQ R13, R9
 	IMULQ R11, R9 // its windows
 	LEAQ (R9)(R9*1), BX // its dwords
-	MOVL $1, AX
 	MOVQ R9, CX
+	MOVL $1, AX
 	SHLL CX, AX
 	DECL AX
 	KMOVW AX, K3 // the windows

@@ -399,10 +399,7 @@ func (g *gen) maxPool2x2RowsBF16(x isa, grad bool) {
 	g.poolBF16Consts(grad)
 	g.p("\tMOVQ R11, CX")
 	g.p("\tANDQ $15, CX // the windows of a row's last, partial group")
-	g.p("\tMOVL $1, AX")
-	g.p("\tSHLL CX, AX")
-	g.p("\tDECL AX")
-	g.p("\tKMOVW AX, K3 // their lanes, the same in every row")
+	g.maskCX("K3", "their lanes, the same in every row")
 	g.poolRowHead(name, grad)
 	// body emits one group of sixteen windows, under K3 where masked.
 	body := func(masked bool) {
@@ -483,26 +480,17 @@ func (g *gen) maxPool2x2PlaneBF16(x isa, grad bool) {
 		g.p("\tMOVQ R13, R9")
 		g.p("\tIMULQ R11, R9 // its windows")
 		g.p("\tLEAQ (R9)(R9*1), BX // its dwords")
-		g.p("\tMOVL $1, AX")
 		g.p("\tMOVQ R9, CX")
-		g.p("\tSHLL CX, AX")
-		g.p("\tDECL AX")
-		g.p("\tKMOVW AX, K3 // the windows")
+		g.maskCX("K3", "the windows")
 		g.p("\tMOVQ BX, CX")
 		g.p("\tCMPQ CX, $16")
 		g.p("\tJLE %s_%sshort", name, label)
 		g.p("\tKXNORW K4, K4, K4")
 		g.p("\tSUBQ $16, CX")
-		g.p("\tMOVL $1, AX")
-		g.p("\tSHLL CX, AX")
-		g.p("\tDECL AX")
-		g.p("\tKMOVW AX, K5 // the dwords past 16")
+		g.maskCX("K5", "the dwords past 16")
 		g.p("\tJMP %s_%s", name, next)
 		g.p("%s_%sshort:", name, label)
-		g.p("\tMOVL $1, AX")
-		g.p("\tSHLL CX, AX")
-		g.p("\tDECL AX")
-		g.p("\tKMOVW AX, K4 // the dwords")
+		g.maskCX("K4", "the dwords")
 		g.p("\tKXORW K5, K5, K5")
 		g.p("\tJMP %s_%s", name, next)
 	}
@@ -550,4 +538,17 @@ func (g *gen) maxPool2x2PlaneBF16(x isa, grad bool) {
 	g.p("%s_done:", name)
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
+}
+
+// maskCX sets mask register k to the CX lowest bits (CX < 32; AX is clobbered), with
+// comment, when not "", on the KMOVW.
+func (g *gen) maskCX(k, comment string) {
+	g.p("\tMOVL $1, AX")
+	g.p("\tSHLL CX, AX")
+	g.p("\tDECL AX")
+	if comment == "" {
+		g.p("\tKMOVW AX, %s", k)
+		return
+	}
+	g.p("\tKMOVW AX, %s // %s", k, comment)
 }
