@@ -4,6 +4,7 @@ package cpu
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/gamp-ml/gamp/half"
@@ -22,6 +23,15 @@ func BenchmarkGemmBF16DirectDepth(b *testing.B) {
 		bp := make([]uint32, kc2*32)
 		c := make([]half.BFloat16, 12*32)
 		cf := make([]float32, 12*32)
+		// Operands of ±1 scale, as in training: all-zero ones would hide what
+		// the epilogue costs on real values.
+		rng := rand.New(rand.NewPCG(1, uint64(k)))
+		for i := range a {
+			a[i] = half.BFloat16FromFloat32(rng.Float32() - 0.5)
+		}
+		for i := range bp {
+			bp[i] = uint32(half.BFloat16FromFloat32(rng.Float32()-0.5)) | uint32(half.BFloat16FromFloat32(rng.Float32()-0.5))<<16
+		}
 		flops := 2 * float64(12*32*k)
 		b.Run(fmt.Sprintf("k=%d/bf16", k), func(b *testing.B) {
 			for b.Loop() {

@@ -647,11 +647,14 @@ func layerNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 		for r0 := lo; r0 < hi; r0 += cr {
 			nr := min(cr, hi-r0)
 			off := r0 * cols
-			// Half data is converted into buf and normalised there (Y may be X).
+			// Half data is converted into buf and normalised there (Y may be X), by
+			// lnFwdRows where it takes the width.
 			xs := lnRun(xrun, buf, off, nr*cols)
 			ys := yrun.out(xs, off)
-			for i := range nr {
-				layerNormRow(a, p, r0+i, ys[i*cols:(i+1)*cols], xs[i*cols:(i+1)*cols], w, bias)
+			if !lnFwdBlock(a, p, ys, xs, w, bias, r0, r0+nr) {
+				for i := range nr {
+					layerNormRow(a, p, r0+i, ys[i*cols:(i+1)*cols], xs[i*cols:(i+1)*cols], w, bias)
+				}
 			}
 			yrun.flush(off, ys)
 		}
@@ -663,9 +666,20 @@ func layerNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 // and reports whether it did (false: the caller's row loop does it, as when lnFwdRows
 // declines the width).
 func lnFwdInPlace[C numeric](a *backend.NormArgs, p *bnParams, x, y, w, bias []C, lo, hi int) bool {
+	if x == nil || y == nil {
+		return false
+	}
+	return lnFwdBlock(a, p, y[lo*a.C:], x[lo*a.C:], w, bias, lo, hi)
+}
+
+// lnFwdBlock runs layerNormRow on rows [lo, hi), whose float32 values x and y hold
+// from their start (y may be x), with both Weight and Bias, in lnFwdRows calls of up
+// to lnFwdRowsMax rows, and reports whether it did (false, writing nothing: not
+// float32, no Weight or Bias, or a width lnFwdRows declines).
+func lnFwdBlock[C numeric](a *backend.NormArgs, p *bnParams, y, x, w, bias []C, lo, hi int) bool {
 	xf, ok := any(x).([]float32)
 	yf, _ := any(y).([]float32)
-	if !ok || xf == nil || yf == nil || w == nil || bias == nil {
+	if !ok || w == nil || bias == nil {
 		return false
 	}
 	cols := a.C
@@ -680,7 +694,7 @@ func lnFwdInPlace[C numeric](a *backend.NormArgs, p *bnParams, x, y, w, bias []C
 		if p.si != nil {
 			is = p.si[r0 : r0+nr]
 		}
-		if !lnFwdRows(yf[r0*cols:], xf[r0*cols:], wf, bf, ms, is, a.Eps, cols) {
+		if !lnFwdRows(yf[(r0-lo)*cols:], xf[(r0-lo)*cols:], wf, bf, ms, is, a.Eps, cols) {
 			return false // the width, so for the first block, before any row is written
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -42,7 +43,7 @@ import (
 
 type options struct {
 	precision, optLevel, device, textPath, fortunesDir, save, resume, schedule string
-	plot, prompt, exportInit                                                   string
+	plot, prompt, exportInit, cpuProfile                                       string
 	steps, stopAt, batch, accum, context, layers, dim, heads, warmup           int
 	evalEvery, evalBatches, sampleLen, topK                                    int
 	lr, clip, weightDecay, dropout, temperature                                float64
@@ -94,7 +95,7 @@ func main() {
 	var o options
 	defineFlags(flag.CommandLine, &o)
 	flag.Parse()
-	s, err := run(o, os.Stderr)
+	s, err := runProfiled(o)
 	if err != nil {
 		os.Exit(cli.Report(os.Stderr, "chargpt", err)) // 2 for a bad flag value
 	}
@@ -107,7 +108,29 @@ func main() {
 	}
 }
 
+// runProfiled is run with the CPU profile -cpuprofile asks for.
+func runProfiled(o options) (summary, error) {
+	if o.cpuProfile == "" {
+		return run(o, os.Stderr)
+	}
+	f, err := os.Create(o.cpuProfile)
+	if err != nil {
+		return summary{}, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return summary{}, err
+	}
+	s, err := run(o, os.Stderr)
+	pprof.StopCPUProfile()
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return s, err
+}
+
 func defineFlags(flag *flag.FlagSet, o *options) {
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to `FILE` (go tool pprof reads it)")
 	flag.StringVar(&o.precision, "precision", "auto", "fp32, fp16, bf16 or auto (bf16 on the CPU, fp16 on a GPU)")
 	flag.StringVar(&o.optLevel, "opt-level", "", "O0, O1, O2 or O3 (default: O0 for fp32, O1 otherwise)")
 	flag.StringVar(&o.device, "device", "", "cpu, cpu:N or cuda:N (default: the best device present)")
