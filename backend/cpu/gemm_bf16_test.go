@@ -484,7 +484,15 @@ func TestGemmBF16Deterministic(t *testing.T) {
 			}
 		}
 	}
-	for _, sh := range []gemmShape{{20, 40, 2*gemmBF16KC + 100}, {37, 4133, 71}, {300, 64, 129}, {128, 512, 300}} {
+	// {256, 200, 192}: the MLP's 256 rows (22 row panels, the last of 4 rows)
+	// read in place, alpha 1.
+	inPlace := gemmShape{256, 200, 192}
+	for _, sh := range []gemmShape{{20, 40, 2*gemmBF16KC + 100}, {37, 4133, 71}, {300, 64, 129}, {128, 512, 300}, inPlace} {
+		transA := sh != inPlace
+		lda := sh.m
+		if !transA {
+			lda = sh.k
+		}
 		a := bf16Matrix(rng, sh.m*sh.k)
 		b := bf16Matrix(rng, sh.k*sh.n)
 		c0 := bf16Matrix(rng, sh.m*sh.n)
@@ -495,7 +503,11 @@ func TestGemmBF16Deterministic(t *testing.T) {
 					continue
 				}
 				c := append([]half.BFloat16(nil), c0...)
-				gemmBF16With(kern, w, true, false, sh.m, sh.n, sh.k, 0.75, a, sh.m, b, sh.n, 0.5, c, sh.n)
+				alpha := float32(0.75)
+				if !transA {
+					alpha = 1 // the in-place kernels' case
+				}
+				gemmBF16With(kern, w, transA, false, sh.m, sh.n, sh.k, alpha, a, lda, b, sh.n, 0.5, c, sh.n)
 				want := wants[kern.goTwin()]
 				if want == nil {
 					wants[kern.goTwin()] = c
