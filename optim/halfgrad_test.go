@@ -99,3 +99,87 @@ func TestSGDDeferredHalfGrads(t *testing.T) {
 		})
 	}
 }
+
+// TestSGDMasterHalfGrads runs SGD on half parameters with FP32 masters (O2) and checks
+// that the step reading their half gradients as they are (no MasterGrads call before
+// it: no float32 gradient made) leaves masters, half parameters and momentum bit for
+// bit as the step from the float32 master gradients (MasterGrads called first) and as
+// the composed tensor ops do, in bfloat16 and float16, over gradients holding
+// subnormals, zeros and values that round the master into the half parameter's ties.
+func TestSGDMasterHalfGrads(t *testing.T) {
+	shapes := []tensor.Shape{{37, 129}, {4}, {3000}, {70000}}
+	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Float16} {
+		mk := func() []*nn.Param {
+			var ps []*nn.Param
+			for i, s := range shapes {
+				v := make([]float64, s.Numel())
+				for j := range v {
+					v[j] = math.Cos(float64(j)*0.37 + float64(i))
+				}
+				ps = append(ps, &nn.Param{Name: fmt.Sprint("p", i), T: tensor.FromSlice(v, s, tensor.WithDType(dt), tensor.WithGrad())})
+			}
+			return ps
+		}
+		grads := func(ps []*nn.Param, k int) {
+			for i, p := range ps {
+				v := make([]float64, p.T.Numel())
+				for j := range v {
+					v[j] = 0.9 * math.Sin(1.1*float64(k)+0.3*float64(j)+float64(i))
+					switch j % 97 {
+					case 5:
+						v[j] *= 1e-6 // subnormal in float16
+					case 11:
+						v[j] = 0
+					}
+				}
+				p.T.SetGrad(tensor.FromSlice(v, p.T.Shape(), tensor.WithDType(dt)))
+			}
+		}
+		for _, cfg := range []SGDConfig{
+			{LR: 0.1},
+			{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-2},
+			{LR: 0.05, Momentum: 0.8, Dampening: 0.3, Maximize: true},
+			{LR: 0.05, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-3},
+		} {
+			t.Run(fmt.Sprintf("%s/%+v", dt, cfg), func(t *testing.T) {
+				run := func(mode string) ([]*nn.Param, Optimizer) {
+					old := fused
+					fused = mode != "composed"
+					defer func() { fused = old }()
+					ps := mk()
+					o, err := NewSGD(ps, cfg)
+					require.NoError(t, err)
+					for k := 1; k <= 4; k++ {
+						grads(ps, k)
+						if mode == "master" {
+							for _, g := range o.MasterGrads() {
+								require.Equal(t, tensor.Float32, g.DType())
+							}
+						}
+						before, lowBefore := fusedSteps.Load(), halfGradSteps.Load()
+						o.Step()
+						if mode != "composed" {
+							require.Equal(t, int64(len(ps)), fusedSteps.Load()-before, "updates that took the fused path")
+						}
+						low := int64(0)
+						if mode == "half" {
+							low = int64(len(ps))
+						}
+						require.Equal(t, low, halfGradSteps.Load()-lowBefore, "updates that read the half gradient")
+						o.ZeroGrad()
+					}
+					return ps, o
+				}
+				ph, oh := run("half")
+				pm, om := run("master")
+				pc, oc := run("composed")
+				for i := range ph {
+					require.Equal(t, bits(pm[i].T), bits(ph[i].T), "parameter %d: half vs master gradients", i)
+					require.Equal(t, bits(pc[i].T), bits(ph[i].T), "parameter %d: half gradients vs composed", i)
+				}
+				requireStateEqual(t, om.StateDict(), oh.StateDict())
+				requireStateEqual(t, oc.StateDict(), oh.StateDict())
+			})
+		}
+	}
+}

@@ -282,8 +282,9 @@ func (s *slot) half() *tensor.Tensor {
 // tests turn it off to compare with the composed ops bit for bit.
 var fused = true
 
-// fusedSteps counts parameter updates that took the fused path (for tests).
-var fusedSteps atomic.Int64
+// fusedSteps counts parameter updates that took the fused path (for tests), and
+// halfGradSteps those of them that read a half gradient as it is (eachUpdateLow).
+var fusedSteps, halfGradSteps atomic.Int64
 
 // writeBack rounds the master into the half parameter.
 func (s *slot) writeBack() {
@@ -310,11 +311,19 @@ func (c *core) eachUpdate(alloc func(i int, w *tensor.Tensor) (undo func()), upd
 	c.eachUpdateLow(nil, alloc, update)
 }
 
-// eachUpdateLow is eachUpdate that may hand update, for a float32 parameter whose
-// gradient is still deferred in half precision (tensorx.LowGrad), that half gradient
-// instead of widening it first: when lowOK (not nil) says update can apply it as it is
-// (a backend reading half gradients, backend.HalfGradSGD). Every other gradient is
-// gathered (and a deferred one widened) before anything changes, as in eachUpdate.
+// eachUpdateLow is eachUpdate that may hand update a half gradient as it is, when
+// lowOK (not nil) says update can apply it so (a backend reading half gradients,
+// backend.HalfGradSGD):
+//   - for a float32 parameter whose gradient is still deferred in half precision
+//     (tensorx.LowGrad), that gradient instead of widening it first;
+//   - for a half parameter with an FP32 master (O2), its own half gradient instead of
+//     the float32 master gradient, when none was made this step (nothing called
+//     MasterGrads: no unscaling, clipping or norm): the update then writes the master
+//     and the half parameter from it in one pass, with no float32 gradient allocated,
+//     copied or read.
+//
+// Every other gradient is gathered (and a deferred one widened) before anything
+// changes, as in eachUpdate.
 func (c *core) eachUpdateLow(lowOK func(w, g *tensor.Tensor) bool, alloc func(i int, w *tensor.Tensor) (undo func()), update func(ctx *tensor.Context, i int, w, g *tensor.Tensor) (wroteHalf bool)) {
 	grads := make([]*tensor.Tensor, len(c.slots))
 	low := make([]bool, len(c.slots))
@@ -323,6 +332,13 @@ func (c *core) eachUpdateLow(lowOK func(w, g *tensor.Tensor) bool, alloc func(i 
 			s.checkLive()
 			if lg := tensorx.LowGrad(s.p.T); lg != nil && lg.Shape().Equal(s.p.T.Shape()) && lowOK(s.p.T, lg) {
 				grads[i], low[i] = lg, true
+				continue
+			}
+		}
+		if lowOK != nil && s.master != nil && s.mode == FP32Masters && s.mgrad == nil {
+			s.checkLive()
+			if g := s.p.T.Grad(); g != nil && g.DType().IsHalf() && g.Shape().Equal(s.master.Shape()) && lowOK(s.master, g) {
+				grads[i], low[i] = g, true
 				continue
 			}
 		}

@@ -99,17 +99,20 @@ func (o *SGD) Step() {
 		lowOK = sgdHalfGradOK
 	}
 	o.eachUpdateLow(lowOK, alloc, func(ctx *tensor.Context, i int, w, g *tensor.Tensor) bool {
-		if g.DType().IsHalf() && !o.slots[i].t.DType().IsHalf() {
-			// A deferred half gradient sgdHalfGradOK accepted: the backend widens it as
-			// it reads it.
-			if !fusedSGDStep(w, g, o.buf[i], nil, backend.SGDArgs{
+		if g.DType().IsHalf() {
+			// A half gradient sgdHalfGradOK accepted, deferred (a float32 parameter) or
+			// the half parameter's own (its FP32 master w, which the update writes into
+			// the parameter too): the backend widens it as it reads it.
+			half := o.slots[i].half()
+			if !fusedSGDStep(w, g, o.buf[i], half, backend.SGDArgs{
 				LR: o.lr, Momentum: cfg.Momentum, Dampening: cfg.Dampening, WeightDecay: cfg.WeightDecay,
 				Nesterov: cfg.Nesterov, Maximize: cfg.Maximize, First: first[i],
 			}) {
 				panic(fmt.Errorf("optim: SGD: internal error: the fused update of %q refused the half gradient it accepted", o.slots[i].p.Name))
 			}
 			fusedSteps.Add(1)
-			return false
+			halfGradSteps.Add(1)
+			return half != nil
 		}
 		if s := o.slots[i]; s.mode != FP32Masters {
 			if !fusedSGDHalfStep(w, s.lo, g, o.buf[i], backend.SGDArgs{
