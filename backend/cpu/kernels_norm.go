@@ -642,7 +642,9 @@ func layerNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 		}
 		var buf []C
 		if !xrun.ok || !yrun.ok {
-			buf = make([]C, min(cr, hi-lo)*cols)
+			var done func()
+			buf, done = lnScratch[C](min(cr, hi-lo) * cols)
+			defer done()
 		}
 		for r0 := lo; r0 < hi; r0 += cr {
 			nr := min(cr, hi-r0)
@@ -808,6 +810,25 @@ func (b *Backend) LayerNormBackward(a backend.NormArgs) {
 	}
 }
 
+// lnScratches holds the float32 buffers the layer norms of half data convert chunks
+// of rows into, between calls (a fresh buffer is cleared memory on every call).
+var lnScratches = sync.Pool{New: func() any { return new([]float32) }}
+
+// lnScratch returns a buffer of n elements, its contents undefined, and the function
+// that gives it back: from lnScratches for float32, the compute type of half data,
+// allocated otherwise.
+func lnScratch[C numeric](n int) ([]C, func()) {
+	if _, ok := any(C(0)).(float32); !ok {
+		return make([]C, n), func() {}
+	}
+	p := lnScratches.Get().(*[]float32)
+	if cap(*p) < n {
+		*p = make([]float32, n)
+	}
+	buf := any((*p)[:n]).([]C)
+	return buf, func() { lnScratches.Put(p) }
+}
+
 // lnPartials holds LayerNormBackward's per-block GWeight/GBias partial sums between
 // calls.
 var lnPartials = sync.Pool{New: func() any { return new([]float64) }}
@@ -853,7 +874,9 @@ func layerNormBackward[C numeric](a *backend.NormArgs, x, gyS, gxS *storage, p *
 		var xb, gyb, gxb, rowb []C
 		if !xrun.ok {
 			n := min(cr, per) * cols
-			xb, gyb, gxb = make([]C, n), make([]C, n), make([]C, n)
+			all, done := lnScratch[C](3 * n)
+			defer done()
+			xb, gyb, gxb = all[:n:n], all[n:2*n:2*n], all[2*n:]
 		} else if gxAlias {
 			rowb = make([]C, cols)
 		}
