@@ -21,6 +21,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -44,6 +45,7 @@ type options struct {
 	jsonOut, quiet, ddp                                                           bool
 	plan                                                                          bool   // -plan: amp.Plan picks -accum and checkpointing
 	masters                                                                       string // -masters: what bf16 weights keep (optim.ParseMasters)
+	cpuProfile                                                                    string // -cpuprofile: a Go CPU profile of the run
 	// bar redraws one progress line with \r; set by main only when stderr is a
 	// terminal, so a log file or a pipe gets one plain line per epoch instead.
 	bar bool
@@ -109,7 +111,7 @@ func runMain(args []string, stdout, stderr io.Writer, tty bool) int {
 		return 2
 	}
 	o.bar = tty && !o.quiet
-	s, err := run(o, stderr)
+	s, err := runProfiled(o, stderr)
 	status := cli.ExitStatus(err)
 	if err != nil {
 		printErr(stderr, err)
@@ -128,6 +130,27 @@ func runMain(args []string, stdout, stderr io.Writer, tty bool) int {
 		}
 	}
 	return status
+}
+
+// runProfiled is run with the CPU profile -cpuprofile asks for.
+func runProfiled(o options, stderr io.Writer) (summary, error) {
+	if o.cpuProfile == "" {
+		return run(o, stderr)
+	}
+	f, err := os.Create(o.cpuProfile)
+	if err != nil {
+		return summary{}, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return summary{}, err
+	}
+	s, err := run(o, stderr)
+	pprof.StopCPUProfile()
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return s, err
 }
 
 // printErr writes each line of err (errors.Join puts one bad flag per line) with the
@@ -160,6 +183,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.channels, "channels", "32,64", "CNN channels of the two conv blocks")
 	fs.IntVar(&o.limit, "limit", 0, "use only the first N training examples (0: all)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress output")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to `FILE` (go tool pprof reads it)")
 	fs.StringVar(&o.masters, "masters", "fp32", "what half weights keep at O2/O3: fp32 (FP32 master copies), 16+16 (bf16 weight plus the master's low 16 bits), sr (stochastic rounding, no master) or rn (round to nearest, no master)")
 	fs.BoolVar(&o.plan, "plan", false, "measure a few steps and pick the micro-batch (-accum) and activation checkpointing that fit the device's free memory (on the CPU: GAMP_CPU_MEMORY_LIMIT), printing the candidates")
 	fs.BoolVar(&o.ddp, "ddp", false, "data-parallel rank started by gamprun: train on this rank's share of every batch, average gradients over the ranks")
