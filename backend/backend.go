@@ -488,10 +488,12 @@ type AdamArgs struct {
 }
 
 // HalfGradSGD is implemented by FusedOptimizer backends whose SGDStep, for float32
-// master weights (RoundMaster), also accepts G as a float16/bfloat16 storage: each
-// element is widened to float32 (exactly) as it is read, so the update is bit for bit
-// the one from the widened gradient, without a float32 copy of it in memory. Backends
-// that do not implement it (or answer false) must be given float32 gradients.
+// master weights (RoundMaster), also accepts G as a float16/bfloat16 storage, with or
+// without Half (O1's deferred gradients of float32 parameters; O2's half parameters,
+// whose own gradient updates the master that Half then receives): each element is
+// widened to float32 (exactly) as it is read, so the update is bit for bit the one
+// from the widened gradient, without a float32 copy of it in memory. Backends that do
+// not implement it (or answer false) must be given float32 gradients.
 type HalfGradSGD interface {
 	SGDHalfGrads() bool
 }
