@@ -1,8 +1,6 @@
 package optim
 
 import (
-	"fmt"
-	"math"
 	"testing"
 
 	"github.com/gamp-ml/gamp/nn"
@@ -16,27 +14,10 @@ import (
 // (float32 masters), on tensors large enough to be split across workers.
 func TestFusedMatchesComposed(t *testing.T) {
 	shapes := []tensor.Shape{{37, 129}, {4}, {3000}}
-	mk := func(dt tensor.DType) []*nn.Param {
-		var ps []*nn.Param
-		for i, s := range shapes {
-			v := make([]float64, s.Numel())
-			for j := range v {
-				v[j] = math.Cos(float64(j)*0.37 + float64(i))
-			}
-			ps = append(ps, &nn.Param{Name: fmt.Sprint("p", i), T: tensor.FromSlice(v, s, tensor.WithDType(dt), tensor.WithGrad())})
-		}
-		return ps
-	}
+	mk := func(dt tensor.DType) []*nn.Param { return cosParams(dt, shapes) }
 	grads := func(ps []*nn.Param, k int) {
 		for i, p := range ps {
-			v := make([]float64, p.T.Numel())
-			for j := range v {
-				v[j] = 0.9 * math.Sin(1.1*float64(k)+0.3*float64(j)+float64(i))
-				if j%97 == 5 {
-					v[j] *= 1e-6 // tiny values exercise the roundings
-				}
-			}
-			p.T.SetGrad(tensor.FromSlice(v, p.T.Shape(), tensor.WithDType(p.T.DType())))
+			p.T.SetGrad(tensor.FromSlice(sinGrad(k, i, p.T.Numel()), p.T.Shape(), tensor.WithDType(p.T.DType())))
 		}
 	}
 	type cfg struct {

@@ -18,17 +18,7 @@ import (
 // called before Step) and as the composed tensor ops do.
 func TestSGDDeferredHalfGrads(t *testing.T) {
 	shapes := []tensor.Shape{{37, 129}, {4}, {3000}, {70000}}
-	mk := func() []*nn.Param {
-		var ps []*nn.Param
-		for i, s := range shapes {
-			v := make([]float64, s.Numel())
-			for j := range v {
-				v[j] = math.Cos(float64(j)*0.37 + float64(i))
-			}
-			ps = append(ps, &nn.Param{Name: fmt.Sprint("p", i), T: tensor.FromSlice(v, s, tensor.WithDType(tensor.Float32), tensor.WithGrad())})
-		}
-		return ps
-	}
+	mk := func() []*nn.Param { return cosParams(tensor.Float32, shapes) }
 	backward := func(ps []*nn.Param, k int) {
 		ctx := tensor.NewContext()
 		defer ctx.Close()
@@ -87,15 +77,7 @@ func TestSGDDeferredHalfGrads(t *testing.T) {
 				}
 				return ps, o
 			}
-			pd, od := run("deferred")
-			pw, ow := run("widened")
-			pc, oc := run("composed")
-			for i := range pd {
-				require.Equal(t, bits(pw[i].T), bits(pd[i].T), "parameter %d: deferred vs widened", i)
-				require.Equal(t, bits(pc[i].T), bits(pd[i].T), "parameter %d: deferred vs composed", i)
-			}
-			requireStateEqual(t, ow.StateDict(), od.StateDict())
-			requireStateEqual(t, oc.StateDict(), od.StateDict())
+			requireRunsAgree(t, run, "deferred", "widened", "composed")
 		})
 	}
 }
@@ -109,28 +91,11 @@ func TestSGDDeferredHalfGrads(t *testing.T) {
 func TestSGDMasterHalfGrads(t *testing.T) {
 	shapes := []tensor.Shape{{37, 129}, {4}, {3000}, {70000}}
 	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Float16} {
-		mk := func() []*nn.Param {
-			var ps []*nn.Param
-			for i, s := range shapes {
-				v := make([]float64, s.Numel())
-				for j := range v {
-					v[j] = math.Cos(float64(j)*0.37 + float64(i))
-				}
-				ps = append(ps, &nn.Param{Name: fmt.Sprint("p", i), T: tensor.FromSlice(v, s, tensor.WithDType(dt), tensor.WithGrad())})
-			}
-			return ps
-		}
 		grads := func(ps []*nn.Param, k int) {
 			for i, p := range ps {
-				v := make([]float64, p.T.Numel())
-				for j := range v {
-					v[j] = 0.9 * math.Sin(1.1*float64(k)+0.3*float64(j)+float64(i))
-					switch j % 97 {
-					case 5:
-						v[j] *= 1e-6 // subnormal in float16
-					case 11:
-						v[j] = 0
-					}
+				v := sinGrad(k, i, p.T.Numel())
+				for j := 11; j < len(v); j += 97 {
+					v[j] = 0
 				}
 				p.T.SetGrad(tensor.FromSlice(v, p.T.Shape(), tensor.WithDType(dt)))
 			}
@@ -146,7 +111,7 @@ func TestSGDMasterHalfGrads(t *testing.T) {
 					old := fused
 					fused = mode != "composed"
 					defer func() { fused = old }()
-					ps := mk()
+					ps := cosParams(dt, shapes)
 					o, err := NewSGD(ps, cfg)
 					require.NoError(t, err)
 					for k := 1; k <= 4; k++ {
@@ -170,15 +135,7 @@ func TestSGDMasterHalfGrads(t *testing.T) {
 					}
 					return ps, o
 				}
-				ph, oh := run("half")
-				pm, om := run("master")
-				pc, oc := run("composed")
-				for i := range ph {
-					require.Equal(t, bits(pm[i].T), bits(ph[i].T), "parameter %d: half vs master gradients", i)
-					require.Equal(t, bits(pc[i].T), bits(ph[i].T), "parameter %d: half gradients vs composed", i)
-				}
-				requireStateEqual(t, om.StateDict(), oh.StateDict())
-				requireStateEqual(t, oc.StateDict(), oh.StateDict())
+				requireRunsAgree(t, run, "half", "master", "composed")
 			})
 		}
 	}

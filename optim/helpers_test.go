@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -122,4 +123,46 @@ func dtypeTol(dt tensor.DType) float64 {
 		return 1e-13
 	}
 	return 2e-6
+}
+
+// cosParams returns parameters of the given shapes in dtype dt, element j of
+// parameter i holding cos(0.37·j + i).
+func cosParams(dt tensor.DType, shapes []tensor.Shape) []*nn.Param {
+	var ps []*nn.Param
+	for i, s := range shapes {
+		v := make([]float64, s.Numel())
+		for j := range v {
+			v[j] = math.Cos(float64(j)*0.37 + float64(i))
+		}
+		ps = append(ps, &nn.Param{Name: fmt.Sprint("p", i), T: tensor.FromSlice(v, s, tensor.WithDType(dt), tensor.WithGrad())})
+	}
+	return ps
+}
+
+// sinGrad returns step k's gradient values for parameter i of n elements:
+// 0.9·sin(1.1·k + 0.3·j + i), every 97th from the 5th scaled by 1e-6 (tiny values,
+// subnormal in float16, that exercise the roundings).
+func sinGrad(k, i, n int) []float64 {
+	v := make([]float64, n)
+	for j := range v {
+		v[j] = 0.9 * math.Sin(1.1*float64(k)+0.3*float64(j)+float64(i))
+		if j%97 == 5 {
+			v[j] *= 1e-6
+		}
+	}
+	return v
+}
+
+// requireRunsAgree runs each mode and requires the parameters (bit for bit) and the
+// optimizer state of every later run to equal the first's.
+func requireRunsAgree(t *testing.T, run func(mode string) ([]*nn.Param, Optimizer), modes ...string) {
+	t.Helper()
+	p0, o0 := run(modes[0])
+	for _, m := range modes[1:] {
+		p, o := run(m)
+		for i := range p0 {
+			require.Equal(t, bits(p[i].T), bits(p0[i].T), "parameter %d: %s vs %s", i, modes[0], m)
+		}
+		requireStateEqual(t, o.StateDict(), o0.StateDict())
+	}
 }

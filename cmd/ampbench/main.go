@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
 
 	"github.com/gamp-ml/gamp/internal/cli"
 
@@ -106,28 +105,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 func main() {
 	o, err := parseArgs(os.Args[1:], os.Stderr)
 	if err == nil {
-		err = runProfiled(o, os.Stdout, os.Stderr)
+		_, err = cli.Profiled(o.cpuProfile, func() (struct{}, error) { return struct{}{}, run(o, os.Stdout, os.Stderr) })
 	}
 	os.Exit(cli.Report(os.Stderr, "ampbench", err))
-}
-
-// runProfiled is run with the CPU profile -cpuprofile asks for.
-func runProfiled(o options, stdout, stderr io.Writer) error {
-	if o.cpuProfile == "" {
-		return run(o, stdout, stderr)
-	}
-	f, err := os.Create(o.cpuProfile)
-	if err != nil {
-		return err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return err
-	}
-	err = run(o, stdout, stderr)
-	pprof.StopCPUProfile()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

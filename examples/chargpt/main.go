@@ -23,7 +23,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -95,7 +94,7 @@ func main() {
 	var o options
 	defineFlags(flag.CommandLine, &o)
 	flag.Parse()
-	s, err := runProfiled(o)
+	s, err := cli.Profiled(o.cpuProfile, func() (summary, error) { return run(o, os.Stderr) })
 	if err != nil {
 		os.Exit(cli.Report(os.Stderr, "chargpt", err)) // 2 for a bad flag value
 	}
@@ -106,27 +105,6 @@ func main() {
 		b, _ := json.Marshal(s)
 		fmt.Println(string(b))
 	}
-}
-
-// runProfiled is run with the CPU profile -cpuprofile asks for.
-func runProfiled(o options) (summary, error) {
-	if o.cpuProfile == "" {
-		return run(o, os.Stderr)
-	}
-	f, err := os.Create(o.cpuProfile)
-	if err != nil {
-		return summary{}, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return summary{}, err
-	}
-	s, err := run(o, os.Stderr)
-	pprof.StopCPUProfile()
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	return s, err
 }
 
 func defineFlags(flag *flag.FlagSet, o *options) {

@@ -21,7 +21,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -111,7 +110,7 @@ func runMain(args []string, stdout, stderr io.Writer, tty bool) int {
 		return 2
 	}
 	o.bar = tty && !o.quiet
-	s, err := runProfiled(o, stderr)
+	s, err := cli.Profiled(o.cpuProfile, func() (summary, error) { return run(o, stderr) })
 	status := cli.ExitStatus(err)
 	if err != nil {
 		printErr(stderr, err)
@@ -130,27 +129,6 @@ func runMain(args []string, stdout, stderr io.Writer, tty bool) int {
 		}
 	}
 	return status
-}
-
-// runProfiled is run with the CPU profile -cpuprofile asks for.
-func runProfiled(o options, stderr io.Writer) (summary, error) {
-	if o.cpuProfile == "" {
-		return run(o, stderr)
-	}
-	f, err := os.Create(o.cpuProfile)
-	if err != nil {
-		return summary{}, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return summary{}, err
-	}
-	s, err := run(o, stderr)
-	pprof.StopCPUProfile()
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	return s, err
 }
 
 // printErr writes each line of err (errors.Join puts one bad flag per line) with the
