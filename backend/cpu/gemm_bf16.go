@@ -32,9 +32,23 @@ import (
 var gemmBF16RowOrderWords = 1 << 18
 
 // gemmBF16ColumnSplitPanels is the most row panels for which the workers
-// split the columns of an in-place product rather than its rows (a
-// variable so that benchmarks can compare the two).
+// split the columns of an in-place product rather than its rows, with a
+// kernel that runs whole rows of tiles (directRow: AMX); a variable so that
+// benchmarks can compare the two.
 var gemmBF16ColumnSplitPanels = 8
+
+// gemmBF16ColumnSplitPanelsDirect is gemmBF16ColumnSplitPanels for the
+// other in-place kernels (VDPBF16PS), which then run each worker's columns
+// tile by tile. With 11 row panels (the CNN's 128-row linear layer) a row
+// split gives the workers 6 and 5 panels and both read every B panel, half
+// of them packed by the other core; split by columns, each packs and reads
+// its own. On the 2-core EPYC the CNN BF16 step's linear_relu went 0.25–0.31
+// → 0.22–0.29 ms forward and 0.40–0.55 → 0.33–0.44 ms backward (six
+// alternated runs, five better in each pass); the MLP's 22 panels (256 rows)
+// showed no change in its steps although an isolated product gains 3–11 %
+// (its A, written by the other core in the step, is read whole by each
+// worker), so the bound stays below them.
+var gemmBF16ColumnSplitPanelsDirect = 16
 
 // gemmBF16ColumnSplitRows is the most rows of a packed (transposed) op(A)
 // for which the workers split the columns, each packing all of op(A),
@@ -440,7 +454,8 @@ func (g *gemmBF16Call) splitColumns() bool {
 	if g.workers <= 1 || g.sliced {
 		return false
 	}
-	if g.mPanels <= gemmBF16ColumnSplitPanels && g.kern.directRow != nil && !g.transA && g.k%(2*g.kern.tileK) == 0 {
+	if !g.transA && g.k%(2*g.kern.tileK) == 0 && (g.kern.directRow != nil && g.mPanels <= gemmBF16ColumnSplitPanels ||
+		g.kern.directRow == nil && g.kern.direct != nil && g.mPanels <= gemmBF16ColumnSplitPanelsDirect) {
 		return true
 	}
 	return g.transA && g.m <= gemmBF16ColumnSplitRows && g.m <= g.n && gemmCeilDiv(g.n, g.kern.nr) >= 2*g.workers

@@ -485,10 +485,16 @@ func TestGemmBF16Deterministic(t *testing.T) {
 		}
 	}
 	// {256, 200, 192}: the MLP's 256 rows (22 row panels, the last of 4 rows)
-	// read in place, alpha 1.
-	inPlace := gemmShape{256, 200, 192}
-	for _, sh := range []gemmShape{{20, 40, 2*gemmBF16KC + 100}, {37, 4133, 71}, {300, 64, 129}, {128, 512, 300}, inPlace} {
-		transA := sh != inPlace
+	// read in place, alpha 1, split by rows; {128, 300, 256}: 128 rows, which
+	// two workers split by columns with every in-place kernel.
+	inPlace, inPlaceCols := gemmShape{256, 200, 192}, gemmShape{128, 300, 256}
+	for _, kern := range bf16TestKernels() {
+		if kern.direct != nil && !bf16SplitsColumns(kern, 2, false, inPlaceCols.m, inPlaceCols.n, inPlaceCols.k) {
+			t.Fatalf("%v: %s, 2 workers, A in place: the columns are not split", inPlaceCols, kern.name)
+		}
+	}
+	for _, sh := range []gemmShape{{20, 40, 2*gemmBF16KC + 100}, {37, 4133, 71}, {300, 64, 129}, {128, 512, 300}, inPlace, inPlaceCols} {
+		transA := sh != inPlace && sh != inPlaceCols
 		lda := sh.m
 		if !transA {
 			lda = sh.k
