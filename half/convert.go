@@ -1,6 +1,9 @@
 package half
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // LengthError is the panic value of a bulk conversion whose destination is
 // shorter than its source.
@@ -68,9 +71,19 @@ func BFloat16ToFloat32(dst []float32, src []BFloat16) {
 // src. It panics with a LengthError if len(dst) < len(src).
 func Float64ToFloat16(dst []Float16, src []float64) {
 	checkLen("Float64ToFloat16", len(dst), len(src))
+	n := 0
+	if f64ToF32Odd.fn != nil && f32ToF16.fn != nil {
+		// Rounded to odd in float32 first, then to nearest even: one rounding
+		// (see OddFloat32). Blocks of the stack buffer, in whole kernel lanes.
+		var buf [oddBlock]float32
+		for bulk := len(src) - len(src)%oddBlock; n < bulk; n += oddBlock {
+			f64ToF32OddRun(&buf[0], &src[n], oddBlock)
+			f32ToF16Run(&dst[n], &buf[0], oddBlock)
+		}
+	}
 	dst = dst[:len(src)]
-	for i, f := range src {
-		dst[i] = Float16FromFloat64(f)
+	for i := n; i < len(src); i++ {
+		dst[i] = Float16FromFloat64(src[i])
 	}
 }
 
@@ -88,10 +101,43 @@ func Float16ToFloat64(dst []float64, src []Float16) {
 // in src. It panics with a LengthError if len(dst) < len(src).
 func Float64ToBFloat16(dst []BFloat16, src []float64) {
 	checkLen("Float64ToBFloat16", len(dst), len(src))
-	dst = dst[:len(src)]
-	for i, f := range src {
-		dst[i] = BFloat16FromFloat64(f)
+	n := 0
+	if f64ToF32Odd.fn != nil && f32ToBF16.fn != nil {
+		// As in Float64ToFloat16: rounded to odd in float32, then to nearest even.
+		var buf [oddBlock]float32
+		for bulk := len(src) - len(src)%oddBlock; n < bulk; n += oddBlock {
+			f64ToF32OddRun(&buf[0], &src[n], oddBlock)
+			f32ToBF16Run(&dst[n], &buf[0], oddBlock)
+		}
 	}
+	dst = dst[:len(src)]
+	for i := n; i < len(src); i++ {
+		dst[i] = BFloat16FromFloat64(src[i])
+	}
+}
+
+// oddBlock is how many elements Float64ToFloat16 and Float64ToBFloat16 narrow at
+// a time through their float32 buffer: a multiple of every kernel's lane count.
+const oddBlock = 256
+
+// OddFloat32 rounds f to float32 "to odd": toward zero, then, if that was
+// inexact, with the lowest significand bit set; a NaN converts as float32(f).
+// Rounding the result to nearest even in a format of at most 22 significand
+// bits (Float16, BFloat16, their subnormals included: float32's exponent range
+// covers theirs) gives what rounding f to nearest even directly gives — the
+// odd bit stands for everything below float32's last bit, so no tie is created
+// or lost. Overflow past float32's range becomes the largest float32, odd,
+// which both formats round to Inf.
+func OddFloat32(f float64) float32 {
+	r := float32(f) // to nearest even
+	if float64(r) == f || f != f {
+		return r
+	}
+	u := math.Float32bits(r)
+	if math.Abs(float64(r)) > math.Abs(f) {
+		u-- // rounded away from zero (possibly to Inf): step back toward it
+	}
+	return math.Float32frombits(u | 1)
 }
 
 // BFloat16ToFloat64 sets dst[i] = src[i].Float64() for every i in src. It
@@ -137,6 +183,13 @@ func bfloat16ToFloat32Go(dst []float32, src []BFloat16) {
 	}
 }
 
+func float64ToFloat32OddGo(dst []float32, src []float64) {
+	dst = dst[:len(src)]
+	for i, f := range src {
+		dst[i] = OddFloat32(f)
+	}
+}
+
 // A kernel is one vectorised conversion loop: fn converts n elements, n a
 // positive multiple of lanes. The kernel tables (fastest first) come from
 // the per-architecture files; ok says whether this CPU can run the kernel.
@@ -153,6 +206,8 @@ var (
 	f16ToF32  = best(f16ToF32Kernels)
 	f32ToBF16 = best(f32ToBF16Kernels)
 	bf16ToF32 = best(bf16ToF32Kernels)
+
+	f64ToF32Odd = best(f64ToF32OddKernels)
 )
 
 // best returns the first kernel this CPU can run, or the zero kernel, which

@@ -32,6 +32,9 @@ var (
 		{"avx512", 16, hasAVX512, bfloat16ToFloat32AVX512},
 		{"avx2", 8, hasAVX2, bfloat16ToFloat32AVX2},
 	}
+	f64ToF32OddKernels = []kernel[float32, float64]{
+		{"avx512", 16, hasAVX512, float64ToFloat32OddAVX512},
+	}
 )
 
 // float32ToFloat16AVX512 converts n float32s, n a positive multiple of 16,
@@ -128,6 +131,17 @@ func bfloat16ToFloat32AVX512(dst *float32, src *BFloat16, n int)
 //go:noescape
 func bfloat16ToFloat32AVX2(dst *float32, src *BFloat16, n int)
 
+// float64ToFloat32OddAVX512 narrows n float64s, n a positive multiple of 16,
+// rounding to odd: VCVTPD2PS toward zero, then the lowest bit set in each
+// lane whose result is inexact. It equals
+//
+//	for i := range n {
+//		dst[i] = OddFloat32(src[i])
+//	}
+//
+//go:noescape
+func float64ToFloat32OddAVX512(dst *float32, src *float64, n int)
+
 // The run functions call the kernel best picked from each table above (the
 // first whose feature flag is set), directly; see bulkLen for why. They are
 // called only when some kernel was picked.
@@ -165,3 +179,5 @@ func bf16ToF32Run(dst *float32, src *BFloat16, n int) {
 		bfloat16ToFloat32AVX2(dst, src, n)
 	}
 }
+
+func f64ToF32OddRun(dst *float32, src *float64, n int) { float64ToFloat32OddAVX512(dst, src, n) }

@@ -379,3 +379,37 @@ f2bcvtslow:
 	VPMOVDW Z3, 0(DI)
 	VPMOVDW Z7, 32(DI)
 	JMP     f2bcvtnext
+
+// func float64ToFloat32OddAVX512(dst *float32, src *float64, n int)
+//
+// 16 lanes a round: VCVTPD2PS toward zero (embedded rounding, so MXCSR is left
+// alone), then each lane whose result is inexact — its widening differs from
+// the source, an ordered compare so NaN lanes are left as converted — gets its
+// lowest bit set: float64 rounded to odd in float32.
+TEXT ·float64ToFloat32OddAVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z31
+
+d2fodd:
+	VMOVUPD          0(SI), Z0
+	VMOVUPD          64(SI), Z2
+	VCVTPD2PS.RZ_SAE Z0, Y1
+	VCVTPD2PS.RZ_SAE Z2, Y3
+	VCVTPS2PD        Y1, Z4
+	VCVTPS2PD        Y3, Z5
+	VCMPPD           $0x0c, Z4, Z0, K1 // NEQ_OQ
+	VCMPPD           $0x0c, Z5, Z2, K2
+	KUNPCKBW         K1, K2, K3        // K3 = K2 (lanes 8-15) : K1 (lanes 0-7)
+	VINSERTF64X4     $1, Y3, Z1, Z1
+	VPORD            Z31, Z1, K3, Z1
+	VMOVUPS          Z1, 0(DI)
+	ADDQ             $128, SI
+	ADDQ             $64, DI
+	SUBQ             $16, CX
+	JNZ              d2fodd
+	VZEROUPPER
+	RET

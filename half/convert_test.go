@@ -93,6 +93,8 @@ func uint16Inputs[T ~uint16](n int, seed uint64) []T {
 
 func bitsOf[T any](v T) uint64 {
 	switch v := any(v).(type) {
+	case float64:
+		return math.Float64bits(v)
 	case float32:
 		return uint64(math.Float32bits(v))
 	case Float16:
@@ -414,6 +416,99 @@ func TestBulkMatchesScalar(t *testing.T) {
 				math.Float32bits(bw[i]) != math.Float32bits(b[i].Float32()) {
 				t.Fatalf("n=%d, x[%d] = %#08x: bulk and scalar differ", n, i, math.Float32bits(x[i]))
 			}
+		}
+	}
+}
+
+// float64Inputs mixes random bits and the float64 values where narrowing to a
+// half format in two roundings goes wrong: exact midpoints between neighbouring
+// Float16 or BFloat16 values (normal and subnormal, and at the top of their
+// ranges) and values just off them by less than a float32 ulp, which float32
+// would round onto the midpoint; plus NaNs, infinities, zeros and the float32
+// overflow and underflow edges.
+func float64Inputs(n int, seed uint64) []float64 {
+	specials := []uint64{
+		0, 1, 0x7ff0000000000000, 0x7ff8000000000000, 0x7ff0000000000001, 0x7ff4000000000000,
+		0x7fefffffffffffff, 0x47efffffe0000000, 0x47effffff0000000, 0x47f0000000000000,
+		0x36a0000000000000, 0x3690000000000000, 0x3690000000000001, 0x380fffffffffffff,
+		0x3810000000000000, 0x40effe0000000000, 0x40efff0000000000, 0x40f0000000000000,
+	}
+	r := newRand(seed)
+	x := make([]float64, n)
+	for i := range x {
+		var v float64
+		switch r.IntN(6) {
+		case 0:
+			v = math.Float64frombits(specials[r.IntN(len(specials))])
+		case 1, 2: // a midpoint between two BFloat16 (1) or Float16 (2) neighbours
+			var lo, hi float64
+			if r.IntN(2) == 0 {
+				b := BFloat16(r.IntN(0x7f80))
+				lo, hi = b.Float64(), (b + 1).Float64()
+			} else {
+				h := Float16(r.IntN(0x7c00))
+				lo, hi = h.Float64(), (h + 1).Float64()
+			}
+			v = lo + (hi-lo)/2 // exact
+			switch r.IntN(3) {
+			case 0:
+				v = math.Nextafter(v, math.Inf(1))
+			case 1:
+				v = math.Nextafter(v, 0)
+			}
+		case 3:
+			v = math.Ldexp(r.Float64()+0.5, r.IntN(320)-170)
+		default:
+			v = math.Float64frombits(r.Uint64())
+		}
+		if r.IntN(2) == 0 {
+			v = -v
+		}
+		x[i] = v
+	}
+	return x
+}
+
+func TestKernelsFloat64ToFloat32Odd(t *testing.T) {
+	in := float64Inputs(5000, 8)
+	checkKernels(t, f64ToF32OddKernels, float64ToFloat32OddGo, in, f32(0xdeadbeef))
+}
+
+// TestFloat32OddRoundsOnce checks the claim Float64ToFloat16 and Float64ToBFloat16
+// rest on: float64 rounded to odd in float32, then to nearest even in the half
+// format, is the half format's single rounding of the float64.
+func TestFloat32OddRoundsOnce(t *testing.T) {
+	for _, x := range float64Inputs(200000, 9) {
+		o := OddFloat32(x)
+		if got, want := BFloat16FromFloat32(o), BFloat16FromFloat64(x); got != want {
+			t.Fatalf("%v (%#016x): via float32 odd %#04x, direct %#04x", x, math.Float64bits(x), uint16(got), uint16(want))
+		}
+		if got, want := Float16FromFloat32(o), Float16FromFloat64(x); got != want {
+			t.Fatalf("%v (%#016x): via float32 odd %#04x, direct %#04x", x, math.Float64bits(x), uint16(got), uint16(want))
+		}
+	}
+}
+
+// TestFloat64BulkRoundsOnce runs the exported float64 narrowings, at lengths on
+// both sides of their block and lane sizes, on inputs that two roundings get
+// wrong, against the scalar conversions.
+func TestFloat64BulkRoundsOnce(t *testing.T) {
+	in := float64Inputs(2000, 10)
+	for _, n := range []int{0, 1, 15, 16, 255, 256, 257, 511, 512, 1000, 2000} {
+		src := in[len(in)-n:]
+		h := make([]Float16, n+1)
+		b := make([]BFloat16, n+1)
+		h[n], b[n] = 0xdead, 0xdead
+		Float64ToFloat16(h, src)
+		Float64ToBFloat16(b, src)
+		for i, x := range src {
+			if h[i] != Float16FromFloat64(x) || b[i] != BFloat16FromFloat64(x) {
+				t.Fatalf("n=%d, src[%d] = %v (%#016x): bulk %#04x %#04x, scalar %#04x %#04x", n, i, x, math.Float64bits(x),
+					uint16(h[i]), uint16(b[i]), uint16(Float16FromFloat64(x)), uint16(BFloat16FromFloat64(x)))
+			}
+		}
+		if h[n] != 0xdead || b[n] != 0xdead {
+			t.Fatalf("n=%d: wrote past len(src)", n)
 		}
 	}
 }

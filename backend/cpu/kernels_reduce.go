@@ -368,7 +368,7 @@ func (b *Backend) Softmax(dst, src backend.Storage, outer, n int, log bool) {
 		return
 	}
 	switch {
-	case computeF64(s.dt):
+	case computeF64(s.dt, d.dt):
 		softmaxKernel[float64](d, s, outer, n, log)
 	case n < 16:
 		softmaxShortRows(d, s, outer, n, log)
@@ -379,13 +379,13 @@ func (b *Backend) Softmax(dst, src backend.Storage, outer, n int, log bool) {
 
 // softmaxF32 is softmaxKernel for float32 and half sources on the vector layer: the row
 // maximum by vecMaxF32, the exponentials and their float64 sum by vecExpF64, and the
-// results, when dst is Float32, by vecNarrow. Half destinations are stored from float64
-// so they are rounded once.
+// results by vecNarrow: rounded to float32 for a Float32 dst, and for a half one to odd,
+// then stored, so that they are rounded once from float64.
 func softmaxF32(d, s *storage, outer, n int, log bool) {
 	src := elemRunOf[float32](s)
 	ParallelFor(outer, max(1, grainElems/n), func(lo, hi int) {
-		var buf [chunk]float32
-		var out, ebuf [chunk]float64
+		var buf, out [chunk]float32
+		var ebuf [chunk]float64
 		// Softmax keeps a row's exponentials for the final division.
 		e := ebuf[:]
 		if !log && n > chunk {
@@ -414,25 +414,22 @@ func softmaxF32(d, s *storage, outer, n int, log bool) {
 				if log {
 					x = src.read(buf[:m], off+c)
 				}
+				// A half destination gets the float64 results rounded to odd in
+				// float32 (narrowOdd), so that its store rounds them once.
+				o, odd := out[:m], narrowOp(0)
 				if d.dt == backend.Float32 {
-					if log {
-						vecNarrow(narrowLogSm, d.f32()[off+c:off+c+m], nil, x, nil, mf, ls)
-					} else {
-						vecNarrow(narrowDiv, d.f32()[off+c:off+c+m], e[c:c+m], nil, nil, sum, 0)
-					}
-					continue
-				}
-				o := out[:m]
-				if log {
-					for i, v := range x {
-						o[i] = (float64(v) - mf) - ls
-					}
+					o = d.f32()[off+c : off+c+m]
 				} else {
-					for i, ev := range e[c : c+m] {
-						o[i] = ev / sum
-					}
+					odd = narrowOdd
 				}
-				d.storeF64(off+c, o)
+				if log {
+					vecNarrow(narrowLogSm+odd, o, nil, x, nil, mf, ls)
+				} else {
+					vecNarrow(narrowDiv+odd, o, e[c:c+m], nil, nil, sum, 0)
+				}
+				if odd != 0 {
+					d.storeF32(off+c, o)
+				}
 			}
 		}
 	})
@@ -583,7 +580,7 @@ func (b *Backend) SoftmaxBackward(gx, gy, y backend.Storage, outer, n int, log b
 	if outer*n == 0 {
 		return
 	}
-	if computeF64(gys.dt, ys.dt) {
+	if computeF64(gys.dt, ys.dt, gxs.dt) {
 		softmaxBackwardKernel[float64](gxs, gys, ys, outer, n, log)
 	} else {
 		softmaxBackwardF32(gxs, gys, ys, outer, n, log)
@@ -591,13 +588,13 @@ func (b *Backend) SoftmaxBackward(gx, gy, y backend.Storage, outer, n int, log b
 }
 
 // softmaxBackwardF32 is softmaxBackwardKernel for float32 and half data on the vector
-// layer: the row sums by vecDotF64 and vecSumF64, exp(y) by vecExpF64, and the results,
-// when gx is Float32, by vecNarrow.
+// layer: the row sums by vecDotF64 and vecSumF64, exp(y) by vecExpF64, and the results
+// by vecNarrow (to odd for a half gx, as in softmaxF32).
 func softmaxBackwardF32(gx, gy, y *storage, outer, n int, log bool) {
 	gr, yr := elemRunOf[float32](gy), elemRunOf[float32](y)
 	ParallelFor(outer, max(1, grainElems/n), func(lo, hi int) {
-		var gb, yb [chunk]float32
-		var out, e [chunk]float64
+		var gb, yb, out [chunk]float32
+		var e [chunk]float64
 		for r := lo; r < hi; r++ {
 			off := r * n
 			var dot float64 // Σ gy·y, or Σ gy for log-softmax
@@ -616,25 +613,20 @@ func softmaxBackwardF32(gx, gy, y *storage, outer, n int, log bool) {
 				if log {
 					vecExpF64(e[:m], yv, 0)
 				}
+				o, odd := out[:m], narrowOp(0)
 				if gx.dt == backend.Float32 {
-					if log {
-						vecNarrow(narrowLsBwd, gx.f32()[off+c:off+c+m], e[:m], g, nil, dot, 0)
-					} else {
-						vecNarrow(narrowSmBwd, gx.f32()[off+c:off+c+m], nil, g, yv, dot, 0)
-					}
-					continue
-				}
-				o := out[:m]
-				if log {
-					for i, ev := range e[:m] {
-						o[i] = float64(g[i]) - float64(ev*dot)
-					}
+					o = gx.f32()[off+c : off+c+m]
 				} else {
-					for i, v := range yv {
-						o[i] = float64(v) * (float64(g[i]) - dot)
-					}
+					odd = narrowOdd // as in softmaxF32
 				}
-				gx.storeF64(off+c, o)
+				if log {
+					vecNarrow(narrowLsBwd+odd, o, e[:m], g, nil, dot, 0)
+				} else {
+					vecNarrow(narrowSmBwd+odd, o, nil, g, yv, dot, 0)
+				}
+				if odd != 0 {
+					gx.storeF32(off+c, o)
+				}
 			}
 		}
 	})

@@ -3,6 +3,8 @@ package cpu
 import (
 	"fmt"
 	"math"
+
+	"github.com/gamp-ml/gamp/half"
 )
 
 //go:generate go run ./internal/vecgen -o vec_amd64.s
@@ -443,16 +445,22 @@ const (
 	narrowLogSm                 // (x - c0) - c1: log-softmax
 	narrowSmBwd                 // y·(x - c0): softmax backward, x = gy
 	narrowLsBwd                 // x - e·c0, the product rounded: log-softmax backward, x = gy
+
+	// narrowOdd added to an operation rounds its float64 result to float32 to odd
+	// (half.OddFloat32) instead of to nearest even: storing that float32 in a half
+	// format (storeF32) then rounds the float64 once, as storeF64 does. The vector
+	// loop exists for AVX-512 only.
+	narrowOdd narrowOp = 4
 )
 
 // vecNarrow sets dst[i] = float32(f(i)) for i < len(dst), f the float64 expression of op
-// in e[i], float64(x[i]), float64(y[i]), c0 and c1; the operands op does not read may be
-// nil.
+// in e[i], float64(x[i]), float64(y[i]), c0 and c1 (half.OddFloat32(f(i)) for the
+// operations plus narrowOdd); the operands op does not read may be nil.
 func vecNarrow(op narrowOp, dst []float32, e []float64, x, y []float32, c0, c1 float64) {
 	n := len(dst)
 	var ep *float64
 	var xp, yp *float32
-	switch op {
+	switch op &^ narrowOdd {
 	case narrowDiv:
 		e = e[:n]
 	case narrowLogSm:
@@ -465,7 +473,7 @@ func vecNarrow(op narrowOp, dst []float32, e []float64, x, y []float32, c0, c1 f
 		panic(fmt.Sprintf("cpu: unknown narrowing operation %d", op))
 	}
 	m := 0
-	if vec != nil {
+	if vec != nil && (op < narrowOdd || vecAVX512OK()) {
 		if m = n &^ 15; m > 0 {
 			if e != nil {
 				ep = &e[0]
@@ -496,7 +504,7 @@ func vecNarrow(op narrowOp, dst []float32, e []float64, x, y []float32, c0, c1 f
 func vecNarrowGo(op narrowOp, dst []float32, e []float64, x, y []float32, c0, c1 float64) {
 	for i := range dst {
 		var f float64
-		switch op {
+		switch op &^ narrowOdd {
 		case narrowDiv:
 			f = e[i] / c0
 		case narrowLogSm:
@@ -506,7 +514,11 @@ func vecNarrowGo(op narrowOp, dst []float32, e []float64, x, y []float32, c0, c1
 		case narrowLsBwd:
 			f = float64(x[i]) - float64(e[i]*c0) // the conversion keeps the product rounded
 		}
-		dst[i] = float32(f)
+		if op&narrowOdd != 0 {
+			dst[i] = half.OddFloat32(f)
+		} else {
+			dst[i] = float32(f)
+		}
 	}
 }
 

@@ -634,7 +634,10 @@ func expCore(x isa, arg, k, rr, p, i, mask int) []string {
 }
 
 // The vecNarrow operations, in the order of the constants in vec.go: each
-// computes a float64 expression and rounds it to float32 once.
+// computes a float64 expression and rounds it to float32 once. The AVX-512
+// routine also has each one rounding to odd (ops len(narrowOps)… in the same
+// order, vec.go's narrowOdd): toward zero, then the lowest bit set where that
+// was inexact, for a later rounding to a half format that is then the only one.
 var narrowOps = []string{"div", "logsm", "smbwd", "lsbwd"}
 
 // narrow emits vecNarrow<ISA>(op int, dst *float32, e *float64, x, y *float32,
@@ -643,6 +646,20 @@ func (g *gen) narrow(x isa) {
 	name := "vecNarrow" + x.name
 	nr := x.f64Regs()
 	const c0, c1 = 14, 15
+	const ones, oddT = 29, 16 // AVX-512 only: broadcast 1s; first of 2·nr temporaries
+	type variant struct {
+		op  string
+		odd bool
+	}
+	var vs []variant
+	for _, o := range narrowOps {
+		vs = append(vs, variant{o, false})
+	}
+	if x.masks {
+		for _, o := range narrowOps {
+			vs = append(vs, variant{o, true})
+		}
+	}
 	g.p("")
 	g.p("// func %s(op int, dst *float32, e *float64, x, y *float32, c0, c1 float64, n int)", name)
 	g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
@@ -654,13 +671,23 @@ func (g *gen) narrow(x isa) {
 	g.p("\tVBROADCASTSD c0+40(FP), %s", x.reg(c0))
 	g.p("\tVBROADCASTSD c1+48(FP), %s", x.reg(c1))
 	g.p("\tMOVQ n+56(FP), CX")
-	for i, o := range narrowOps {
+	if x.masks {
+		g.p("\tMOVL $1, R9")
+		g.p("\tVPBROADCASTD R9, Z%d", ones)
+	}
+	label := func(v variant) string {
+		if v.odd {
+			return name + "_" + v.op + "_odd"
+		}
+		return name + "_" + v.op
+	}
+	for i, v := range vs {
 		g.p("\tCMPQ AX, $%d", i)
-		g.p("\tJEQ %s_%s", name, o)
+		g.p("\tJEQ %s", label(v))
 	}
 	g.p("\tRET")
-	for _, o := range narrowOps {
-		label := name + "_" + o
+	for _, v := range vs {
+		label := label(v)
 		g.p("")
 		g.p("%s:", label)
 		g.p("\tTESTQ CX, CX")
@@ -668,7 +695,7 @@ func (g *gen) narrow(x isa) {
 		for r := range nr {
 			a, b := x.reg(2*r), x.reg(2*r+1)
 			f32, f64 := r*x.f64Lanes()*4, r*x.vb()
-			switch o {
+			switch v.op {
 			case "div": // e / c0
 				g.p("\tVMOVUPD %d(DX), %s", f64, a)
 				g.p("\tVDIVPD %s, %s, %s", x.reg(c0), a, a)
@@ -687,10 +714,22 @@ func (g *gen) narrow(x isa) {
 				g.p("\tVCVTPS2PD %d(SI), %s", f32, a)
 				g.p("\tVSUBPD %s, %s, %s", b, a, a)
 			}
-			if x.masks {
+			switch {
+			case v.odd:
+				// Toward zero into Y<t>; where its widening differs from the
+				// float64 (an ordered compare: NaN lanes stay as converted),
+				// the lowest bit set. The compare writes mask bits 0-7 only,
+				// so the 16-lane VPORD touches Y<t>'s lanes alone.
+				t, w := oddT+2*r, oddT+2*r+1
+				g.p("\tVCVTPD2PS.RZ_SAE %s, Y%d", a, t)
+				g.p("\tVCVTPS2PD Y%d, Z%d", t, w)
+				g.p("\tVCMPPD $0x0c, Z%d, %s, K1 // NEQ_OQ", w, a)
+				g.p("\tVPORD Z%d, Z%d, K1, Z%d", ones, t, t)
+				g.p("\tVMOVUPS Y%d, %d(DI)", t, f32)
+			case x.masks:
 				g.p("\tVCVTPD2PS %s, Y%d", a, 2*r)
 				g.p("\tVMOVUPS Y%d, %d(DI)", 2*r, f32)
-			} else {
+			default:
 				g.p("\tVCVTPD2PSY %s, X%d", a, 2*r)
 				g.p("\tVMOVUPS X%d, %d(DI)", 2*r, f32)
 			}
