@@ -115,6 +115,17 @@ func (b *Backend) Unary(op backend.UnaryOp, dst, src backend.Storage, n int, p0,
 		ParallelFor(n, grainElems, func(lo, hi int) { reluHalf(f, du[lo:hi], su[lo:hi]) })
 		return
 	}
+	if f, ok := halfFmtOf(d.dt); ok && s.dt == d.dt {
+		if hop, hs, ok := halfUnaryOp(op, p0); ok {
+			// On the words, the float32 operation in registers (halfOp): the
+			// bits of unaryKernel's widen, vecUnary, round.
+			du, su := d.u16(), s.u16()
+			ParallelFor(n, grainElems, func(lo, hi int) {
+				halfOp(f, hop, du[lo:hi], su[lo:hi], su[lo:hi], hs)
+			})
+			return
+		}
+	}
 	if computeF64(d.dt, s.dt) {
 		unaryKernel[float64](op, d, s, n, p0, p1)
 	} else {
@@ -134,6 +145,24 @@ func unaryKernel[C numeric](op backend.UnaryOp, d, s *storage, n int, p0, p1 flo
 			dr.flush(c, y)
 		}
 	})
+}
+
+// halfUnaryOp returns the halfOp operation and scalar that compute op as vecUnary does
+// on float32 (AddScalar, MulScalar, RSubScalar, Recip, Square), and whether op is one.
+func halfUnaryOp(op backend.UnaryOp, p0 float64) (vecOp, float32, bool) {
+	switch {
+	case op == backend.AddScalar:
+		return vecAddS, float32(p0), true
+	case op == backend.MulScalar:
+		return vecMulS, float32(p0), true
+	case op == backend.RSubScalar:
+		return vecRSubS, float32(p0), true
+	case op == backend.Recip:
+		return vecRDivS, 1, true
+	case op == backend.Square, op == backend.PowScalar && p0 == 2:
+		return vecMul, 0, true
+	}
+	return 0, 0, false
 }
 
 // gelu is x·Φ(x) with the exact (erf) normal CDF.
@@ -565,7 +594,8 @@ func (b *Backend) UnscaleCheck(g backend.Storage, n int, inv float32) bool {
 		case backend.Float32:
 			ok = vecScaleFinite(s.f32()[lo:hi], inv)
 		default:
-			ok = scaleHalfFinite(s, lo, hi, inv)
+			f, _ := halfFmtOf(s.dt)
+			ok = halfScaleFinite(f, s.u16()[lo:hi], inv)
 		}
 		if !ok {
 			bad.Store(true)
@@ -594,38 +624,6 @@ func scaleFinite[C numeric](x []C, k C) bool {
 		z0 += v * 0
 	}
 	return (z0+z1)+(z2+z3) == 0
-}
-
-// scaleHalfFinite scales half elements [lo, hi) of s through float32 and reports
-// whether every stored result is finite.
-func scaleHalfFinite(s *storage, lo, hi int, inv float32) bool {
-	mask := uint16(0x7c00) // Float16 exponent field
-	if s.dt == backend.BFloat16 {
-		mask = 0x7f80
-	}
-	bits := s.u16()
-	var buf [chunk]float32
-	ok := true
-	for c := lo; c < hi; c += chunk {
-		m := min(chunk, hi-c)
-		x := buf[:m]
-		s.loadF32(x, c)
-		vecScalar(vecMulS, x, x, inv)
-		s.storeF32(c, x)
-		ok = halfAllFinite(bits[c:c+m], mask) && ok
-	}
-	return ok
-}
-
-// halfAllFinite reports whether no 16-bit float in h has its exponent field (mask) all
-// ones. Adding the field's lowest bit to an all-ones field carries into bit 15.
-func halfAllFinite(h []uint16, mask uint16) bool {
-	low := mask & -mask
-	var acc uint16
-	for _, v := range h {
-		acc |= v&mask + low
-	}
-	return acc&0x8000 == 0
 }
 
 // CountNonFinite implements backend.Backend.

@@ -488,6 +488,9 @@ func binaryRowsVec(op vecOp, views []backend.View, d, s1, s2 *storage) {
 		direct := func(s *storage, stride int) bool {
 			return stride == 0 || stride == 1 && s.dt == backend.Float32
 		}
+		if halfRowOp(op, d, s1, s2, off, inner, is) {
+			return
+		}
 		if outNative && direct(s1, is[1]) && direct(s2, is[2]) {
 			// Nothing to convert: the whole row in one call, and no buffers to clear.
 			var a1, b1 [1]float32
@@ -511,6 +514,35 @@ func binaryRowsVec(op vecOp, views []backend.View, d, s1, s2 *storage) {
 			}
 		}
 	})
+}
+
+// halfRowOp runs one row of binaryRowsVec on the words of half data (halfOp), when
+// dst and both operands share one half dtype, dst is contiguous and each operand is
+// contiguous or broadcast (not both), and dst does not overlap an operand it does not
+// coincide with; it reports whether it did. The results are the buffered path's.
+func halfRowOp(op vecOp, d, s1, s2 *storage, off []int, inner int, is []int) bool {
+	f, ok := halfFmtOf(d.dt)
+	if !ok || s1.dt != d.dt || s2.dt != d.dt || is[0] != 1 || is[1] == 0 && is[2] == 0 {
+		return false
+	}
+	for k, s := range []*storage{s1, s2} {
+		if is[k+1] != 0 && is[k+1] != 1 || s == d && (off[k+1] != off[0] || is[k+1] != 1) {
+			return false
+		}
+	}
+	dst := d.u16()[off[0] : off[0]+inner]
+	row := func(s *storage, o int) []uint16 { return s.u16()[o : o+inner] }
+	switch {
+	case is[2] == 0:
+		halfOp(f, op+vecAddS-vecAdd, dst, row(s1, off[1]), nil, scalarF32(s2, off[2]))
+	case is[1] == 0:
+		// s op b: commuted for add and mul, reversed for sub and div (as binaryVec).
+		rev := [...]vecOp{vecAddS, vecRSubS, vecMulS, vecRDivS}[op-vecAdd]
+		halfOp(f, rev, dst, row(s2, off[2]), nil, scalarF32(s1, off[1]))
+	default:
+		halfOp(f, op, dst, row(s1, off[1]), row(s2, off[2]), 0)
+	}
+	return true
 }
 
 // binaryVec sets out = op(a, b) for op vecAdd … vecDiv, where a (b) holds one element

@@ -1,6 +1,9 @@
 package cpu
 
-import "github.com/gamp-ml/gamp/backend"
+import (
+	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
+)
 
 // ReLU forward and backward on bfloat16 and float16 data, straight on the 16-bit
 // words: the pure-Go twins of the AVX-512BW loops in vec_halfelem_amd64.s (generated
@@ -85,4 +88,93 @@ func reluGradHalf(f halfFmt, gx, gy, x []uint16) {
 		}
 	}
 	reluGradHalfGo(f, gx[m:], gy[m:len(gx)], x[m:len(gx)])
+}
+
+// Float32 arithmetic on half data without conversion buffers: the pure-Go twins of
+// the AVX-512 loops vecHalfOp and vecHalfScaleFinite, and the functions that run loop
+// and twin. The generic path (load to float32, vecOp, store) gives the same bits.
+
+// halfWord widens the word v of format f to float32, exactly.
+func halfWord(f halfFmt, v uint16) float32 {
+	if f == bf16Fmt {
+		return half.BFloat16(v).Float32()
+	}
+	return half.Float16(v).Float32()
+}
+
+// halfRoundWord rounds x to format f, to nearest even (a NaN quieted).
+func halfRoundWord(f halfFmt, x float32) uint16 {
+	if f == bf16Fmt {
+		return uint16(half.BFloat16FromFloat32(x))
+	}
+	return uint16(half.Float16FromFloat32(x))
+}
+
+// halfOpGo sets dst[i] to op of the widened a[i] and b[i] (op vecAdd … vecDiv) or s
+// (vecAddS … vecRDivS, b unused), in float32, rounded to format f. dst may be a or b.
+func halfOpGo(f halfFmt, op vecOp, dst, a, b []uint16, s float32) {
+	var x, y, z [1]float32
+	bs := z[:]
+	if !op.binary() {
+		z[0] = s
+	}
+	for i := range dst {
+		x[0] = halfWord(f, a[i])
+		if op.binary() {
+			y[0] = halfWord(f, b[i])
+			bs = y[:]
+		}
+		vecOpGo(op, z[:], x[:], bs)
+		dst[i] = halfRoundWord(f, z[0])
+		if !op.binary() {
+			z[0] = s
+		}
+	}
+}
+
+// halfScaleFiniteGo sets x[i] to float32(x[i])·k rounded to format f and reports
+// whether every result is finite.
+func halfScaleFiniteGo(f halfFmt, x []uint16, k float32) bool {
+	ok := true
+	for i, v := range x {
+		r := halfRoundWord(f, halfWord(f, v)*k)
+		x[i] = r
+		ok = ok && r&f.inf != f.inf
+	}
+	return ok
+}
+
+// halfOp is halfOpGo on the vector loop where the CPU has it.
+func halfOp(f halfFmt, op vecOp, dst, a, b []uint16, s float32) {
+	a = a[:len(dst)]
+	if op.binary() {
+		b = b[:len(dst)]
+	}
+	m := 0
+	if vecAVX512OK() {
+		if m = len(dst) &^ 15; m > 0 {
+			bp := &a[0] // never read by the scalar operations
+			if op.binary() {
+				bp = &b[0]
+			}
+			vecHalfOpRun(f == f16Fmt, op, &dst[0], &a[0], bp, s, m)
+		}
+	}
+	var bt []uint16
+	if op.binary() {
+		bt = b[m:]
+	}
+	halfOpGo(f, op, dst[m:], a[m:], bt, s)
+}
+
+// halfScaleFinite is halfScaleFiniteGo on the vector loop where the CPU has it.
+func halfScaleFinite(f halfFmt, x []uint16, k float32) bool {
+	m := 0
+	ok := true
+	if vecAVX512OK() {
+		if m = len(x) &^ 15; m > 0 {
+			ok = vecHalfScaleFiniteRun(f == f16Fmt, &x[0], k, m)
+		}
+	}
+	return halfScaleFiniteGo(f, x[m:], k) && ok
 }

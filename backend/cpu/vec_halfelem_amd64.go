@@ -46,3 +46,44 @@ func vecReluGradHalfRun(f16 bool, gx, gy, x *uint16, n int) {
 	}
 	vecReluGradBF16AVX512(gx, gy, x, n)
 }
+
+// vecHalfOpBF16AVX512 equals halfOpGo(bf16Fmt, op, dst[:n], a[:n], b[:n], s) for op one
+// of vecAdd … vecRDivS (b unused by the scalar operations) and n a multiple of 16, bit
+// for bit up to NaN payloads (x86 picks one operand's, as vecOpAVX512 does): the
+// float32 operation on the widened words in registers, narrowed with
+// BFloat16FromFloat32's rounding.
+//
+//go:noescape
+func vecHalfOpBF16AVX512(op vecOp, dst, a, b *uint16, s float32, n int)
+
+// vecHalfOpF16AVX512 is vecHalfOpBF16AVX512 for float16 (VCVTPH2PS, VCVTPS2PH).
+//
+//go:noescape
+func vecHalfOpF16AVX512(op vecOp, dst, a, b *uint16, s float32, n int)
+
+// vecHalfScaleFiniteBF16AVX512 equals halfScaleFiniteGo(bf16Fmt, x[:n], k) for n a
+// multiple of 16: x[i] rounded from float32(x[i])·k, reporting whether every stored
+// word is finite.
+//
+//go:noescape
+func vecHalfScaleFiniteBF16AVX512(x *uint16, k float32, n int) bool
+
+// vecHalfScaleFiniteF16AVX512 is vecHalfScaleFiniteBF16AVX512 for float16.
+//
+//go:noescape
+func vecHalfScaleFiniteF16AVX512(x *uint16, k float32, n int) bool
+
+func vecHalfOpRun(f16 bool, op vecOp, dst, a, b *uint16, s float32, n int) {
+	if f16 {
+		vecHalfOpF16AVX512(op, dst, a, b, s, n)
+		return
+	}
+	vecHalfOpBF16AVX512(op, dst, a, b, s, n)
+}
+
+func vecHalfScaleFiniteRun(f16 bool, x *uint16, k float32, n int) bool {
+	if f16 {
+		return vecHalfScaleFiniteF16AVX512(x, k, n)
+	}
+	return vecHalfScaleFiniteBF16AVX512(x, k, n)
+}

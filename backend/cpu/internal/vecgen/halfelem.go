@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -10,7 +11,10 @@ import (
 // the 16-bit lanes without widening to float32 and narrowing back: ReLU forward
 // (vecReluBF16, vecReluF16) and backward (vecReluGradBF16, vecReluGradF16). Their Go
 // declarations, with the loops they equal, are in vec_halfelem_amd64.go; the pure-Go
-// twins in vec_halfelem.go.
+// twins in vec_halfelem.go. Beside them, AVX-512 loops of the float32 arithmetic on
+// half data, widened, computed and narrowed in registers: vecHalfOp<BF16|F16> (the
+// arithmetic vecOp operations) and vecHalfScaleFinite<BF16|F16> (UnscaleCheck's
+// scaling); the bfloat16 narrowing is BFloat16FromFloat32's integer rounding.
 
 // writeHalfElem writes vec_halfelem_amd64.s into dir.
 func writeHalfElem(dir string) error {
@@ -19,13 +23,18 @@ func writeHalfElem(dir string) error {
 	g.p("")
 	g.p("//go:build amd64 && !purego")
 	g.p("")
-	g.p("// AVX-512BW loops of bfloat16 and float16 ReLU on the 16-bit lanes; see the Go")
-	g.p("// declarations in vec_halfelem_amd64.go for the loop each one equals.")
+	g.p("// AVX-512BW loops of bfloat16 and float16 ReLU on the 16-bit lanes, and AVX-512")
+	g.p("// loops of float32 arithmetic on half data; see the Go declarations in")
+	g.p("// vec_halfelem_amd64.go for the loop each one equals.")
 	g.p("")
 	g.p("#include \"textflag.h\"")
 	for _, h := range halfFormats {
 		g.reluHalf(h, false)
 		g.reluHalf(h, true)
+	}
+	for _, h := range halfFormats {
+		g.halfOp(h)
+		g.halfScaleFinite(h)
 	}
 	return os.WriteFile(filepath.Join(dir, "vec_halfelem_amd64.s"), g.buf.Bytes(), 0o644)
 }
@@ -109,6 +118,155 @@ func (g *gen) reluHalf(h halfFormat, grad bool) {
 	g.p("\tJMP %s_loop", name)
 	g.p("")
 	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
+// halfArithOps are the vecOp operations (main.go's ops, in their order) vecHalfOp
+// runs: the arithmetic ones, elementwise (vv) or with a broadcast scalar.
+var halfArithOps = ops[:10]
+
+// halfNarrowConsts loads the constants of h's narrowing: for bfloat16 Z31 = 0x7fff,
+// Z30 = 1 and Z29 = 0x40 (half.float32ToBFloat16AVX512's rounding); float16 needs
+// none (VCVTPS2PH).
+func (g *gen) halfNarrowConsts(h halfFormat) {
+	if h.name != "BF16" {
+		return
+	}
+	for _, c := range []struct{ v, reg int }{{0x7fff, 31}, {1, 30}, {0x40, 29}} {
+		g.p("\tMOVL $0x%x, R9", c.v)
+		g.p("\tVPBROADCASTD R9, Z%d", c.reg)
+	}
+}
+
+// halfWiden loads 16 h words from mem into Z<z> as float32, exactly.
+func (g *gen) halfWiden(h halfFormat, mem string, z int) {
+	if h.name == "BF16" {
+		g.p("\tVPMOVZXWD %s, Z%d", mem, z)
+		g.p("\tVPSLLD $16, Z%d, Z%d", z, z)
+		return
+	}
+	g.p("\tVCVTPH2PS %s, Z%d", mem, z)
+}
+
+// halfNarrow rounds Z<z>'s float32 lanes to h, to nearest even (a NaN quieted, as
+// BFloat16FromFloat32 and Float16FromFloat32 do), leaving the 16 words in Y<out>;
+// clobbers Z<t>, Z<t+1>, Z<t+2> and K7.
+func (g *gen) halfNarrow(h halfFormat, z, out, t int) {
+	if h.name != "BF16" {
+		g.p("\tVCVTPS2PH $0, Z%d, Y%d", z, out)
+		return
+	}
+	g.p("\tVPSRLD $16, Z%d, Z%d", z, t)
+	g.p("\tVPANDD Z30, Z%d, Z%d", t, t+1)
+	g.p("\tVPADDD Z31, Z%d, Z%d", z, t+2)
+	g.p("\tVPADDD Z%d, Z%d, Z%d", t+1, t+2, t+2)
+	g.p("\tVPSRLD $16, Z%d, Z%d", t+2, t+2)
+	g.p("\tVCMPPS $3, Z%d, Z%d, K7 // NaN", z, z)
+	g.p("\tVPORD Z29, Z%d, K7, Z%d", t, t+2)
+	g.p("\tVPMOVDW Z%d, Y%d", t+2, out)
+}
+
+// halfOp emits vecHalfOp<h>AVX512(op int, dst, a, b *uint16, s float32, n int): for
+// op one of halfArithOps, dst[i] = h(op(float32(a[i]), float32(b[i]))) (vv) or with
+// s in b's place (vs) or a's (sv); n a multiple of 16. dst may be a or b.
+func (g *gen) halfOp(h halfFormat) {
+	name := "vecHalfOp" + h.name + "AVX512"
+	g.p("")
+	g.p("// func %s(op int, dst, a, b *uint16, s float32, n int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	g.p("\tMOVQ op+0(FP), AX")
+	g.p("\tMOVQ dst+8(FP), DI")
+	g.p("\tMOVQ a+16(FP), SI")
+	g.p("\tMOVQ b+24(FP), DX")
+	g.p("\tVBROADCASTSS s+32(FP), Z28")
+	g.p("\tMOVQ n+40(FP), CX")
+	g.halfNarrowConsts(h)
+	for i, o := range halfArithOps {
+		g.p("\tCMPQ AX, $%d", i)
+		g.p("\tJEQ %s_%s", name, o.name)
+	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	for _, o := range halfArithOps {
+		label := name + "_" + o.name
+		g.p("")
+		g.p("%s:", label)
+		g.p("\tTESTQ CX, CX")
+		g.p("\tJZ %s_done", name)
+		for r := range 2 { // 32 words a round when there are, else 16
+			if r == 1 {
+				g.p("\tCMPQ CX, $32")
+				g.p("\tJB %s_one", label)
+			}
+			z := 8 * r
+			g.halfWiden(h, fmt.Sprintf("%d(SI)", 32*r), z)
+			switch o.form {
+			case "vv":
+				g.halfWiden(h, fmt.Sprintf("%d(DX)", 32*r), z+1)
+				g.p("\t%s Z%d, Z%d, Z%d", o.inst, z+1, z, z)
+			case "vs":
+				g.p("\t%s Z28, Z%d, Z%d", o.inst, z, z)
+			case "sv":
+				g.p("\t%s Z%d, Z28, Z%d", o.inst, z, z)
+			}
+		}
+		for r := range 2 {
+			z := 8 * r
+			g.halfNarrow(h, z, z+2, z+3)
+			g.p("\tVMOVDQU Y%d, %d(DI)", z+2, 32*r)
+		}
+		g.p("\tADDQ $64, SI")
+		g.p("\tADDQ $64, DX")
+		g.p("\tADDQ $64, DI")
+		g.p("\tSUBQ $32, CX")
+		g.p("\tJMP %s", label)
+		g.p("")
+		g.p("%s_one:", label)
+		g.halfNarrow(h, 0, 2, 3)
+		g.p("\tVMOVDQU Y2, (DI)")
+		g.p("\tJMP %s_done", name)
+	}
+	g.p("")
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
+// halfScaleFinite emits vecHalfScaleFinite<h>AVX512(x *uint16, k float32, n int)
+// bool: x[i] = h(float32(x[i])·k), n a multiple of 16, reporting whether no stored
+// word is an Inf or a NaN (its exponent field all ones: h.inf under h.inf).
+func (g *gen) halfScaleFinite(h halfFormat) {
+	name := "vecHalfScaleFinite" + h.name + "AVX512"
+	g.p("")
+	g.p("// func %s(x *uint16, k float32, n int) bool", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-25", name)
+	g.p("\tMOVQ x+0(FP), DI")
+	g.p("\tVBROADCASTSS k+8(FP), Z28")
+	g.p("\tMOVQ n+16(FP), CX")
+	g.halfNarrowConsts(h)
+	g.p("\tMOVL $0x%04x, R9", h.inf)
+	g.p("\tVPBROADCASTD R9, Z27 // the exponent field")
+	g.p("\tKXORW K6, K6, K6 // lanes seen non-finite")
+	g.p("")
+	g.p("%s_loop:", name)
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.halfWiden(h, "(DI)", 0)
+	g.p("\tVMULPS Z28, Z0, Z0")
+	g.halfNarrow(h, 0, 2, 3)
+	g.p("\tVMOVDQU Y2, (DI)")
+	g.p("\tVPMOVZXWD Y2, Z4")
+	g.p("\tVPANDD Z27, Z4, Z4")
+	g.p("\tVPCMPEQD Z27, Z4, K5")
+	g.p("\tKORW K5, K6, K6")
+	g.p("\tADDQ $32, DI")
+	g.p("\tSUBQ $16, CX")
+	g.p("\tJMP %s_loop", name)
+	g.p("")
+	g.p("%s_done:", name)
+	g.p("\tKORTESTW K6, K6")
+	g.p("\tSETEQ ret+24(FP)")
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
 }
