@@ -498,6 +498,19 @@ type HalfGradSGD interface {
 	SGDHalfGrads() bool
 }
 
+// HalfGradAdam is HalfGradSGD for AdamStep: a FusedOptimizer backend implementing it
+// (and answering true) accepts, for float32 master weights (RoundMaster), G as a
+// float16/bfloat16 storage, with or without Half (O1's deferred gradients of float32
+// parameters; O2's half parameters, whose own gradient updates the master that Half
+// then receives). Each element is widened to float32 (exactly) as it is read, so W,
+// M, V, VMax and Half end bit for bit as AdamStep leaves them from the widened
+// gradient, for Adam and AdamW (Decoupled), with or without weight decay, AMSGrad
+// and Maximize, without a float32 copy of the gradient in memory. Backends that do
+// not implement it (or answer false) must be given float32 gradients.
+type HalfGradAdam interface {
+	AdamHalfGrads() bool
+}
+
 // FusedOptimizer is implemented by backends with one-pass optimizer updates. The result
 // equals, bit for bit, what package optim computes by composing tensor ops (each op
 // rounded to the masters' dtype), so using it changes speed, not numbers.

@@ -83,8 +83,9 @@ func (t *Tensor) IsLeaf() bool { return t.node == nil }
 // precision (an autocast weight cast) is kept in that half dtype until first asked
 // for: Grad then allocates the float32 gradient, the half one widened (exactly, as
 // the cast's backward would have), so it may panic with an out-of-memory error as
-// any op does. Optimizers whose backend reads half gradients (backend.HalfGradSGD)
-// update from the half gradient directly, saving the pass that widens it.
+// any op does. Optimizers whose backend reads half gradients (backend.HalfGradSGD,
+// backend.HalfGradAdam) update from the half gradient directly, saving the pass that
+// widens it.
 func (t *Tensor) Grad() *Tensor {
 	if t.gradLow.Load() != nil {
 		t.widenGrad()
