@@ -173,10 +173,29 @@ func (o *Adam) Step() {
 			*st = adamState{}
 		}
 	}
-	o.eachUpdate(alloc, func(ctx *tensor.Context, i int, w, g *tensor.Tensor) bool {
+	var lowOK func(w, g *tensor.Tensor) bool
+	if fused {
+		lowOK = adamHalfGradOK
+	}
+	o.eachUpdateLow(lowOK, alloc, func(ctx *tensor.Context, i int, w, g *tensor.Tensor) bool {
 		st := &o.st[i]
 		st.step++
 		t := float64(st.step)
+		if g.DType().IsHalf() {
+			// A half gradient adamHalfGradOK accepted, deferred (a float32 parameter) or
+			// the half parameter's own (its FP32 master w, which the update writes into
+			// the parameter too): the backend widens it as it reads it.
+			half := o.slots[i].half()
+			if !fusedAdamStep(w, g, st.m, st.v, st.vmx, half, backend.AdamArgs{
+				LR: lr, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps, WeightDecay: cfg.WeightDecay,
+				Step: st.step, Decoupled: o.decoupled, AMSGrad: cfg.AMSGrad, Maximize: cfg.Maximize,
+			}) {
+				panic(fmt.Errorf("optim: %s: internal error: the fused update of %q refused the half gradient it accepted", o.kind, o.slots[i].p.Name))
+			}
+			fusedSteps.Add(1)
+			halfGradSteps.Add(1)
+			return half != nil
+		}
 		if s := o.slots[i]; s.mode != FP32Masters {
 			if !fusedAdamHalfStep(w, s.lo, g, st.m, st.v, st.vmx, backend.AdamArgs{
 				LR: lr, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps, WeightDecay: cfg.WeightDecay,

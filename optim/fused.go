@@ -95,15 +95,28 @@ func sameNumel(w *tensor.Tensor, ts ...*tensor.Tensor) bool {
 	return true
 }
 
+// halfGradFused returns the fused optimizer of w's backend when w (float32) and the
+// half gradient g are both dense on that one device with as many elements, else nil.
+func halfGradFused(w, g *tensor.Tensor) backend.FusedOptimizer {
+	f, _, ok := fusable(w, g)
+	if !ok || w.DType() != tensor.Float32 || !g.DType().IsHalf() || w.Numel() != g.Numel() {
+		return nil
+	}
+	return f
+}
+
 // sgdHalfGradOK reports whether fusedSGDStep can update the float32 weights w from the
 // half gradient g as it is: both dense on one device whose backend's fused SGD reads
 // half gradients (backend.HalfGradSGD). The momentum buffer SGD makes is dense on w's
 // device too.
 func sgdHalfGradOK(w, g *tensor.Tensor) bool {
-	f, _, ok := fusable(w, g)
-	if !ok || w.DType() != tensor.Float32 || !g.DType().IsHalf() || w.Numel() != g.Numel() {
-		return false
-	}
-	h, ok := f.(backend.HalfGradSGD)
+	h, ok := halfGradFused(w, g).(backend.HalfGradSGD)
 	return ok && h.SGDHalfGrads()
+}
+
+// adamHalfGradOK is sgdHalfGradOK for fusedAdamStep (backend.HalfGradAdam); the
+// moments Adam makes are dense on w's device too.
+func adamHalfGradOK(w, g *tensor.Tensor) bool {
+	h, ok := halfGradFused(w, g).(backend.HalfGradAdam)
+	return ok && h.AdamHalfGrads()
 }

@@ -124,7 +124,7 @@ func TestStepReleasesTemporaries(t *testing.T) {
 		setGrads(ps, 1)
 		opt.Step()
 		// The float32 master gradients MasterGrads makes (kept until ZeroGrad) are
-		// not a step's temporaries: the first call makes them (SGD's step reads the
+		// not a step's temporaries: the first call makes them (the steps read the
 		// half gradients without them).
 		ClipGradNorm(opt.MasterGrads(), 0.1, 2)
 		settle(b)

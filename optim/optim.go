@@ -293,7 +293,7 @@ func (s *slot) writeBack() {
 	}
 }
 
-// eachUpdate calls update for every parameter with a gradient, each in a no-grad
+// eachUpdateLow calls update for every parameter with a gradient, each in a no-grad
 // scope of its own (so at most one parameter's temporaries are alive), writes masters
 // back and counts the step.
 //
@@ -307,13 +307,10 @@ func (s *slot) writeBack() {
 //
 // update returns true when it also wrote the half parameter (a fused kernel did), so
 // the write-back is skipped.
-func (c *core) eachUpdate(alloc func(i int, w *tensor.Tensor) (undo func()), update func(ctx *tensor.Context, i int, w, g *tensor.Tensor) (wroteHalf bool)) {
-	c.eachUpdateLow(nil, alloc, update)
-}
-
-// eachUpdateLow is eachUpdate that may hand update a half gradient as it is, when
-// lowOK (not nil) says update can apply it so (a backend reading half gradients,
-// backend.HalfGradSGD):
+//
+// update may be handed a half gradient as it is, when lowOK (not nil) says update can
+// apply it so (a backend reading half gradients, backend.HalfGradSGD or
+// backend.HalfGradAdam):
 //   - for a float32 parameter whose gradient is still deferred in half precision
 //     (tensorx.LowGrad), that gradient instead of widening it first;
 //   - for a half parameter with an FP32 master (O2), its own half gradient instead of
@@ -322,8 +319,8 @@ func (c *core) eachUpdate(alloc func(i int, w *tensor.Tensor) (undo func()), upd
 //     and the half parameter from it in one pass, with no float32 gradient allocated,
 //     copied or read.
 //
-// Every other gradient is gathered (and a deferred one widened) before anything
-// changes, as in eachUpdate.
+// Every other gradient (all of them with a nil lowOK) is gathered, a deferred one
+// widened, before anything changes.
 func (c *core) eachUpdateLow(lowOK func(w, g *tensor.Tensor) bool, alloc func(i int, w *tensor.Tensor) (undo func()), update func(ctx *tensor.Context, i int, w, g *tensor.Tensor) (wroteHalf bool)) {
 	grads := make([]*tensor.Tensor, len(c.slots))
 	low := make([]bool, len(c.slots))
