@@ -532,3 +532,62 @@ func gemmBuildSetting(key string) string {
 	}
 	return ""
 }
+
+// TestGemmPaddedA checks that products whose op(A) the kernel would read in place at a
+// stride of a multiple of 4 KB (gemmAliasedRows; copied by padA) leave the bits of the
+// same product with A at a stride that is not: rows exactly k apart and with a gap,
+// several worker counts, a scaled C and a bias with ReLU. It also checks the copy's
+// buffer is reused: no allocations per call in steady state.
+func TestGemmPaddedA(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const k = 1024
+	for _, sh := range []struct{ m, n, lda int }{{256, 100, 1024}, {30, 70, 2048}, {25, 33, 1024}} {
+		a := make([]float32, (sh.m-1)*sh.lda+k)
+		ref := make([]float32, sh.m*(k+3))
+		for i := range sh.m {
+			for p := range k {
+				v := float32(rng.NormFloat64())
+				a[i*sh.lda+p], ref[i*(k+3)+p] = v, v
+			}
+		}
+		if !gemmAliasedRows[float32](sh.lda) || gemmAliasedRows[float32](k+3) {
+			t.Fatal("strides do not exercise the copy")
+		}
+		b := make([]float32, sh.n*k)
+		bias := make([]float32, sh.n)
+		c0 := make([]float32, sh.m*sh.n)
+		for _, s := range [][]float32{b, bias, c0} {
+			for i := range s {
+				s[i] = float32(rng.NormFloat64())
+			}
+		}
+		for _, w := range []int{1, 2, 3} {
+			for _, beta := range []float32{0, 0.5} {
+				for _, br := range []bool{false, true} {
+					var bs []float32
+					if br {
+						bs = bias
+					}
+					got, want := slices.Clone(c0), slices.Clone(c0)
+					gemmWithBiasReLU(gemmKernel32, w, false, true, sh.m, sh.n, k, 1, a, sh.lda, b, k, beta, bs, got, sh.n, br)
+					gemmWithBiasReLU(gemmKernel32, w, false, true, sh.m, sh.n, k, 1, ref, k+3, b, k, beta, bs, want, sh.n, br)
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("m=%d n=%d lda=%d workers=%d beta=%v bias+relu=%v: element %d is %v, want %v",
+								sh.m, sh.n, sh.lda, w, beta, br, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+	if gemmBuildSetting("-race") == "true" {
+		return // sync.Pool drops items at random under the race detector
+	}
+	const m, n = 256, 256
+	a, b, c := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
+	Gemm(false, true, m, n, k, 1, a, k, b, k, 0, c, n)
+	if allocs := testing.AllocsPerRun(20, func() { Gemm(false, true, m, n, k, 1, a, k, b, k, 0, c, n) }); allocs != 0 {
+		t.Fatalf("%v allocations per call with A copied, want 0", allocs)
+	}
+}
