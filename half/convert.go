@@ -74,11 +74,17 @@ func Float64ToFloat16(dst []Float16, src []float64) {
 	n := 0
 	if f64ToF32Odd.fn != nil && f32ToF16.fn != nil {
 		// Rounded to odd in float32 first, then to nearest even: one rounding
-		// (see OddFloat32). Blocks of the stack buffer, in whole kernel lanes.
+		// (see OddFloat32). Blocks of the stack buffer, in whole lanes of both
+		// kernels (their lane counts divide one another).
 		var buf [oddBlock]float32
-		for bulk := len(src) - len(src)%oddBlock; n < bulk; n += oddBlock {
-			f64ToF32OddRun(&buf[0], &src[n], oddBlock)
-			f32ToF16Run(&dst[n], &buf[0], oddBlock)
+		for {
+			m := bulkLen(f32ToF16, bulkLen(f64ToF32Odd, min(oddBlock, len(src)-n)))
+			if m == 0 {
+				break
+			}
+			f64ToF32OddRun(&buf[0], &src[n], m)
+			f32ToF16Run(&dst[n], &buf[0], m)
+			n += m
 		}
 	}
 	dst = dst[:len(src)]
@@ -105,9 +111,14 @@ func Float64ToBFloat16(dst []BFloat16, src []float64) {
 	if f64ToF32Odd.fn != nil && f32ToBF16.fn != nil {
 		// As in Float64ToFloat16: rounded to odd in float32, then to nearest even.
 		var buf [oddBlock]float32
-		for bulk := len(src) - len(src)%oddBlock; n < bulk; n += oddBlock {
-			f64ToF32OddRun(&buf[0], &src[n], oddBlock)
-			f32ToBF16Run(&dst[n], &buf[0], oddBlock)
+		for {
+			m := bulkLen(f32ToBF16, bulkLen(f64ToF32Odd, min(oddBlock, len(src)-n)))
+			if m == 0 {
+				break
+			}
+			f64ToF32OddRun(&buf[0], &src[n], m)
+			f32ToBF16Run(&dst[n], &buf[0], m)
+			n += m
 		}
 	}
 	dst = dst[:len(src)]
@@ -117,7 +128,8 @@ func Float64ToBFloat16(dst []BFloat16, src []float64) {
 }
 
 // oddBlock is how many elements Float64ToFloat16 and Float64ToBFloat16 narrow at
-// a time through their float32 buffer: a multiple of every kernel's lane count.
+// most at a time through their float32 buffer (whole lanes of both kernels: a
+// shorter run, or the tail, takes the scalar conversion).
 const oddBlock = 256
 
 // OddFloat32 rounds f to float32 "to odd": toward zero, then, if that was

@@ -494,7 +494,7 @@ func TestFloat32OddRoundsOnce(t *testing.T) {
 // wrong, against the scalar conversions.
 func TestFloat64BulkRoundsOnce(t *testing.T) {
 	in := float64Inputs(2000, 10)
-	for _, n := range []int{0, 1, 15, 16, 255, 256, 257, 511, 512, 1000, 2000} {
+	for _, n := range []int{0, 1, 15, 16, 31, 32, 33, 128, 255, 256, 257, 300, 511, 512, 1000, 2000} {
 		src := in[len(in)-n:]
 		h := make([]Float16, n+1)
 		b := make([]BFloat16, n+1)
