@@ -60,6 +60,15 @@ func halfWordsSame(f halfFmt, a, b uint16) bool {
 // tail) against the widen–compute–round path for every arithmetic operation, both
 // formats, lengths around the loop's 16 and 32 words, out of place and in place.
 func TestHalfOp(t *testing.T) {
+	for _, ne := range halfOpNESettings() {
+		t.Run(fmt.Sprintf("ne=%v", ne), func(t *testing.T) {
+			defer setHalfOpNE(ne)()
+			testHalfOp(t)
+		})
+	}
+}
+
+func testHalfOp(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	scalars := []float32{1.5, -3, 0x1p-20, 6e4, float32(math.Inf(1)), float32(math.NaN()), 0}
 	for _, f := range []halfFmt{bf16Fmt, f16Fmt} {
@@ -112,8 +121,10 @@ func TestHalfScaleFinite(t *testing.T) {
 	rng := rand.New(rand.NewPCG(33, 34))
 	for _, f := range []halfFmt{bf16Fmt, f16Fmt} {
 		for _, k := range []float32{0x1p-16, 0.5, 3, 0x1p20, 1e30, float32(math.Inf(1)), float32(math.NaN()), 0} {
-			for _, n := range []int{0, 1, 16, 17, 40, 1000} {
-				for _, bad := range []int{-1, 0, n - 1} {
+			for _, n := range []int{0, 1, 16, 17, 40, 48, 1000} {
+				// Nowhere, first, last, in the second half of a 32-word round, in a
+				// last 16-word block (n = 48).
+				for _, bad := range []int{-1, 0, n - 1, 19, 40} {
 					x := make([]uint16, n)
 					for i := range x {
 						x[i] = halfRoundWord(f, float32(rng.NormFloat64()))

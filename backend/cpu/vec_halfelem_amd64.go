@@ -56,6 +56,17 @@ func vecReluGradHalfRun(f16 bool, gx, gy, x *uint16, n int) {
 //go:noescape
 func vecHalfOpBF16AVX512(op vecOp, dst, a, b *uint16, s float32, n int)
 
+// vecHalfOpBF16NEAVX512 is vecHalfOpBF16AVX512 rounding each 32 results with
+// VCVTNE2PS2BF16 (AVX512_BF16), the same bits, unless one of them is a subnormal
+// (VFPCLASSPS, AVX512DQ), which that instruction would flush: those 32 take the
+// integer rounding.
+//
+//go:noescape
+func vecHalfOpBF16NEAVX512(op vecOp, dst, a, b *uint16, s float32, n int)
+
+// vecHalfOpNE says whether vecHalfOpBF16NEAVX512 can run.
+var vecHalfOpNE = cpu.X86.HasAVX512BF16 && cpu.X86.HasAVX512DQ
+
 // vecHalfOpF16AVX512 is vecHalfOpBF16AVX512 for float16 (VCVTPH2PS, VCVTPS2PH).
 //
 //go:noescape
@@ -74,11 +85,14 @@ func vecHalfScaleFiniteBF16AVX512(x *uint16, k float32, n int) bool
 func vecHalfScaleFiniteF16AVX512(x *uint16, k float32, n int) bool
 
 func vecHalfOpRun(f16 bool, op vecOp, dst, a, b *uint16, s float32, n int) {
-	if f16 {
+	switch {
+	case f16:
 		vecHalfOpF16AVX512(op, dst, a, b, s, n)
-		return
+	case vecHalfOpNE:
+		vecHalfOpBF16NEAVX512(op, dst, a, b, s, n)
+	default:
+		vecHalfOpBF16AVX512(op, dst, a, b, s, n)
 	}
-	vecHalfOpBF16AVX512(op, dst, a, b, s, n)
 }
 
 func vecHalfScaleFiniteRun(f16 bool, x *uint16, k float32, n int) bool {

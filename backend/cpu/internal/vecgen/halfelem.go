@@ -33,9 +33,10 @@ func writeHalfElem(dir string) error {
 		g.reluHalf(h, true)
 	}
 	for _, h := range halfFormats {
-		g.halfOp(h)
+		g.halfOp(h, false)
 		g.halfScaleFinite(h)
 	}
+	g.halfOp(halfFormats[0], true)
 	return os.WriteFile(filepath.Join(dir, "vec_halfelem_amd64.s"), g.buf.Bytes(), 0o644)
 }
 
@@ -169,9 +170,16 @@ func (g *gen) halfNarrow(h halfFormat, z, out, t int) {
 
 // halfOp emits vecHalfOp<h>AVX512(op int, dst, a, b *uint16, s float32, n int): for
 // op one of halfArithOps, dst[i] = h(op(float32(a[i]), float32(b[i]))) (vv) or with
-// s in b's place (vs) or a's (sv); n a multiple of 16. dst may be a or b.
-func (g *gen) halfOp(h halfFormat) {
+// s in b's place (vs) or a's (sv); n a multiple of 16. dst may be a or b. With ne
+// (bfloat16 only: vecHalfOpBF16NEAVX512, AVX512_BF16 and DQ) each 32 results are
+// rounded by VCVTNE2PS2BF16, which rounds as BFloat16FromFloat32 does but flushes
+// subnormal inputs to zero, unless VFPCLASSPS finds a subnormal among them: that
+// round takes the integer rounding.
+func (g *gen) halfOp(h halfFormat, ne bool) {
 	name := "vecHalfOp" + h.name + "AVX512"
+	if ne {
+		name = "vecHalfOp" + h.name + "NEAVX512"
+	}
 	g.p("")
 	g.p("// func %s(op int, dst, a, b *uint16, s float32, n int)", name)
 	g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
@@ -211,10 +219,25 @@ func (g *gen) halfOp(h halfFormat) {
 				g.p("\t%s Z%d, Z28, Z%d", o.inst, z, z)
 			}
 		}
+		if ne {
+			g.p("\tVFPCLASSPSZ $0x20, Z0, K1 // subnormal")
+			g.p("\tVFPCLASSPSZ $0x20, Z8, K2")
+			g.p("\tKORTESTW K1, K2")
+			g.p("\tJNZ %s_int", label)
+			g.p("\tBYTE $0x62; BYTE $0xf2; BYTE $0x3f; BYTE $0x48; BYTE $0x72; BYTE $0xd0 // vcvtne2ps2bf16 %%zmm0, %%zmm8, %%zmm2")
+			g.p("\tVMOVDQU32 Z2, (DI)")
+			g.p("\tJMP %s_next", label)
+			g.p("")
+			g.p("%s_int:", label)
+		}
 		for r := range 2 {
 			z := 8 * r
 			g.halfNarrow(h, z, z+2, z+3)
 			g.p("\tVMOVDQU Y%d, %d(DI)", z+2, 32*r)
+		}
+		if ne {
+			g.p("")
+			g.p("%s_next:", label)
 		}
 		g.p("\tADDQ $64, SI")
 		g.p("\tADDQ $64, DX")
@@ -235,9 +258,12 @@ func (g *gen) halfOp(h halfFormat) {
 
 // halfScaleFinite emits vecHalfScaleFinite<h>AVX512(x *uint16, k float32, n int)
 // bool: x[i] = h(float32(x[i])·k), n a multiple of 16, reporting whether no stored
-// word is an Inf or a NaN (its exponent field all ones: h.inf under h.inf).
+// word is an Inf or a NaN. The check ORs into Y13, per word, the exponent field plus
+// its lowest bit, which carries into the word's bit 15 only when the field is all
+// ones (and never into the next word); one VPTEST at the end reads it.
 func (g *gen) halfScaleFinite(h halfFormat) {
 	name := "vecHalfScaleFinite" + h.name + "AVX512"
+	low := h.inf & -h.inf
 	g.p("")
 	g.p("// func %s(x *uint16, k float32, n int) bool", name)
 	g.p("TEXT ·%s(SB), NOSPLIT, $0-25", name)
@@ -245,27 +271,50 @@ func (g *gen) halfScaleFinite(h halfFormat) {
 	g.p("\tVBROADCASTSS k+8(FP), Z28")
 	g.p("\tMOVQ n+16(FP), CX")
 	g.halfNarrowConsts(h)
-	g.p("\tMOVL $0x%04x, R9", h.inf)
-	g.p("\tVPBROADCASTD R9, Z27 // the exponent field")
-	g.p("\tKXORW K6, K6, K6 // lanes seen non-finite")
+	for _, c := range []struct {
+		v   int
+		reg int
+		why string
+	}{{h.inf<<16 | h.inf, 14, "the exponent fields"}, {low<<16 | low, 15, "their lowest bits"}, {0x80008000, 12, "the words' bit 15"}} {
+		g.p("\tMOVL $0x%08x, R9", c.v)
+		g.p("\tVMOVD R9, X%d", c.reg)
+		g.p("\tVPBROADCASTD X%d, Y%d // %s", c.reg, c.reg, c.why)
+	}
+	g.p("\tVPXOR Y13, Y13, Y13")
+	check := func(y int) {
+		g.p("\tVPAND Y14, Y%d, Y%d", y, y)
+		g.p("\tVPADDD Y15, Y%d, Y%d", y, y)
+		g.p("\tVPOR Y%d, Y13, Y13", y)
+	}
 	g.p("")
 	g.p("%s_loop:", name)
+	g.p("\tCMPQ CX, $32")
+	g.p("\tJB %s_one", name)
+	g.halfWiden(h, "(DI)", 0)
+	g.halfWiden(h, "32(DI)", 8)
+	g.p("\tVMULPS Z28, Z0, Z0")
+	g.p("\tVMULPS Z28, Z8, Z8")
+	g.halfNarrow(h, 0, 2, 3)
+	g.halfNarrow(h, 8, 10, 16)
+	g.p("\tVMOVDQU Y2, (DI)")
+	g.p("\tVMOVDQU Y10, 32(DI)")
+	check(2)
+	check(10)
+	g.p("\tADDQ $64, DI")
+	g.p("\tSUBQ $32, CX")
+	g.p("\tJMP %s_loop", name)
+	g.p("")
+	g.p("%s_one:", name)
 	g.p("\tTESTQ CX, CX")
 	g.p("\tJZ %s_done", name)
 	g.halfWiden(h, "(DI)", 0)
 	g.p("\tVMULPS Z28, Z0, Z0")
 	g.halfNarrow(h, 0, 2, 3)
 	g.p("\tVMOVDQU Y2, (DI)")
-	g.p("\tVPMOVZXWD Y2, Z4")
-	g.p("\tVPANDD Z27, Z4, Z4")
-	g.p("\tVPCMPEQD Z27, Z4, K5")
-	g.p("\tKORW K5, K6, K6")
-	g.p("\tADDQ $32, DI")
-	g.p("\tSUBQ $16, CX")
-	g.p("\tJMP %s_loop", name)
+	check(2)
 	g.p("")
 	g.p("%s_done:", name)
-	g.p("\tKORTESTW K6, K6")
+	g.p("\tVPTEST Y12, Y13")
 	g.p("\tSETEQ ret+24(FP)")
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
