@@ -115,7 +115,7 @@ func (b *Backend) Unary(op backend.UnaryOp, dst, src backend.Storage, n int, p0,
 		ParallelFor(n, grainElems, func(lo, hi int) { reluHalf(f, du[lo:hi], su[lo:hi]) })
 		return
 	}
-	if f, ok := halfFmtOf(d.dt); ok && s.dt == d.dt {
+	if f, ok := halfFmtOf(d.dt); ok && s.dt == d.dt && vecAVX512OK() {
 		if hop, hs, ok := halfUnaryOp(op, p0); ok {
 			// On the words, the float32 operation in registers (halfOp): the
 			// bits of unaryKernel's widen, vecUnary, round.
@@ -588,14 +588,16 @@ func (b *Backend) UnscaleCheck(g backend.Storage, n int, inv float32) bool {
 	var bad atomic.Bool
 	ParallelFor(n, grainElems, func(lo, hi int) {
 		var ok bool
-		switch s.dt {
-		case backend.Float64:
+		switch {
+		case s.dt == backend.Float64:
 			ok = scaleFinite(s.f64()[lo:hi], float64(inv))
-		case backend.Float32:
+		case s.dt == backend.Float32:
 			ok = vecScaleFinite(s.f32()[lo:hi], inv)
-		default:
+		case vecAVX512OK():
 			f, _ := halfFmtOf(s.dt)
 			ok = halfScaleFinite(f, s.u16()[lo:hi], inv)
+		default:
+			ok = scaleHalfFinite(s, lo, hi, inv)
 		}
 		if !ok {
 			bad.Store(true)
@@ -624,6 +626,36 @@ func scaleFinite[C numeric](x []C, k C) bool {
 		z0 += v * 0
 	}
 	return (z0+z1)+(z2+z3) == 0
+}
+
+// scaleHalfFinite scales half elements [lo, hi) of s through float32 buffers (the
+// vector loops of CPUs without AVX-512; halfScaleFinite where it has) and reports
+// whether every stored result is finite.
+func scaleHalfFinite(s *storage, lo, hi int, inv float32) bool {
+	f, _ := halfFmtOf(s.dt)
+	bits := s.u16()
+	var buf [chunk]float32
+	ok := true
+	for c := lo; c < hi; c += chunk {
+		m := min(chunk, hi-c)
+		x := buf[:m]
+		s.loadF32(x, c)
+		vecScalar(vecMulS, x, x, inv)
+		s.storeF32(c, x)
+		ok = halfAllFinite(bits[c:c+m], f.inf) && ok
+	}
+	return ok
+}
+
+// halfAllFinite reports whether no 16-bit float in h has its exponent field (mask) all
+// ones. Adding the field's lowest bit to an all-ones field carries into bit 15.
+func halfAllFinite(h []uint16, mask uint16) bool {
+	low := mask & -mask
+	var acc uint16
+	for _, v := range h {
+		acc |= v&mask + low
+	}
+	return acc&0x8000 == 0
 }
 
 // CountNonFinite implements backend.Backend.

@@ -516,14 +516,14 @@ func binaryRowsVec(op vecOp, views []backend.View, d, s1, s2 *storage) {
 	})
 }
 
-// halfRowOp runs one row of binaryRowsVec on the words of half data (halfOp), when
-// dst and both operands share one half dtype, dst is contiguous and each operand is
+// halfRowOp runs one row of binaryRowsVec on the words of half data (halfOp), where
+// the CPU has its AVX-512 loop and dst and both operands share one half dtype, dst is contiguous and each operand is
 // contiguous or broadcast (not both), and dst does not overlap an operand it does not
 // coincide with; it reports whether it did. The results are the buffered path's.
 func halfRowOp(op vecOp, d, s1, s2 *storage, off []int, inner int, is []int) bool {
 	f, ok := halfFmtOf(d.dt)
-	if !ok || s1.dt != d.dt || s2.dt != d.dt || is[0] != 1 || is[1] == 0 && is[2] == 0 {
-		return false
+	if !ok || !vecAVX512OK() || s1.dt != d.dt || s2.dt != d.dt || is[0] != 1 || is[1] == 0 && is[2] == 0 {
+		return false // (without the AVX-512 loop, the buffered path's AVX2 loops are faster)
 	}
 	for k, s := range []*storage{s1, s2} {
 		if is[k+1] != 0 && is[k+1] != 1 || s == d && (off[k+1] != off[0] || is[k+1] != 1) {

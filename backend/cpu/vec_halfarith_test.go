@@ -118,6 +118,10 @@ func halfScaleFiniteRef(f halfFmt, x []uint16, k float32) bool {
 // the finiteness report, for scales that underflow, overflow, keep and poison the data,
 // with one non-finite word placed in the vector part, in the tail, or nowhere.
 func TestHalfScaleFinite(t *testing.T) {
+	b, err := New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rng := rand.New(rand.NewPCG(33, 34))
 	for _, f := range []halfFmt{bf16Fmt, f16Fmt} {
 		for _, k := range []float32{0x1p-16, 0.5, 3, 0x1p20, 1e30, float32(math.Inf(1)), float32(math.NaN()), 0} {
@@ -143,6 +147,24 @@ func TestHalfScaleFinite(t *testing.T) {
 					for i := range want {
 						if !halfWordsSame(f, got[i], want[i]) {
 							t.Fatalf("%s: [%d] = %#04x, want %#04x", what, i, got[i], want[i])
+						}
+					}
+					// UnscaleCheck, on whichever path this CPU takes, reports
+					// non-finite where halfScaleFinite reports not finite.
+					dt := backend.BFloat16
+					if f == f16Fmt {
+						dt = backend.Float16
+					}
+					if n > 0 {
+						st := geluTableStorage(t, b, dt, n)
+						copy(st.u16(), x)
+						if bad := b.UnscaleCheck(st, n, k); bad == wantOK {
+							t.Fatalf("%s: UnscaleCheck non-finite %v, want %v", what, bad, !wantOK)
+						}
+						for i := range want {
+							if !halfWordsSame(f, st.u16()[i], want[i]) {
+								t.Fatalf("%s: UnscaleCheck [%d] = %#04x, want %#04x", what, i, st.u16()[i], want[i])
+							}
 						}
 					}
 				}
