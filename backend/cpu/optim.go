@@ -42,6 +42,20 @@ func halfOut(op string, h backend.Storage, n int) *storage {
 	return s
 }
 
+// halfGrad returns the gradient g when it is float16/bfloat16 (a half gradient of
+// float32 masters: backend.HalfGradSGD, backend.HalfGradAdam), nil otherwise, and
+// panics, naming op, unless then the weights w are float32 and both hold n elements.
+func halfGrad(op string, w, g backend.Storage, n int) *storage {
+	gs := st(g)
+	if !gs.dt.IsHalf() {
+		return nil
+	}
+	if ws := st(w); ws.dt != backend.Float32 || gs.n < n || ws.n < n {
+		panic(fmt.Sprintf("cpu: %s: a %s[%d] gradient needs float32 weights of %d, got %s[%d]", op, gs.dt, gs.n, n, ws.dt, ws.n))
+	}
+	return gs
+}
+
 // SGDHalfGrads implements backend.HalfGradSGD: SGDStep with float32 masters takes a
 // float16/bfloat16 gradient, widened a chunk at a time as the update reads it.
 func (b *Backend) SGDHalfGrads() bool { return true }
@@ -65,13 +79,8 @@ func (b *Backend) SGDStep(a backend.SGDArgs) {
 		hw.run(func(w []float32, lo, hi int) { sgdSpan(a, w, g[lo:hi], sub(bb, lo, hi)) })
 		return
 	}
-	var gLow *storage
-	if g := st(a.G); g.dt.IsHalf() {
-		// A half gradient of float32 masters (backend.HalfGradSGD).
-		if w := st(a.W); w.dt != backend.Float32 || g.n < a.N || w.n < a.N {
-			panic(fmt.Sprintf("cpu: SGDStep: a %s[%d] gradient needs float32 weights of %d, got %s[%d]", g.dt, g.n, a.N, w.dt, w.n))
-		}
-		gLow = g
+	gLow := halfGrad("SGDStep", a.W, a.G, a.N) // backend.HalfGradSGD
+	if gLow != nil {
 		a.G = a.W // checked below as a float32 operand; never read
 	}
 	ws, gs := b.optimCheck("SGDStep", a.N, a.W, a.G, a.Buf)
@@ -278,13 +287,8 @@ func (b *Backend) AdamStep(a backend.AdamArgs) {
 		})
 		return
 	}
-	var gLow *storage
-	if g := st(a.G); g.dt.IsHalf() {
-		// A half gradient of float32 masters (backend.HalfGradAdam).
-		if w := st(a.W); w.dt != backend.Float32 || g.n < a.N || w.n < a.N {
-			panic(fmt.Sprintf("cpu: AdamStep: a %s[%d] gradient needs float32 weights of %d, got %s[%d]", g.dt, g.n, a.N, w.dt, w.n))
-		}
-		gLow = g
+	gLow := halfGrad("AdamStep", a.W, a.G, a.N) // backend.HalfGradAdam
+	if gLow != nil {
 		a.G = a.W // checked below as a float32 operand; never read
 	}
 	ws, gs := b.optimCheck("AdamStep", a.N, a.W, a.G, a.M, a.V, a.VMax)
