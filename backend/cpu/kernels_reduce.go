@@ -353,8 +353,9 @@ func reduceCols[C numeric](op backend.ReduceOp, d, s *storage, outer, n, inner i
 // Softmax implements backend.Backend: per row, subtract the maximum, exponentiate and
 // sum in float64, then divide (log-softmax: x - max - log(sum)); each result is rounded
 // once on store. A row holding NaN or +Inf yields NaN, as in PyTorch. Float32 and half
-// sources run on the vector layer (softmaxF32), whose exponential is within 4 ulp of
-// math.Exp in float64 and whose sums run in vecSumF64's fixed order.
+// data run on the vector layer (softmaxF32), whose exponential is within 4 ulp of
+// math.Exp in float64 and whose sums run in vecSumF64's fixed order; a Float64 source
+// or destination runs softmaxKernel in float64.
 func (b *Backend) Softmax(dst, src backend.Storage, outer, n int, log bool) {
 	d, s := st(dst), st(src)
 	if outer < 0 || n < 0 {
@@ -564,7 +565,8 @@ func softmaxKernel[C numeric](d, s *storage, outer, n int, log bool) {
 }
 
 // SoftmaxBackward implements backend.Backend: gx = y·(gy - Σ gy·y) for softmax and
-// gx = gy - exp(y)·Σ gy for log-softmax, with the row sums in float64.
+// gx = gy - exp(y)·Σ gy for log-softmax, with the row sums in float64 (all of it in
+// float64 when any operand is Float64).
 func (b *Backend) SoftmaxBackward(gx, gy, y backend.Storage, outer, n int, log bool) {
 	gxs, gys, ys := st(gx), st(gy), st(y)
 	if outer < 0 || n < 0 {

@@ -114,21 +114,17 @@ func halfRoundWord(f halfFmt, x float32) uint16 {
 // (vecAddS … vecRDivS, b unused), in float32, rounded to format f. dst may be a or b.
 func halfOpGo(f halfFmt, op vecOp, dst, a, b []uint16, s float32) {
 	var x, y, z [1]float32
-	bs := z[:]
-	if !op.binary() {
-		z[0] = s
+	bs := []float32{s} // the scalar operations' second operand
+	if op.binary() {
+		bs = y[:]
 	}
 	for i := range dst {
 		x[0] = halfWord(f, a[i])
 		if op.binary() {
 			y[0] = halfWord(f, b[i])
-			bs = y[:]
 		}
 		vecOpGo(op, z[:], x[:], bs)
 		dst[i] = halfRoundWord(f, z[0])
-		if !op.binary() {
-			z[0] = s
-		}
 	}
 }
 
