@@ -24,8 +24,27 @@ import (
 	"github.com/gamp-ml/gamp/tensor"
 )
 
-// The optimizer every configuration trains with.
-var sgdConfig = optim.SGDConfig{LR: 0.01, Momentum: 0.9}
+// optimizers are the -optim choices: each makes the optimizer every configuration
+// trains with, keeping masters as the opt level asks (seed: stochastic rounding's), and
+// says what it is in the table's header.
+var optimizers = map[string]struct {
+	desc string
+	make func(ps []*nn.Param, masters optim.Masters, seed uint64) (optim.Optimizer, error)
+}{
+	"sgd": {"SGD lr 0.01 momentum 0.9", func(ps []*nn.Param, masters optim.Masters, seed uint64) (optim.Optimizer, error) {
+		return optim.NewSGD(ps, optim.SGDConfig{LR: 0.01, Momentum: 0.9, Masters: masters, RoundingSeed: seed})
+	}},
+	"adam": {"Adam lr 0.001", func(ps []*nn.Param, masters optim.Masters, seed uint64) (optim.Optimizer, error) {
+		cfg := optim.DefaultAdam()
+		cfg.Masters, cfg.RoundingSeed = masters, seed
+		return optim.NewAdam(ps, cfg)
+	}},
+	"adamw": {"AdamW lr 0.001 weight decay 0.01", func(ps []*nn.Param, masters optim.Masters, seed uint64) (optim.Optimizer, error) {
+		cfg := optim.DefaultAdamW()
+		cfg.Masters, cfg.RoundingSeed = masters, seed
+		return optim.NewAdamW(ps, cfg)
+	}},
+}
 
 // maxPool bounds the distinct batches generated: steps past it reuse them in turn.
 const maxPool = 8
@@ -103,6 +122,9 @@ func resolve(o options) (plan, error) {
 		return p, usagef("-batch %d is not divisible by -accum %d (the batch is split into -accum micro-batches)", p.batch, o.accum)
 	}
 	p.micro = p.batch / o.accum
+	if _, ok := optimizers[o.optimizer]; !ok {
+		return p, usagef("unknown -optim %q (want sgd, adam or adamw)", o.optimizer)
+	}
 	switch {
 	case o.ops < 0:
 		return p, usagef("-ops must be ≥ 0, got %d", o.ops)
@@ -348,9 +370,7 @@ func (b *bench) setup(p plan) (err error) {
 		low = tensor.BFloat16 // unused at O0
 	}
 	amp.Prepare(b.model, b.level, low)
-	cfg := sgdConfig
-	cfg.Masters, cfg.RoundingSeed = b.masters, p.seed
-	opt, err := optim.NewSGD(b.model.Params(), cfg)
+	opt, err := optimizers[p.optimizer].make(b.model.Params(), b.masters, p.seed)
 	if err != nil {
 		return err
 	}

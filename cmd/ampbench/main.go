@@ -42,12 +42,13 @@ type options struct {
 	plan       bool   // plan each configuration with amp.Plan instead of benchmarking
 	cpuProfile string // pprof CPU profile of the whole run to this file; "" for none
 	ops        int    // print each configuration's ops ranked by time, this many rows; 0: none
+	optimizer  string // sgd, adam or adamw (optimizers)
 }
 
 // defaultOptions are the flag defaults.
 func defaultOptions() options {
 	return options{
-		model: "mlp", precision: "fp32,fp16,bf16", optLevel: "O1",
+		model: "mlp", precision: "fp32,fp16,bf16", optLevel: "O1", optimizer: "sgd",
 		steps: 20, warmup: 3, accum: 1, seed: 1,
 	}
 }
@@ -66,6 +67,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.model, "model", o.model, "mlp (784-1024-1024-10), cnn (Fashion-MNIST CNN), transformer (small encoder, random tokens) or transformer-large (width 512, 4 blocks, 128 tokens)")
 	fs.StringVar(&o.precision, "precision", o.precision, "comma-separated precisions to compare: fp32 (always O0), fp16, bf16")
 	fs.StringVar(&o.optLevel, "opt-level", o.optLevel, "opt level(s) for the half precisions, comma-separated: O1, O2, O3; O3+16+16, O3+sr and O3+rn keep bf16 weights with 16+16 split masters, stochastic rounding or no master")
+	fs.StringVar(&o.optimizer, "optim", o.optimizer, "optimizer every configuration trains with: sgd (lr 0.01, momentum 0.9), adam (lr 0.001) or adamw (lr 0.001, weight decay 0.01); betas (0.9, 0.999), eps 1e-8")
 	fs.IntVar(&o.steps, "steps", o.steps, "timed steps per configuration")
 	fs.IntVar(&o.warmup, "warmup", o.warmup, "untimed warm-up steps per configuration")
 	fs.IntVar(&o.batch, "batch", 0, "examples per optimizer step (default 256 for mlp, 128 for cnn, 32 for transformer)")

@@ -50,7 +50,7 @@ func runJSON(t *testing.T, o options) (map[string]any, report) {
 }
 
 var (
-	topKeys    = []string{"batch", "device", "model", "results", "steps"}
+	topKeys    = []string{"batch", "device", "model", "optimizer", "results", "steps"}
 	resultKeys = []string{
 		"accum", "activation_memory_bytes", "checkpoint", "final_loss", "max_ms", "median_ms", "min_ms",
 		"opt_level", "param_optimizer_memory_bytes", "peak_memory_bytes", "precision", "samples_per_second",
@@ -143,6 +143,32 @@ func TestOptLevelsAndNoFP32(t *testing.T) {
 	// O2 keeps bf16 weights plus FP32 masters and momentum: 2+4+4 bytes per parameter
 	// against O1's 4+4.
 	assert.Greater(t, rep.Results[1].ParamOptimMemory, rep.Results[0].ParamOptimMemory)
+}
+
+// -optim picks the optimizer: the JSON names it, the table's header describes it, and
+// Adam's two moments hold more than SGD's momentum (O1, and O2 beside its masters).
+func TestOptimizer(t *testing.T) {
+	held := map[string][]int64{}
+	for _, name := range []string{"sgd", "adam", "adamw"} {
+		o := tiny("mlp", 16)
+		o.precision, o.optLevel, o.optimizer = "bf16", "O1,O2", name
+		_, rep := runJSON(t, o)
+		assert.Equal(t, name, rep.Optimizer)
+		require.Len(t, rep.Results, 2)
+		for _, r := range rep.Results {
+			require.NotNil(t, r.FinalLoss, "%s %s: finite loss", name, r.OptLevel)
+			held[name] = append(held[name], r.ParamOptimMemory)
+		}
+	}
+	for i, level := range []string{"O1", "O2"} {
+		assert.Greater(t, held["adam"][i], held["sgd"][i], level)
+		assert.Equal(t, held["adam"][i], held["adamw"][i], level)
+	}
+	o := tiny("mlp", 16)
+	o.jsonOut, o.steps, o.precision, o.optimizer = false, 1, "fp32", "adamw"
+	var out bytes.Buffer
+	require.NoError(t, run(o, &out, io.Discard))
+	assert.Contains(t, out.String(), "AdamW lr 0.001 weight decay 0.01")
 }
 
 func TestTable(t *testing.T) {
@@ -254,6 +280,8 @@ func TestBadFlags(t *testing.T) {
 		{"-ops", "-1"},
 		{"-ops", "5", "-json"},
 		{"-ops", "5", "-plan"},
+		{"-optim", "lamb"},
+		{"-optim", ""},
 		{"-no-such-flag"},
 		{"extra"},
 	} {

@@ -8,7 +8,6 @@ import (
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/checkpoint"
 	"github.com/gamp-ml/gamp/nn"
-	"github.com/gamp-ml/gamp/optim"
 	"github.com/gamp-ml/gamp/tensor"
 )
 
@@ -34,9 +33,7 @@ func runPlan(p plan, stdout io.Writer) error {
 				}
 			}
 			amp.Prepare(model, v.level, low)
-			cfg := sgdConfig
-			cfg.Masters, cfg.RoundingSeed = v.masters, p.seed
-			opt, err := optim.NewSGD(model.Params(), cfg)
+			opt, err := optimizers[p.optimizer].make(model.Params(), v.masters, p.seed)
 			if err != nil {
 				return nil, err
 			}

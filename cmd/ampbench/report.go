@@ -21,11 +21,12 @@ import (
 
 // report is the JSON document -json prints.
 type report struct {
-	Model   string   `json:"model"`
-	Device  string   `json:"device"`
-	Batch   int      `json:"batch"`
-	Steps   int      `json:"steps"`
-	Results []result `json:"results"`
+	Model     string   `json:"model"`
+	Device    string   `json:"device"`
+	Batch     int      `json:"batch"`
+	Steps     int      `json:"steps"`
+	Optimizer string   `json:"optimizer"`
+	Results   []result `json:"results"`
 
 	plan    plan
 	backend string // the device's backend description
@@ -66,7 +67,7 @@ func median(ds []time.Duration) time.Duration {
 }
 
 func newReport(p plan, benches []*bench) *report {
-	r := &report{Model: p.model, Device: p.dev.String(), Batch: p.batch, Steps: p.steps, plan: p}
+	r := &report{Model: p.model, Device: p.dev.String(), Batch: p.batch, Steps: p.steps, Optimizer: p.optimizer, plan: p}
 	if len(benches) > 0 && benches[0].be != nil {
 		r.backend = benches[0].be.Name()
 	}
@@ -121,8 +122,8 @@ func (r *report) writeTable(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "host:   %s %s/%s, %s, %d logical CPUs, GOMAXPROCS %d\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
-	fmt.Fprintf(w, "run:    batch %d (%d×%d), %d timed steps after %d warm-up, interleaved; SGD lr 0.01 momentum 0.9; checkpointing %s; seed %d\n\n",
-		p.batch, p.accum, p.micro, p.steps, p.warmup, ck, p.seed)
+	fmt.Fprintf(w, "run:    batch %d (%d×%d), %d timed steps after %d warm-up, interleaved; %s; checkpointing %s; seed %d\n\n",
+		p.batch, p.accum, p.micro, p.steps, p.warmup, optimizers[p.optimizer].desc, ck, p.seed)
 	rows := [][]string{{"precision", "median ms", "min ms", "max ms", "samples/s", "speedup", "peak mem", "activations", "params+optim", "skipped", "final loss"}}
 	for _, s := range r.Results {
 		speed := "-"
