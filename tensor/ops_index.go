@@ -267,7 +267,7 @@ func (c *Context) join(op *Op, ts []*Tensor, dim int) *Tensor {
 		}
 		return v
 	}
-	out := allocTensor(c, first.dtype, first.device, shape)
+	out := allocOut(c, first.dtype, first.device, shape)
 	for i, t := range in {
 		t.ref.b.Copy(window(out.ref.s, 0, out.strides, i), t.bview())
 	}
@@ -277,7 +277,7 @@ func (c *Context) join(op *Op, ts []*Tensor, dim int) *Tensor {
 			if !t.requiresGrad {
 				continue
 			}
-			gi := allocTensor(bc, g.dtype, g.device, t.shape)
+			gi := allocOut(bc, g.dtype, g.device, t.shape)
 			g.ref.b.Copy(gi.bview(), window(g.ref.s, g.offset, g.strides, i))
 			gs[i] = gi
 		}

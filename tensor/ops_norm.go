@@ -30,14 +30,14 @@ func (c *Context) float32Operand(t *Tensor) *Tensor {
 	if t == nil || (t.dtype == Float32 && t.offset == 0 && t.IsContiguous()) {
 		return t
 	}
-	out := allocTensor(c, Float32, t.device, t.shape)
+	out := allocOut(c, Float32, t.device, t.shape)
 	t.ref.b.Copy(out.bview(), t.bview())
 	return out
 }
 
 // float32Copy returns a fresh dense Float32 copy of t in c.
 func (c *Context) float32Copy(t *Tensor) *Tensor {
-	out := allocTensor(c, Float32, t.device, t.shape)
+	out := allocOut(c, Float32, t.device, t.shape)
 	t.ref.b.Copy(out.bview(), t.bview())
 	return out
 }

@@ -84,7 +84,7 @@ func (c *Context) sumOp(op *Op, t *Tensor, dims []int, keep bool) *Tensor {
 		if op == opMean {
 			g = bc.unaryRaw(g, backend.MulScalar, 1/float64(count), 0)
 		}
-		gx := allocTensor(bc, g.dtype, g.device, orig)
+		gx := allocOut(bc, g.dtype, g.device, orig)
 		g.ref.b.Copy(gx.bview(), g.expandView(orig))
 		return []*Tensor{gx}
 	})

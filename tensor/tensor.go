@@ -426,7 +426,7 @@ func readAs[T Element](t *Tensor) []T {
 	want := dtypeOf[T]()
 	src := t
 	if t.dtype != want || !t.IsContiguous() {
-		src = allocTensor(nil, want, t.device, t.shape)
+		src = allocOut(nil, want, t.device, t.shape)
 		src.ref.b.Copy(src.bview(), t.bview())
 		defer src.Release()
 	}
@@ -440,7 +440,7 @@ func readAs[T Element](t *Tensor) []T {
 
 // contiguousCopy returns an untracked contiguous copy of t (the caller releases it).
 func (t *Tensor) contiguousCopy() *Tensor {
-	c := allocTensor(nil, t.dtype, t.device, t.shape)
+	c := allocOut(nil, t.dtype, t.device, t.shape)
 	c.ref.b.Copy(c.bview(), t.bview())
 	return c
 }
