@@ -172,10 +172,7 @@ func (s *storage) storeF64(off int, src []float64) {
 	case backend.Float64:
 		copy(s.f64()[off:off+n], src)
 	case backend.Float32:
-		d := s.f32()[off : off+n]
-		for i, v := range src {
-			d[i] = float32(v)
-		}
+		vecNarrow(narrowCopy, s.f32()[off:off+n], src, nil, nil, 0, 0)
 	case backend.Float16:
 		half.Float64ToFloat16(s.f16()[off:off+n], src)
 	case backend.BFloat16:

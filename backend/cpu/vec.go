@@ -445,13 +445,17 @@ const (
 	narrowLogSm                 // (x - c0) - c1: log-softmax
 	narrowSmBwd                 // y·(x - c0): softmax backward, x = gy
 	narrowLsBwd                 // x - e·c0, the product rounded: log-softmax backward, x = gy
+	narrowCopy                  // e: storeF64 to a Float32 storage
 
 	// narrowOdd added to an operation rounds its float64 result to float32 to odd
 	// (half.OddFloat32) instead of to nearest even: storing that float32 in a half
 	// format (storeF32) then rounds the float64 once, as storeF64 does. The vector
 	// loop exists for AVX-512 only.
-	narrowOdd narrowOp = 4
+	narrowOdd narrowOp = 5
 )
+
+// base is op without narrowOdd.
+func (op narrowOp) base() narrowOp { return op % narrowOdd }
 
 // vecNarrow sets dst[i] = float32(f(i)) for i < len(dst), f the float64 expression of op
 // in e[i], float64(x[i]), float64(y[i]), c0 and c1 (half.OddFloat32(f(i)) for the
@@ -460,8 +464,8 @@ func vecNarrow(op narrowOp, dst []float32, e []float64, x, y []float32, c0, c1 f
 	n := len(dst)
 	var ep *float64
 	var xp, yp *float32
-	switch op &^ narrowOdd {
-	case narrowDiv:
+	switch op.base() {
+	case narrowDiv, narrowCopy:
 		e = e[:n]
 	case narrowLogSm:
 		x = x[:n]
@@ -504,9 +508,11 @@ func vecNarrow(op narrowOp, dst []float32, e []float64, x, y []float32, c0, c1 f
 func vecNarrowGo(op narrowOp, dst []float32, e []float64, x, y []float32, c0, c1 float64) {
 	for i := range dst {
 		var f float64
-		switch op &^ narrowOdd {
+		switch op.base() {
 		case narrowDiv:
 			f = e[i] / c0
+		case narrowCopy:
+			f = e[i]
 		case narrowLogSm:
 			f = (float64(x[i]) - c0) - c1
 		case narrowSmBwd:
@@ -514,7 +520,7 @@ func vecNarrowGo(op narrowOp, dst []float32, e []float64, x, y []float32, c0, c1
 		case narrowLsBwd:
 			f = float64(x[i]) - float64(e[i]*c0) // the conversion keeps the product rounded
 		}
-		if op&narrowOdd != 0 {
+		if op >= narrowOdd {
 			dst[i] = half.OddFloat32(f)
 		} else {
 			dst[i] = float32(f)

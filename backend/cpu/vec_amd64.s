@@ -1102,13 +1102,17 @@ TEXT ·vecNarrowAVX512(SB), NOSPLIT, $0-64
 	CMPQ AX, $3
 	JEQ vecNarrowAVX512_lsbwd
 	CMPQ AX, $4
-	JEQ vecNarrowAVX512_div_odd
+	JEQ vecNarrowAVX512_copy
 	CMPQ AX, $5
-	JEQ vecNarrowAVX512_logsm_odd
+	JEQ vecNarrowAVX512_div_odd
 	CMPQ AX, $6
-	JEQ vecNarrowAVX512_smbwd_odd
+	JEQ vecNarrowAVX512_logsm_odd
 	CMPQ AX, $7
+	JEQ vecNarrowAVX512_smbwd_odd
+	CMPQ AX, $8
 	JEQ vecNarrowAVX512_lsbwd_odd
+	CMPQ AX, $9
+	JEQ vecNarrowAVX512_copy_odd
 	RET
 
 vecNarrowAVX512_div:
@@ -1206,6 +1210,26 @@ vecNarrowAVX512_lsbwd:
 	JMP vecNarrowAVX512_lsbwd
 
 vecNarrowAVX512_lsbwd_done:
+	VZEROUPPER
+	RET
+
+vecNarrowAVX512_copy:
+	TESTQ CX, CX
+	JZ vecNarrowAVX512_copy_done
+	VMOVUPD 0(DX), Z0
+	VCVTPD2PS Z0, Y0
+	VMOVUPS Y0, 0(DI)
+	VMOVUPD 64(DX), Z2
+	VCVTPD2PS Z2, Y2
+	VMOVUPS Y2, 32(DI)
+	ADDQ $64, DI
+	ADDQ $64, SI
+	ADDQ $64, R8
+	ADDQ $128, DX
+	SUBQ $16, CX
+	JMP vecNarrowAVX512_copy
+
+vecNarrowAVX512_copy_done:
 	VZEROUPPER
 	RET
 
@@ -1328,6 +1352,32 @@ vecNarrowAVX512_lsbwd_odd:
 	JMP vecNarrowAVX512_lsbwd_odd
 
 vecNarrowAVX512_lsbwd_odd_done:
+	VZEROUPPER
+	RET
+
+vecNarrowAVX512_copy_odd:
+	TESTQ CX, CX
+	JZ vecNarrowAVX512_copy_odd_done
+	VMOVUPD 0(DX), Z0
+	VCVTPD2PS.RZ_SAE Z0, Y16
+	VCVTPS2PD Y16, Z17
+	VCMPPD $0x0c, Z17, Z0, K1 // NEQ_OQ
+	VPORD Z29, Z16, K1, Z16
+	VMOVUPS Y16, 0(DI)
+	VMOVUPD 64(DX), Z2
+	VCVTPD2PS.RZ_SAE Z2, Y18
+	VCVTPS2PD Y18, Z19
+	VCMPPD $0x0c, Z19, Z2, K1 // NEQ_OQ
+	VPORD Z29, Z18, K1, Z18
+	VMOVUPS Y18, 32(DI)
+	ADDQ $64, DI
+	ADDQ $64, SI
+	ADDQ $64, R8
+	ADDQ $128, DX
+	SUBQ $16, CX
+	JMP vecNarrowAVX512_copy_odd
+
+vecNarrowAVX512_copy_odd_done:
 	VZEROUPPER
 	RET
 
@@ -2427,6 +2477,8 @@ TEXT ·vecNarrowAVX2(SB), NOSPLIT, $0-64
 	JEQ vecNarrowAVX2_smbwd
 	CMPQ AX, $3
 	JEQ vecNarrowAVX2_lsbwd
+	CMPQ AX, $4
+	JEQ vecNarrowAVX2_copy
 	RET
 
 vecNarrowAVX2_div:
@@ -2566,6 +2618,32 @@ vecNarrowAVX2_lsbwd:
 	JMP vecNarrowAVX2_lsbwd
 
 vecNarrowAVX2_lsbwd_done:
+	VZEROUPPER
+	RET
+
+vecNarrowAVX2_copy:
+	TESTQ CX, CX
+	JZ vecNarrowAVX2_copy_done
+	VMOVUPD 0(DX), Y0
+	VCVTPD2PSY Y0, X0
+	VMOVUPS X0, 0(DI)
+	VMOVUPD 32(DX), Y2
+	VCVTPD2PSY Y2, X2
+	VMOVUPS X2, 16(DI)
+	VMOVUPD 64(DX), Y4
+	VCVTPD2PSY Y4, X4
+	VMOVUPS X4, 32(DI)
+	VMOVUPD 96(DX), Y6
+	VCVTPD2PSY Y6, X6
+	VMOVUPS X6, 48(DI)
+	ADDQ $64, DI
+	ADDQ $64, SI
+	ADDQ $64, R8
+	ADDQ $128, DX
+	SUBQ $16, CX
+	JMP vecNarrowAVX2_copy
+
+vecNarrowAVX2_copy_done:
 	VZEROUPPER
 	RET
 

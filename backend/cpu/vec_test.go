@@ -417,7 +417,7 @@ func TestVecExpF64(t *testing.T) {
 func TestVecNarrow(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	var ops []narrowOp
-	for op := narrowDiv; op <= narrowLsBwd; op++ {
+	for op := narrowDiv; op <= narrowCopy; op++ {
 		ops = append(ops, op, op+narrowOdd)
 	}
 	// Besides ordinary values, e holds values past float32's range and below its

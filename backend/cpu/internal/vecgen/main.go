@@ -638,7 +638,7 @@ func expCore(x isa, arg, k, rr, p, i, mask int) []string {
 // routine also has each one rounding to odd (ops len(narrowOps)… in the same
 // order, vec.go's narrowOdd): toward zero, then the lowest bit set where that
 // was inexact, for a later rounding to a half format that is then the only one.
-var narrowOps = []string{"div", "logsm", "smbwd", "lsbwd"}
+var narrowOps = []string{"div", "logsm", "smbwd", "lsbwd", "copy"}
 
 // narrow emits vecNarrow<ISA>(op int, dst *float32, e *float64, x, y *float32,
 // c0, c1 float64, n int).
@@ -699,6 +699,8 @@ func (g *gen) narrow(x isa) {
 			case "div": // e / c0
 				g.p("\tVMOVUPD %d(DX), %s", f64, a)
 				g.p("\tVDIVPD %s, %s, %s", x.reg(c0), a, a)
+			case "copy": // e
+				g.p("\tVMOVUPD %d(DX), %s", f64, a)
 			case "logsm": // (x - c0) - c1
 				g.p("\tVCVTPS2PD %d(SI), %s", f32, a)
 				g.p("\tVSUBPD %s, %s, %s", x.reg(c0), a, a)
