@@ -1,19 +1,34 @@
 package half
 
-import "math"
+import (
+	"encoding/binary"
+	"math"
+	"unsafe"
+)
 
 // AllFinite32 reports whether no element of x is Inf or NaN.
 func AllFinite32(x []float32) bool {
 	// Branch-free over blocks: the exponent field plus one exponent unit
-	// reaches bit 31 exactly when the exponent is all ones (Inf or NaN).
+	// reaches bit 31 exactly when the exponent is all ones (Inf or NaN), and
+	// never carries further, so two elements share a 64-bit word (eight a step,
+	// four words loaded whole).
 	const block = 256
+	const exp, unit, top = 0x7f800000_7f800000, 0x00800000_00800000, 0x80000000_80000000
 	for len(x) > 0 {
 		n := min(len(x), block)
-		var acc uint32
-		for _, f := range x[:n] {
-			acc |= math.Float32bits(f)&0x7f800000 + 0x00800000
+		b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*n)
+		var a0, a1, a2, a3 uint64
+		for len(b) >= 32 {
+			a0 |= binary.LittleEndian.Uint64(b[0:8])&exp + unit
+			a1 |= binary.LittleEndian.Uint64(b[8:16])&exp + unit
+			a2 |= binary.LittleEndian.Uint64(b[16:24])&exp + unit
+			a3 |= binary.LittleEndian.Uint64(b[24:32])&exp + unit
+			b = b[32:]
 		}
-		if acc&0x80000000 != 0 {
+		for ; len(b) >= 4; b = b[4:] {
+			a0 |= uint64(binary.LittleEndian.Uint32(b)&0x7f800000 + 0x00800000)
+		}
+		if (a0|a1|a2|a3)&top != 0 {
 			return false
 		}
 		x = x[n:]

@@ -53,3 +53,30 @@ func TestFinite32(t *testing.T) {
 		t.Errorf("AllFinite32 disagrees with the count")
 	}
 }
+
+// TestFinite32EveryPosition puts each kind of non-finite value at every position of
+// runs that end in each part of AllFinite32's loop (four words a step, single elements)
+// and start on and off an 8-byte boundary.
+func TestFinite32EveryPosition(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 9, 16, 23, 40, 263} {
+		for _, off := range []int{0, 1} {
+			x := make([]float32, off+n)[off:]
+			for i := range x {
+				x[i] = float32(i) - 3.5
+			}
+			if !AllFinite32(x) {
+				t.Fatalf("n=%d off=%d: false on finite input", n, off)
+			}
+			for pos := range n {
+				for _, bad := range []uint32{0x7f800000, 0xff800000, 0x7fc00000, 0xff800001} {
+					keep := x[pos]
+					x[pos] = f32(bad)
+					if AllFinite32(x) {
+						t.Fatalf("n=%d off=%d: missed %#08x at %d", n, off, bad, pos)
+					}
+					x[pos] = keep
+				}
+			}
+		}
+	}
+}

@@ -146,11 +146,13 @@ func TestConvF16(t *testing.T) {
 }
 
 // TestAllFiniteF16 checks allFiniteF16 and allFiniteBF16 on every bit pattern, at
-// each position of a short and of a four-aligned run.
+// each position of runs that end in each of the loop's parts (two words a step, one
+// word, single elements) and of one that starts off an 8-byte boundary.
 func TestAllFiniteF16(t *testing.T) {
-	for _, n := range []int{1, 4, 7, 9} {
-		x := make([]half.Float16, n)
-		y := make([]half.BFloat16, n)
+	for _, r := range []struct{ n, off int }{{1, 0}, {4, 0}, {7, 0}, {9, 0}, {16, 0}, {21, 0}, {35, 0}, {35, 1}, {24, 3}} {
+		n := r.n
+		x := make([]half.Float16, r.off+n)[r.off:]
+		y := make([]half.BFloat16, r.off+n)[r.off:]
 		for p := range 1 << 16 {
 			v, w := half.Float16(p), half.BFloat16(p)
 			i := p % n
