@@ -666,15 +666,8 @@ func scaleHalfFinite(s *storage, lo, hi int, inv float32) bool {
 }
 
 // halfAllFinite reports whether no 16-bit float in h has its exponent field (mask) all
-// ones. Adding the field's lowest bit to an all-ones field carries into bit 15.
-func halfAllFinite(h []uint16, mask uint16) bool {
-	low := mask & -mask
-	var acc uint16
-	for _, v := range h {
-		acc |= v&mask + low
-	}
-	return acc&0x8000 == 0
-}
+// ones (allFinite16).
+func halfAllFinite(h []uint16, mask uint16) bool { return allFinite16(h, uint64(mask)) }
 
 // CountNonFinite implements backend.Backend.
 func (b *Backend) CountNonFinite(src backend.Storage, n int) (inf, nan int, maxAbs float64) {
