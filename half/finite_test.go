@@ -80,3 +80,25 @@ func TestFinite32EveryPosition(t *testing.T) {
 		}
 	}
 }
+
+// TestAllFinite16 checks AllFiniteBF16 and AllFiniteF16 on every bit pattern at each
+// position of runs that end in each part of the loop (four words a step, one word,
+// single elements), on and off an 8-byte boundary.
+func TestAllFinite16(t *testing.T) {
+	for _, r := range []struct{ n, off int }{{1, 0}, {5, 0}, {16, 0}, {21, 0}, {35, 1}, {24, 3}} {
+		x := make([]Float16, r.off+r.n)[r.off:]
+		y := make([]BFloat16, r.off+r.n)[r.off:]
+		for p := range 1 << 16 {
+			v, w := Float16(p), BFloat16(p)
+			i := p % r.n
+			x[i], y[i] = v, w
+			if got, want := AllFiniteF16(x), !v.IsNaN() && !v.IsInf(); got != want {
+				t.Fatalf("n=%d: %#04x at %d: AllFiniteF16 = %v, want %v", r.n, p, i, got, want)
+			}
+			if got, want := AllFiniteBF16(y), w.IsFinite(); got != want {
+				t.Fatalf("n=%d: %#04x at %d: AllFiniteBF16 = %v, want %v", r.n, p, i, got, want)
+			}
+			x[i], y[i] = 0, 0
+		}
+	}
+}

@@ -1,13 +1,11 @@
 package cpu
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/gamp-ml/gamp/backend"
 	"github.com/gamp-ml/gamp/half"
@@ -1080,32 +1078,5 @@ func convCheck(op string, a backend.Conv2dArgs, img, w, out *storage, nImg, nOut
 	}
 }
 
-// allFiniteBF16 reports whether no element of x is Inf or NaN (allFinite16 with
-// bfloat16's eight exponent bits).
-func allFiniteBF16(x []half.BFloat16) bool { return allFinite16(x, 0x7f80) }
-
-// allFinite16 reports whether no element of x, a 16-bit float whose exponent field is
-// the mask e, is Inf or NaN, four at a time in a 64-bit word (sixteen a step, four
-// words loaded whole): a lane's exponent field plus one exponent unit reaches its top bit
-// exactly when the exponent is all ones, and never carries out of its lane.
-func allFinite16[T ~uint16](x []T, e uint64) bool {
-	const lanes = 0x0001000100010001
-	exp, unit, top := e*lanes, (e&-e)*lanes, uint64(0x8000)*lanes
-	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 2*len(x))
-	var a0, a1, a2, a3 uint64
-	for len(b) >= 32 {
-		a0 |= binary.LittleEndian.Uint64(b[0:8])&exp + unit
-		a1 |= binary.LittleEndian.Uint64(b[8:16])&exp + unit
-		a2 |= binary.LittleEndian.Uint64(b[16:24])&exp + unit
-		a3 |= binary.LittleEndian.Uint64(b[24:32])&exp + unit
-		b = b[32:]
-	}
-	for len(b) >= 8 {
-		a0 |= binary.LittleEndian.Uint64(b[0:8])&exp + unit
-		b = b[8:]
-	}
-	for ; len(b) >= 2; b = b[2:] {
-		a1 |= uint64(binary.LittleEndian.Uint16(b))&e + e&-e
-	}
-	return (a0|a1|a2|a3)&top == 0
-}
+// allFiniteBF16 reports whether no element of x is Inf or NaN.
+func allFiniteBF16(x []half.BFloat16) bool { return half.AllFiniteBF16(x) }

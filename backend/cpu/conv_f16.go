@@ -85,6 +85,5 @@ func convWeightGradF16(gw, x, gy []half.Float16, a backend.Conv2dArgs) bool {
 	return convWeightGradFn(o, io, a)
 }
 
-// allFiniteF16 reports whether no element of x is Inf or NaN (allFinite16 with
-// float16's five exponent bits).
-func allFiniteF16(x []half.Float16) bool { return allFinite16(x, 0x7c00) }
+// allFiniteF16 reports whether no element of x is Inf or NaN.
+func allFiniteF16(x []half.Float16) bool { return half.AllFiniteF16(x) }

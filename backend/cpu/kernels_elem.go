@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
 )
 
 // unaryNames spell the unary ops in panic messages.
@@ -666,8 +667,8 @@ func scaleHalfFinite(s *storage, lo, hi int, inv float32) bool {
 }
 
 // halfAllFinite reports whether no 16-bit float in h has its exponent field (mask) all
-// ones (allFinite16).
-func halfAllFinite(h []uint16, mask uint16) bool { return allFinite16(h, uint64(mask)) }
+// ones (half.AllFinite16).
+func halfAllFinite(h []uint16, mask uint16) bool { return half.AllFinite16(h, mask) }
 
 // CountNonFinite implements backend.Backend.
 func (b *Backend) CountNonFinite(src backend.Storage, n int) (inf, nan int, maxAbs float64) {
