@@ -142,6 +142,11 @@ type convOps[E float32 | half.BFloat16, P float32 | uint32] struct {
 	// For float32 b is the padded image itself; for bf16 pairs it is the image
 	// interleaved into channel pairs (sc.xpp), which needs the paired k order.
 	direct func(steps int, a []P, b []P, offs []int, maxOff int, c []float32, ldc int)
+	// directNarrow, where set (bf16), is direct for a forward whose k steps are
+	// one slice: the tile from zero, row i's starting value init[i] added last,
+	// rounded to bf16 into c (convPairKernelNarrowGo), so that no float32
+	// accumulator rows are filled, added to and narrowed.
+	directNarrow func(steps int, a []P, b []P, offs []int, maxOff int, c []half.BFloat16, ldc int, init []float32)
 	// gather packs the weight-gradient B panel: row p of dst holds step p of w
 	// runs of src starting at offs[i] (convGatherF32Go, convGatherPairsGo).
 	gather func(dst []P, src []E, offs []int, steps, w, stride int)
@@ -241,19 +246,20 @@ var (
 	// them): the forward reads its B rows from the image interleaved into channel
 	// pairs instead of packing B panels. They need the paired k order (an even
 	// number of channels per group): convBF16For.
-	convBF16Direct    = convBF16Tile(12, 32, convDirectPairs)
-	convBF16Directx16 = convBF16Tile(16, 16, convDirectPairsx16)
-	convBF16Directx8  = convBF16Tile(8, 32, convDirectPairsx8)
+	convBF16Direct    = convBF16Tile(12, 32, convDirectPairs, convDirectPairsNarrow)
+	convBF16Directx16 = convBF16Tile(16, 16, convDirectPairsx16, convDirectPairsx16Narrow)
+	convBF16Directx8  = convBF16Tile(8, 32, convDirectPairsx8, convDirectPairsx8Narrow)
 )
 
-// convBF16Tile returns convBF16 with an mr×nr tile and the direct kernel of that
-// tile, nil without either.
-func convBF16Tile(mr, nr int, direct func(steps int, a, b []uint32, offs []int, maxOff int, c []float32, ldc int)) *convOps[half.BFloat16, uint32] {
+// convBF16Tile returns convBF16 with an mr×nr tile and the direct kernels of that
+// tile (narrow may be nil), nil without convBF16 or direct.
+func convBF16Tile(mr, nr int, direct func(steps int, a, b []uint32, offs []int, maxOff int, c []float32, ldc int),
+	narrow func(steps int, a, b []uint32, offs []int, maxOff int, c []half.BFloat16, ldc int, init []float32)) *convOps[half.BFloat16, uint32] {
 	if convBF16 == nil || direct == nil {
 		return nil
 	}
 	o := *convBF16
-	o.mr, o.nr, o.direct = mr, nr, direct
+	o.mr, o.nr, o.direct, o.directNarrow = mr, nr, direct, narrow
 	return &o
 }
 
@@ -439,6 +445,7 @@ type convScratch[E float32 | half.BFloat16, P float32 | uint32] struct {
 	// bf16 direct kernels.
 	xpp []P
 	c   []float32
+	c16 []half.BFloat16 // the narrowing kernels' rows
 }
 
 var (
@@ -611,14 +618,30 @@ func convForwardWith[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E
 			o.store(yc[oh*s.OW:][:s.OW], cr[oh*s.wp:][:s.OW])
 		}
 	}
-	convForwardFn(o, w, bias, a, load, store)
+	var storeHalf func(s *convShape, n, oc int, cr []half.BFloat16)
+	if yb, ok := any(y).([]half.BFloat16); ok {
+		// The narrowing kernels' rows, already rounded: the wide grid's columns
+		// dropped.
+		storeHalf = func(s *convShape, n, oc int, cr []half.BFloat16) {
+			convRows(yb[(n*s.O+oc)*s.OH*s.OW:][:s.OH*s.OW], s.OW, cr, s.wp, s.OW, s.OH)
+		}
+	}
+	convForwardFn(o, w, bias, a, load, store, storeHalf)
 }
+
+// convUseNarrow lets convForwardFn take the narrowing kernels (convOps.directNarrow)
+// where it may; the tests turn it off to compare.
+var convUseNarrow = true
 
 // convForwardFn is convForward reading image n into the zero-padded sc.xp with load
 // (which may use sc.tmp) and storing output channel oc of image n, on the wide grid
-// in cr (OH rows of wp), with store.
+// in cr (OH rows of wp), with store; or, where storeHalf is not nil, the ops have a
+// narrowing kernel and the k steps are one slice, from the rows the kernel rounded
+// to bf16, with storeHalf (the same bits: each element is its starting value plus
+// the same sum, rounded as store rounds).
 func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, P], w, bias []E, a backend.Conv2dArgs,
-	load func(s *convShape, sc *convScratch[E, P], n int), store func(s *convShape, n, oc int, cr []float32)) {
+	load func(s *convShape, sc *convScratch[E, P], n int), store func(s *convShape, n, oc int, cr []float32),
+	storeHalf func(s *convShape, n, oc int, cr []half.BFloat16)) {
 	s := newConvShape(a, o.pairs)
 	pl := packWeights(o, &s, w)
 	rp, steps, nSl, per := pl.rp, pl.steps, pl.nSl, pl.per
@@ -677,6 +700,7 @@ func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, 
 		}
 	}
 	rowInit := convRowInit(init, s.Groups, s.og, rp*o.mr)
+	narrow := direct && o.directNarrow != nil && storeHalf != nil && nSl == 1 && convUseNarrow
 	pool := convScratchPool[E, P]()
 	ParallelFor(s.N, 1, func(lo, hi int) {
 		sc := pool.Get().(*convScratch[E, P])
@@ -684,7 +708,11 @@ func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, 
 		sc.xp = grow(sc.xp, s.xpLen)
 		clear(sc.xp)
 		sc.b = grow(sc.b, o.pad(per)*o.nr)
-		sc.c = grow(sc.c, rp*o.mr*ldc)
+		if narrow {
+			sc.c16 = grow(sc.c16, rp*o.mr*ldc)
+		} else {
+			sc.c = grow(sc.c, rp*o.mr*ldc)
+		}
 		if direct && o.pairs {
 			sc.xpp = grow(sc.xpp, xppLen)
 			clear(sc.xpp[:xppLen])
@@ -717,7 +745,9 @@ func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, 
 						src = any(xg).([]P)
 					}
 				}
-				convFill(sc.c, ldc, rowInit[g*rp*o.mr:][:rp*o.mr], ldc, rp*o.mr)
+				if !narrow {
+					convFill(sc.c, ldc, rowInit[g*rp*o.mr:][:rp*o.mr], ldc, rp*o.mr)
+				}
 				for q := range npan {
 					q0 := q * o.nr
 					for sl := range nSl {
@@ -725,6 +755,10 @@ func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, 
 						if direct {
 							for r := range rp {
 								ap := pl.a[((g*rp+r)*nSl+sl)*pl.blk:][:(p1-p0)*o.mr]
+								if narrow {
+									o.directNarrow(p1-p0, ap, src[q0:], offB[p0:p1], maxOff, sc.c16[r*o.mr*ldc+q0:], ldc, rowInit[(g*rp+r)*o.mr:][:o.mr])
+									continue
+								}
 								o.direct(p1-p0, ap, src[q0:], offB[p0:p1], maxOff, sc.c[r*o.mr*ldc+q0:], ldc)
 							}
 							continue
@@ -761,6 +795,10 @@ func convForwardFn[E float32 | half.BFloat16, P float32 | uint32](o *convOps[E, 
 					}
 				}
 				for oc := range s.og {
+					if narrow {
+						storeHalf(&s, n, g*s.og+oc, sc.c16[oc*ldc:][:s.OH*s.wp])
+						continue
+					}
 					store(&s, n, g*s.og+oc, sc.c[oc*ldc:][:s.OH*s.wp])
 				}
 			}

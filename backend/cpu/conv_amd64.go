@@ -115,6 +115,70 @@ func convDirectPairsOf(mr, nr int, kern func(kc int, a []uint32, b *uint32, offs
 	return convDirectOf(mr, nr, kern)
 }
 
+// convPairKernel12x32NarrowAVX512 is convPairKernel12x32AVX512 for a tile computed
+// in one call: c (bf16, ldc elements a row) gets each element's sum from zero,
+// plus init[i] for row i (added last, the sum the first operand, as the one-row
+// kernel adds its tile to C), rounded to bf16 as convNarrowRowsCVT rounds
+// (convPairKernelNarrowGo).
+//
+//go:noescape
+func convPairKernel12x32NarrowAVX512(kc int, a []uint32, b *uint32, offs []int, c []half.BFloat16, ldc int, init *float32)
+
+// convPairKernel16x16NarrowAVX512 is convPairKernel12x32NarrowAVX512 for a 16×16
+// tile.
+//
+//go:noescape
+func convPairKernel16x16NarrowAVX512(kc int, a []uint32, b *uint32, offs []int, c []half.BFloat16, ldc int, init *float32)
+
+// convPairKernel8x32NarrowAVX512 is convPairKernel12x32NarrowAVX512 for an 8×32
+// tile.
+//
+//go:noescape
+func convPairKernel8x32NarrowAVX512(kc int, a []uint32, b *uint32, offs []int, c []half.BFloat16, ldc int, init *float32)
+
+// The narrowing direct kernels (convOps.directNarrow) of the 12×32, 16×16 and 8×32
+// bf16 tiles, nil where the matching direct kernel is.
+var (
+	convDirectPairsNarrow    = convDirectNarrowOf(convDirectPairs, 12, 32, convPairKernel12x32NarrowAVX512)
+	convDirectPairsx16Narrow = convDirectNarrowOf(convDirectPairsx16, 16, 16, convPairKernel16x16NarrowAVX512)
+	convDirectPairsx8Narrow  = convDirectNarrowOf(convDirectPairsx8, 8, 32, convPairKernel8x32NarrowAVX512)
+)
+
+// convDirectNarrowOf wraps a narrowing kernel of an mr×nr tile with the bounds
+// checks the assembly does not make, where the tile's direct kernel one exists.
+func convDirectNarrowOf(one func(steps int, a, b []uint32, offs []int, maxOff int, c []float32, ldc int), mr, nr int,
+	kern func(kc int, a []uint32, b *uint32, offs []int, c []half.BFloat16, ldc int, init *float32)) func(steps int, a, b []uint32, offs []int, maxOff int, c []half.BFloat16, ldc int, init []float32) {
+	if one == nil {
+		return nil
+	}
+	return func(steps int, a, b []uint32, offs []int, maxOff int, c []half.BFloat16, ldc int, init []float32) {
+		_ = init[mr-1]
+		_ = c[(mr-1)*ldc+nr-1]
+		offs = offs[:steps]
+		if steps > 0 {
+			_ = a[steps*mr-1]
+			if maxOff/4+nr > len(b) {
+				panic("cpu: convDirectNarrow: B row out of range")
+			}
+		}
+		kern(steps, a, unsafe.SliceData(b), offs, c, ldc, &init[0])
+	}
+}
+
+// convPairKernelNarrowGo is the pure-Go twin of convPairKernel<mr>x<nr>NarrowAVX512:
+// convPairKernelGo on a float32 tile holding init, then rounded as convNarrowGo
+// rounds.
+func convPairKernelNarrowGo(mr, nr, steps int, a, b []uint32, offs []int, c []half.BFloat16, ldc int, init []float32) {
+	t := make([]float32, mr*nr)
+	for i := range mr {
+		for j := range nr {
+			t[i*nr+j] = init[i]
+		}
+	}
+	convPairKernelGo(mr, nr, steps, a, b, offs, t, nr)
+	convNarrowGo(c, ldc, t, nr, nr, mr)
+}
+
 // convPairKernelRows8x32AVX512 is convKernelRows8x32AVX512 on bf16: row i's word at
 // pair step p is the pair of elements at x + offs[i] + 4p bytes (two consecutive
 // elements of a tap's run, the first in the low half), B a packed panel of pairs,

@@ -294,3 +294,64 @@ func TestConvInterleave(t *testing.T) {
 		}
 	}
 }
+
+// TestConvPairKernelsNarrow checks convPairKernel<mr>x<nr>NarrowAVX512 against its
+// pure-Go twin convPairKernelNarrowGo, bit for bit (NaN for NaN): B rows at
+// scattered, overlapping offsets, starting values of each sign, −0 and NaN, tiles
+// scaled so that some sums round from subnormal float32 (the integer rounding)
+// and some overflow, C with a row stride wider than the tile, whose other
+// elements must stay as they were.
+func TestConvPairKernelsNarrow(t *testing.T) {
+	if convDirectPairsNarrow == nil {
+		t.Skip("no VDPBF16PS in-place kernels (needs AVX512_BF16 without AMX)")
+	}
+	rng := rand.New(rand.NewPCG(31, 32))
+	const ldc = 40
+	scale := func(v []uint32, f float64) {
+		for i, w := range v {
+			lo := half.BFloat16FromFloat64(half.BFloat16(w).Float64() * f)
+			hi := half.BFloat16FromFloat64(half.BFloat16(w>>16).Float64() * f)
+			v[i] = uint32(lo) | uint32(hi)<<16
+		}
+	}
+	for _, k := range []struct {
+		mr, nr int
+		fn     func(steps int, a, b []uint32, offs []int, maxOff int, c []half.BFloat16, ldc int, init []float32)
+	}{{12, 32, convDirectPairsNarrow}, {16, 16, convDirectPairsx16Narrow}, {8, 32, convDirectPairsx8Narrow}} {
+		for _, kc := range []int{0, 1, 2, 13, 200} {
+			for _, f := range []float64{1, 0x1p-66, 0x1p60} {
+				a := convRandomPairs(rng, kc*k.mr)
+				b := convRandomPairs(rng, 3000)
+				scale(a, f)
+				offs := make([]int, kc)
+				maxOff := 0
+				for p := range offs {
+					offs[p] = 4 * rng.IntN(len(b)-k.nr)
+					maxOff = max(maxOff, offs[p])
+				}
+				init := make([]float32, k.mr)
+				for i := range init {
+					init[i] = float32(rng.NormFloat64() * f)
+				}
+				init[0] = float32(math.Copysign(0, -1))
+				init[1] = 3e-39 // subnormal: the integer rounding wherever the tile adds ~0
+				if k.mr > 3 {
+					init[3] = float32(math.NaN())
+				}
+				c0 := make([]half.BFloat16, k.mr*ldc)
+				for i := range c0 {
+					c0[i] = half.BFloat16(rng.Uint32())
+				}
+				got, want := slices.Clone(c0), slices.Clone(c0)
+				k.fn(kc, a, b, offs, maxOff, got, ldc, init)
+				convPairKernelNarrowGo(k.mr, k.nr, kc, a, b, offs, want[:(k.mr-1)*ldc+k.nr], ldc, init)
+				for i := range got {
+					g, w := got[i], want[i]
+					if g != w && !(g.IsNaN() && w.IsNaN()) {
+						t.Fatalf("%dx%d kc %d scale %g: c[%d][%d] = %#04x, Go twin %#04x", k.mr, k.nr, kc, f, i/ldc, i%ldc, uint16(g), uint16(w))
+					}
+				}
+			}
+		}
+	}
+}

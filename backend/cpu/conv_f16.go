@@ -56,7 +56,7 @@ func convForwardF16(y, x []half.Float16, w32, b32 []float32, a backend.Conv2dArg
 		convRows(cr, s.OW, cr, s.wp, s.OW, s.OH)
 		half.Float32ToFloat16(y[(n*s.O+oc)*s.OH*s.OW:][:s.OH*s.OW], cr[:s.OH*s.OW])
 	}
-	convForwardFn(convF32For(a.O/a.Groups), w32, b32, a, load, store)
+	convForwardFn(convF32For(a.O/a.Groups), w32, b32, a, load, store, nil)
 }
 
 // convWeightGradF16 is convWeightGrad for float16 operands on the float32 kernels:

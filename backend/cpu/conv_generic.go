@@ -44,6 +44,9 @@ func convNarrowTo(dst []half.BFloat16, ld int, src []float32, ls, n, rows int) {
 // in this build.
 var convDirectPairs, convDirectPairsx16, convDirectPairsx8 func(steps int, a, b []uint32, offs []int, maxOff int, c []float32, ldc int)
 
+// The narrowing direct kernels are nil: no assembly in this build.
+var convDirectPairsNarrow, convDirectPairsx16Narrow, convDirectPairsx8Narrow func(steps int, a, b []uint32, offs []int, maxOff int, c []half.BFloat16, ldc int, init []float32)
+
 // convRowsPairs32 and convRowsPairs16 are nil: no assembly in this build.
 var convRowsPairs32, convRowsPairs16 func(steps int, x []half.BFloat16, offs []int, b []uint32, c []float32, ldc int)
 

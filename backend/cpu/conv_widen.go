@@ -42,5 +42,5 @@ func convForwardWiden(y, x, w, bias []half.BFloat16, a backend.Conv2dArgs) {
 	store := func(s *convShape, n, oc int, cr []float32) {
 		convNarrow(y[(n*s.O+oc)*s.OH*s.OW:][:s.OH*s.OW], cr, s.wp, s.OW, s.OH)
 	}
-	convForwardFn(convF32For(a.O/a.Groups), w32, b32, a, load, store)
+	convForwardFn(convF32For(a.O/a.Groups), w32, b32, a, load, store, nil)
 }

@@ -69,6 +69,10 @@ func main() {
 			rowsKernel(p, nr, pairs)
 		}
 	}
+	for _, k := range kernels {
+		p("")
+		narrowKernel(p, k.mr, k.nr)
+	}
 	p("")
 	amxKernel(p)
 	p("")
@@ -507,20 +511,127 @@ func narrowRows(p func(string, ...any), cvt bool) {
 	p("\tRET")
 }
 
+// narrowKernel writes convPairKernel<mr>x<nr>NarrowAVX512: convPairKernel<mr>x<nr>AVX512
+// whose tile starts from zero, gets row i's starting value init[i] added at the end
+// (VADDPS, the accumulator the first source, as the one-row kernel adds it to C) and
+// is rounded to bf16 as convNarrowRowsCVT rounds (VCVTNEPS2BF16, or the integer
+// rounding where a lane is subnormal) into c, ldc elements a row: one k slice's
+// forward without the float32 accumulator rows.
+func narrowKernel(p func(string, ...any), mr, nr int) {
+	vr := nr / 16
+	acc := mr * vr
+	bReg := acc
+	bc0 := acc + vr
+	name := fmt.Sprintf("convPairKernel%dx%dNarrowAVX512", mr, nr)
+	p("// func %s(kc int, a []uint32, b *uint32, offs []int, c []half.BFloat16, ldc int, init *float32)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-104", name)
+	p("\tMOVQ kc+0(FP), CX")
+	p("\tMOVQ a_base+8(FP), SI")
+	p("\tMOVQ b+32(FP), DI")
+	p("\tMOVQ offs_base+40(FP), BX")
+	p("\tMOVQ c_base+64(FP), DX")
+	p("\tMOVQ ldc+88(FP), R8")
+	p("\tSHLQ $1, R8")
+	p("\tMOVQ init+96(FP), R10")
+	for r := range acc {
+		p("\tVPXORD Z%d, Z%d, Z%d", r, r, r)
+	}
+	p("\tTESTQ CX, CX")
+	p("\tJZ %s_store", name)
+	p("")
+	p("%s_loop:", name)
+	p("\tMOVQ 0(BX), R9")
+	for h := range vr {
+		p("\tVMOVUPS %d(DI)(R9*1), Z%d", 64*h, bReg+h)
+	}
+	for i := range mr {
+		bc := bc0 + i%6
+		p("\tVPBROADCASTD %d(SI), Z%d", 4*i, bc)
+		for h := range vr {
+			p("%s", madd(true, bReg+h, bc, i*vr+h))
+		}
+	}
+	p("\tADDQ $%d, SI", 4*mr)
+	p("\tADDQ $8, BX")
+	p("\tDECQ CX")
+	p("\tJNZ %s_loop", name)
+	p("")
+	p("%s_store:", name)
+	p("\tMOVL $0x7fff, AX")
+	p("\tVPBROADCASTD AX, Z31")
+	p("\tMOVL $1, AX")
+	p("\tVPBROADCASTD AX, Z30")
+	p("\tMOVL $0x40, AX")
+	p("\tVPBROADCASTD AX, Z29")
+	for i := range mr {
+		for h := range vr {
+			r := i*vr + h
+			lbl := fmt.Sprintf("%s_r%d", name, r)
+			p("\tVADDPS.BCST %d(R10), Z%d, Z%d", 4*i, r, r)
+			p("\tVFPCLASSPSZ $0x20, Z%d, K2", r)
+			p("\tKORTESTW K2, K2")
+			p("\tJNZ %s_sub", lbl)
+			p("\t%s", vcvtneps2bf16(r, 24))
+			p("\tVMOVDQU16 Y24, %d(DX)", 32*h)
+			p("\tJMP %s_done", lbl)
+			p("%s_sub:", lbl)
+			narrowReg(p, r, 25, 26, 27)
+			p("\tVPMOVDW Z27, %d(DX)", 32*h)
+			p("%s_done:", lbl)
+		}
+		if i < mr-1 {
+			p("\tADDQ R8, DX")
+		}
+	}
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// vcvtneps2bf16 returns VCVTNEPS2BF16 %zmm<src>, %ymm<dst> as BYTE directives:
+// EVEX.512.F3.0F38.W0 72 /r, dst in ModRM.reg (EVEX.R, R'), src in ModRM.rm
+// (EVEX.B, X), vvvv unused (1111, V' 1). vcvtneps2bf16(0, 3) is vcvtneps2bf16Z0Y3.
+func vcvtneps2bf16(src, dst int) string {
+	p1 := 0x02 // map 0F38
+	if dst&8 == 0 {
+		p1 |= 0x80
+	}
+	if src&16 == 0 {
+		p1 |= 0x40
+	}
+	if src&8 == 0 {
+		p1 |= 0x20
+	}
+	if dst&16 == 0 {
+		p1 |= 0x10
+	}
+	const p2 = 0x0f<<3 | 0x04 | 0x02 // W0, vvvv 1111, 1, pp = F3
+	const p3 = 0x40 | 0x08           // L'L = 512, V' 1
+	modrm := 0xc0 | (dst&7)<<3 | src&7
+	var bs []string
+	for _, b := range []int{0x62, p1, p2, p3, 0x72, modrm} {
+		bs = append(bs, fmt.Sprintf("BYTE $0x%02x", b))
+	}
+	return fmt.Sprintf("%s // vcvtneps2bf16 %%zmm%d, %%ymm%d", strings.Join(bs, "; "), src, dst)
+}
+
 // vcvtneps2bf16Z0Y3 is VCVTNEPS2BF16 Z0 → Y3 (EVEX.512.F3.0F38.W0 72 /r) as BYTE
 // directives, the Go assembler lacking the mnemonic (bytes from GNU as).
 const vcvtneps2bf16Z0Y3 = "BYTE $0x62; BYTE $0xf2; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xd8 // vcvtneps2bf16 %zmm0, %ymm3"
 
 // narrowZ0 rounds the float32 lanes of Z0 to bf16 in the low words of Z3's
 // lanes: (x + 0x7fff + (x>>16 & 1)) >> 16, a NaN lane x>>16 | 0x40.
-func narrowZ0(p func(string, ...any)) {
-	p("\tVPSRLD $16, Z0, Z1")
-	p("\tVPANDD Z30, Z1, Z2")
-	p("\tVPADDD Z31, Z0, Z3")
-	p("\tVPADDD Z2, Z3, Z3")
-	p("\tVPSRLD $16, Z3, Z3")
-	p("\tVCMPPS $3, Z0, Z0, K1")
-	p("\tVPORD Z29, Z1, K1, Z3")
+func narrowZ0(p func(string, ...any)) { narrowReg(p, 0, 1, 2, 3) }
+
+// narrowReg is narrowZ0 for the lanes of Z<x>, temporaries Z<t1> and Z<t2>, the
+// result in Z<out>.
+func narrowReg(p func(string, ...any), x, t1, t2, out int) {
+	p("\tVPSRLD $16, Z%d, Z%d", x, t1)
+	p("\tVPANDD Z30, Z%d, Z%d", t1, t2)
+	p("\tVPADDD Z31, Z%d, Z%d", x, out)
+	p("\tVPADDD Z%d, Z%d, Z%d", t2, out, out)
+	p("\tVPSRLD $16, Z%d, Z%d", out, out)
+	p("\tVCMPPS $3, Z%d, Z%d, K1", x, x)
+	p("\tVPORD Z29, Z%d, K1, Z%d", t1, out)
 }
 
 // madd is one multiply-accumulate of a kernel's step: acc += b·bc, VFMADD231PS

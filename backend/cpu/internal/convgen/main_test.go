@@ -32,3 +32,32 @@ func TestVDPBF16PS(t *testing.T) {
 		}
 	}
 }
+
+// TestVCVTNEPS2BF16 checks vcvtneps2bf16 against encodings GNU as (binutils 2.40)
+// gave for the same operands, registers below and above 8 and 16 in both
+// positions, and the constant vcvtneps2bf16Z0Y3 against it.
+func TestVCVTNEPS2BF16(t *testing.T) {
+	for _, c := range []struct {
+		src, dst int
+		enc      string
+	}{
+		{0, 24, "62 62 7e 48 72 c0"},
+		{1, 24, "62 62 7e 48 72 c1"},
+		{15, 24, "62 42 7e 48 72 c7"},
+		{23, 24, "62 22 7e 48 72 c7"},
+		{0, 3, "62 f2 7e 48 72 d8"},
+		{9, 8, "62 52 7e 48 72 c1"},
+	} {
+		var bs []string
+		for _, h := range strings.Fields(c.enc) {
+			bs = append(bs, "BYTE $0x"+h)
+		}
+		want := fmt.Sprintf("%s // vcvtneps2bf16 %%zmm%d, %%ymm%d", strings.Join(bs, "; "), c.src, c.dst)
+		if got := vcvtneps2bf16(c.src, c.dst); got != want {
+			t.Errorf("vcvtneps2bf16(%d, %d) = %q, want %q", c.src, c.dst, got, want)
+		}
+	}
+	if got := vcvtneps2bf16(0, 3); got != vcvtneps2bf16Z0Y3 {
+		t.Errorf("vcvtneps2bf16(0, 3) = %q, want vcvtneps2bf16Z0Y3 %q", got, vcvtneps2bf16Z0Y3)
+	}
+}
