@@ -62,7 +62,7 @@ func main() {
 	for _, pairs := range []bool{false, true} {
 		for _, k := range kernels {
 			p("")
-			kernel(p, k.mr, k.nr, pairs)
+			kernel(p, k.mr, k.nr, pairs, false)
 		}
 		for _, nr := range []int{32, 16} {
 			p("")
@@ -71,7 +71,7 @@ func main() {
 	}
 	for _, k := range kernels {
 		p("")
-		narrowKernel(p, k.mr, k.nr)
+		kernel(p, k.mr, k.nr, true, true)
 	}
 	p("")
 	amxKernel(p)
@@ -94,8 +94,11 @@ func main() {
 // at i·vr + h), then the vr B registers, then six broadcast registers in turn.
 // With pairs it writes convPairKernel<mr>x<nr>AVX512, the same loop on bf16
 // pairs: each A word a pair of bf16 broadcast with VPBROADCASTD, each B row nr
-// pairs of the pair-interleaved image, VDPBF16PS for VFMADD231PS.
-func kernel(p func(string, ...any), mr, nr int, pairs bool) {
+// pairs of the pair-interleaved image, VDPBF16PS for VFMADD231PS. With narrow (and
+// pairs) it writes convPairKernel<mr>x<nr>NarrowAVX512: the tile rounded to bf16 rows
+// with each row's starting value added (narrowStore) instead of added to C: one k
+// slice's forward without the float32 accumulator rows.
+func kernel(p func(string, ...any), mr, nr int, pairs, narrow bool) {
 	vr := nr / 16
 	acc := mr * vr
 	bReg := acc
@@ -106,15 +109,24 @@ func kernel(p func(string, ...any), mr, nr int, pairs bool) {
 		name = fmt.Sprintf("convPairKernel%dx%dAVX512", mr, nr)
 		args = "kc int, a []uint32, b *uint32, offs []int, c []float32, ldc int"
 	}
+	frame, cShift := 96, 2
+	if narrow {
+		name = fmt.Sprintf("convPairKernel%dx%dNarrowAVX512", mr, nr)
+		args = "kc int, a []uint32, b *uint32, offs []int, c []half.BFloat16, ldc int, init *float32"
+		frame, cShift = 104, 1
+	}
 	p("// func %s(%s)", name, args)
-	p("TEXT ·%s(SB), NOSPLIT, $0-96", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-%d", name, frame)
 	p("\tMOVQ kc+0(FP), CX")
 	p("\tMOVQ a_base+8(FP), SI")
 	p("\tMOVQ b+32(FP), DI")
 	p("\tMOVQ offs_base+40(FP), BX")
 	p("\tMOVQ c_base+64(FP), DX")
 	p("\tMOVQ ldc+88(FP), R8")
-	p("\tSHLQ $2, R8")
+	p("\tSHLQ $%d, R8", cShift)
+	if narrow {
+		p("\tMOVQ init+96(FP), R10")
+	}
 	for r := range acc {
 		p("\tVPXORD Z%d, Z%d, Z%d", r, r, r)
 	}
@@ -143,13 +155,17 @@ func kernel(p func(string, ...any), mr, nr int, pairs bool) {
 	p("\tJNZ %s_loop", name)
 	p("")
 	p("%s_store:", name)
-	for i := range mr {
-		for h := range vr {
-			p("\tVADDPS %d(DX), Z%d, Z%d", 64*h, i*vr+h, i*vr+h)
-			p("\tVMOVUPS Z%d, %d(DX)", i*vr+h, 64*h)
-		}
-		if i < mr-1 {
-			p("\tADDQ R8, DX")
+	if narrow {
+		narrowStore(p, name, mr, vr)
+	} else {
+		for i := range mr {
+			for h := range vr {
+				p("\tVADDPS %d(DX), Z%d, Z%d", 64*h, i*vr+h, i*vr+h)
+				p("\tVMOVUPS Z%d, %d(DX)", i*vr+h, 64*h)
+			}
+			if i < mr-1 {
+				p("\tADDQ R8, DX")
+			}
 		}
 	}
 	p("\tVZEROUPPER")
@@ -511,52 +527,12 @@ func narrowRows(p func(string, ...any), cvt bool) {
 	p("\tRET")
 }
 
-// narrowKernel writes convPairKernel<mr>x<nr>NarrowAVX512: convPairKernel<mr>x<nr>AVX512
-// whose tile starts from zero, gets row i's starting value init[i] added at the end
-// (VADDPS, the accumulator the first source, as the one-row kernel adds it to C) and
-// is rounded to bf16 as convNarrowRowsCVT rounds (VCVTNEPS2BF16, or the integer
-// rounding where a lane is subnormal) into c, ldc elements a row: one k slice's
-// forward without the float32 accumulator rows.
-func narrowKernel(p func(string, ...any), mr, nr int) {
-	vr := nr / 16
-	acc := mr * vr
-	bReg := acc
-	bc0 := acc + vr
-	name := fmt.Sprintf("convPairKernel%dx%dNarrowAVX512", mr, nr)
-	p("// func %s(kc int, a []uint32, b *uint32, offs []int, c []half.BFloat16, ldc int, init *float32)", name)
-	p("TEXT ·%s(SB), NOSPLIT, $0-104", name)
-	p("\tMOVQ kc+0(FP), CX")
-	p("\tMOVQ a_base+8(FP), SI")
-	p("\tMOVQ b+32(FP), DI")
-	p("\tMOVQ offs_base+40(FP), BX")
-	p("\tMOVQ c_base+64(FP), DX")
-	p("\tMOVQ ldc+88(FP), R8")
-	p("\tSHLQ $1, R8")
-	p("\tMOVQ init+96(FP), R10")
-	for r := range acc {
-		p("\tVPXORD Z%d, Z%d, Z%d", r, r, r)
-	}
-	p("\tTESTQ CX, CX")
-	p("\tJZ %s_store", name)
-	p("")
-	p("%s_loop:", name)
-	p("\tMOVQ 0(BX), R9")
-	for h := range vr {
-		p("\tVMOVUPS %d(DI)(R9*1), Z%d", 64*h, bReg+h)
-	}
-	for i := range mr {
-		bc := bc0 + i%6
-		p("\tVPBROADCASTD %d(SI), Z%d", 4*i, bc)
-		for h := range vr {
-			p("%s", madd(true, bReg+h, bc, i*vr+h))
-		}
-	}
-	p("\tADDQ $%d, SI", 4*mr)
-	p("\tADDQ $8, BX")
-	p("\tDECQ CX")
-	p("\tJNZ %s_loop", name)
-	p("")
-	p("%s_store:", name)
+// narrowStore writes the store of convPairKernel<mr>x<nr>NarrowAVX512 (kernel with
+// narrow): each accumulator plus its row's starting value init[i] (R10; VADDPS, the
+// accumulator the first source, as the one-row kernel adds it to C), rounded to bf16
+// as convNarrowRowsCVT rounds (VCVTNEPS2BF16, or the integer rounding where a lane
+// is subnormal) into c (DX), R8 bytes a row.
+func narrowStore(p func(string, ...any), name string, mr, vr int) {
 	p("\tMOVL $0x7fff, AX")
 	p("\tVPBROADCASTD AX, Z31")
 	p("\tMOVL $1, AX")
@@ -583,8 +559,6 @@ func narrowKernel(p func(string, ...any), mr, nr int) {
 			p("\tADDQ R8, DX")
 		}
 	}
-	p("\tVZEROUPPER")
-	p("\tRET")
 }
 
 // vcvtneps2bf16 returns VCVTNEPS2BF16 %zmm<src>, %ymm<dst> as BYTE directives:
