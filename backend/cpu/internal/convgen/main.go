@@ -158,15 +158,7 @@ func kernel(p func(string, ...any), mr, nr int, pairs, narrow bool) {
 	if narrow {
 		narrowStore(p, name, mr, vr)
 	} else {
-		for i := range mr {
-			for h := range vr {
-				p("\tVADDPS %d(DX), Z%d, Z%d", 64*h, i*vr+h, i*vr+h)
-				p("\tVMOVUPS Z%d, %d(DX)", i*vr+h, 64*h)
-			}
-			if i < mr-1 {
-				p("\tADDQ R8, DX")
-			}
-		}
+		addStore(p, "DX", mr, vr)
 	}
 	p("\tVZEROUPPER")
 	p("\tRET")
@@ -338,15 +330,7 @@ func rowsKernel(p func(string, ...any), nr int, pairs bool) {
 	p("\tMOVQ c+32(FP), DI")
 	p("\tMOVQ ldc+40(FP), R8")
 	p("\tSHLQ $2, R8")
-	for i := range mr {
-		for h := range vr {
-			p("\tVADDPS %d(DI), Z%d, Z%d", 64*h, i*vr+h, i*vr+h)
-			p("\tVMOVUPS Z%d, %d(DI)", i*vr+h, 64*h)
-		}
-		if i < mr-1 {
-			p("\tADDQ R8, DI")
-		}
-	}
+	addStore(p, "DI", mr, vr)
 	p("\tVZEROUPPER")
 	p("\tRET")
 }
@@ -460,12 +444,7 @@ func narrowRows(p func(string, ...any), cvt bool) {
 	p("\tMOVQ rows+24(FP), DX")
 	p("\tMOVQ srcStride+32(FP), R8")
 	p("\tMOVQ dstStride+40(FP), R9")
-	p("\tMOVL $0x7fff, AX")
-	p("\tVPBROADCASTD AX, Z31")
-	p("\tMOVL $1, AX")
-	p("\tVPBROADCASTD AX, Z30")
-	p("\tMOVL $0x40, AX")
-	p("\tVPBROADCASTD AX, Z29")
+	narrowConsts(p)
 	p("\tMOVQ CX, R11")
 	p("\tANDQ $15, R11")
 	p("\tMOVQ $-1, AX")
@@ -527,18 +506,27 @@ func narrowRows(p func(string, ...any), cvt bool) {
 	p("\tRET")
 }
 
+// addStore writes a kernel's store: the mr×vr accumulators (row i, register h at
+// i·vr + h) added to C at register c, R8 bytes a row.
+func addStore(p func(string, ...any), c string, mr, vr int) {
+	for i := range mr {
+		for h := range vr {
+			p("\tVADDPS %d(%s), Z%d, Z%d", 64*h, c, i*vr+h, i*vr+h)
+			p("\tVMOVUPS Z%d, %d(%s)", i*vr+h, 64*h, c)
+		}
+		if i < mr-1 {
+			p("\tADDQ R8, %s", c)
+		}
+	}
+}
+
 // narrowStore writes the store of convPairKernel<mr>x<nr>NarrowAVX512 (kernel with
 // narrow): each accumulator plus its row's starting value init[i] (R10; VADDPS, the
 // accumulator the first source, as the one-row kernel adds it to C), rounded to bf16
 // as convNarrowRowsCVT rounds (VCVTNEPS2BF16, or the integer rounding where a lane
 // is subnormal) into c (DX), R8 bytes a row.
 func narrowStore(p func(string, ...any), name string, mr, vr int) {
-	p("\tMOVL $0x7fff, AX")
-	p("\tVPBROADCASTD AX, Z31")
-	p("\tMOVL $1, AX")
-	p("\tVPBROADCASTD AX, Z30")
-	p("\tMOVL $0x40, AX")
-	p("\tVPBROADCASTD AX, Z29")
+	narrowConsts(p)
 	for i := range mr {
 		for h := range vr {
 			r := i*vr + h
@@ -562,35 +550,27 @@ func narrowStore(p func(string, ...any), name string, mr, vr int) {
 }
 
 // vcvtneps2bf16 returns VCVTNEPS2BF16 %zmm<src>, %ymm<dst> as BYTE directives:
-// EVEX.512.F3.0F38.W0 72 /r, dst in ModRM.reg (EVEX.R, R'), src in ModRM.rm
-// (EVEX.B, X), vvvv unused (1111, V' 1). vcvtneps2bf16(0, 3) is vcvtneps2bf16Z0Y3.
+// EVEX.512.F3.0F38.W0 72 /r, dst in ModRM.reg, src in ModRM.rm, vvvv unused (1111,
+// as for register 0). vcvtneps2bf16(0, 3) is vcvtneps2bf16Z0Y3.
 func vcvtneps2bf16(src, dst int) string {
-	p1 := 0x02 // map 0F38
-	if dst&8 == 0 {
-		p1 |= 0x80
-	}
-	if src&16 == 0 {
-		p1 |= 0x40
-	}
-	if src&8 == 0 {
-		p1 |= 0x20
-	}
-	if dst&16 == 0 {
-		p1 |= 0x10
-	}
-	const p2 = 0x0f<<3 | 0x04 | 0x02 // W0, vvvv 1111, 1, pp = F3
-	const p3 = 0x40 | 0x08           // L'L = 512, V' 1
-	modrm := 0xc0 | (dst&7)<<3 | src&7
-	var bs []string
-	for _, b := range []int{0x62, p1, p2, p3, 0x72, modrm} {
-		bs = append(bs, fmt.Sprintf("BYTE $0x%02x", b))
-	}
-	return fmt.Sprintf("%s // vcvtneps2bf16 %%zmm%d, %%ymm%d", strings.Join(bs, "; "), src, dst)
+	return fmt.Sprintf("%s // vcvtneps2bf16 %%zmm%d, %%ymm%d", evexF30F38(0x72, src, 0, dst), src, dst)
 }
 
 // vcvtneps2bf16Z0Y3 is VCVTNEPS2BF16 Z0 → Y3 (EVEX.512.F3.0F38.W0 72 /r) as BYTE
 // directives, the Go assembler lacking the mnemonic (bytes from GNU as).
 const vcvtneps2bf16Z0Y3 = "BYTE $0x62; BYTE $0xf2; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xd8 // vcvtneps2bf16 %zmm0, %ymm3"
+
+// narrowConsts sets the constants narrowReg reads: 0x7fff in Z31's lanes, 1 in
+// Z30's, 0x40 (a NaN's quiet bit) in Z29's.
+func narrowConsts(p func(string, ...any)) {
+	for _, c := range []struct {
+		v string
+		z int
+	}{{"0x7fff", 31}, {"1", 30}, {"0x40", 29}} {
+		p("\tMOVL $%s, AX", c.v)
+		p("\tVPBROADCASTD AX, Z%d", c.z)
+	}
+}
 
 // narrowZ0 rounds the float32 lanes of Z0 to bf16 in the low words of Z3's
 // lanes: (x + 0x7fff + (x>>16 & 1)) >> 16, a NaN lane x>>16 | 0x40.
@@ -624,30 +604,37 @@ func madd(pairs bool, b, bc, acc int) string {
 // EVEX.vvvv and V', src2 in ModRM.rm (extended by EVEX.B and X). TestVDPBF16PS
 // checks it against encodings GNU as gave asmgen.
 func vdpbf16ps(src2, src1, dst int) string {
+	return fmt.Sprintf("%s // vdpbf16ps %%zmm%d, %%zmm%d, %%zmm%d", evexF30F38(0x52, src2, src1, dst), src2, src1, dst)
+}
+
+// evexF30F38 returns the BYTE directives of EVEX.512.F3.0F38.W0 op /r on zmm
+// registers: reg in ModRM.reg (extended by EVEX.R and R'), v in EVEX.vvvv and V',
+// rm in ModRM.rm (extended by EVEX.B and X).
+func evexF30F38(op, rm, v, reg int) string {
 	p1 := 0x02 // map 0F38
-	if dst&8 == 0 {
+	if reg&8 == 0 {
 		p1 |= 0x80
 	}
-	if src2&16 == 0 {
+	if rm&16 == 0 {
 		p1 |= 0x40
 	}
-	if src2&8 == 0 {
+	if rm&8 == 0 {
 		p1 |= 0x20
 	}
-	if dst&16 == 0 {
+	if reg&16 == 0 {
 		p1 |= 0x10
 	}
-	p2 := (^src1&15)<<3 | 0x04 | 0x02 // W0, vvvv, 1, pp = F3
-	p3 := 0x40                        // L'L = 512
-	if src1&16 == 0 {
+	p2 := (^v&15)<<3 | 0x04 | 0x02 // W0, vvvv, 1, pp = F3
+	p3 := 0x40                     // L'L = 512
+	if v&16 == 0 {
 		p3 |= 0x08
 	}
-	modrm := 0xc0 | (dst&7)<<3 | src2&7
+	modrm := 0xc0 | (reg&7)<<3 | rm&7
 	var bs []string
-	for _, b := range []int{0x62, p1, p2, p3, 0x52, modrm} {
+	for _, b := range []int{0x62, p1, p2, p3, op, modrm} {
 		bs = append(bs, fmt.Sprintf("BYTE $0x%02x", b))
 	}
-	return fmt.Sprintf("%s // vdpbf16ps %%zmm%d, %%zmm%d, %%zmm%d", strings.Join(bs, "; "), src2, src1, dst)
+	return strings.Join(bs, "; ")
 }
 
 // interleave writes convInterleavePairs: dst[i] = lo[i] | hi[i]<<16 for i < n,
