@@ -15,8 +15,10 @@
 // A Profiler is a tensor.Observer: it flows with the Context like the autocast policy,
 // so two models profiled by two Profilers in two goroutines never mix. Each record has
 // the op, the pass, the dtypes and shapes it ran with, its device, its start and
-// duration (with and without nested ops) and the bytes it allocated; see Profiler for
-// how Begin and Forward calls are matched and what the figures mean.
+// duration (with and without nested ops), the bytes it allocated and, for the product
+// ops, the floating-point operations of its products (Record.FLOPs; Row.GFLOPS and
+// Table's WithFLOPs set them against the time); see Profiler for how Begin and Forward
+// calls are matched and what the figures mean.
 //
 // Times come from a Clock: New's default DeviceClock times GPU ops with device events
 // (host time does not see asynchronous kernels) and the rest with Go's monotonic

@@ -39,6 +39,17 @@ type Record struct {
 	// OutDType is the output's dtype (forward) or the first input gradient's
 	// (backward; Invalid when the op sent no gradient).
 	OutDType tensor.DType
+	// OutShape is the output's shape (forward records; nil for backward ones).
+	OutShape tensor.Shape
+	// FLOPs counts the floating-point operations of the op's products, 2 per
+	// multiply-add, estimated from the shapes (as torch.profiler's with_flops): for
+	// linear (and linear_relu, linear_gelu), matmul, conv2d, self_attention and
+	// scaled_dot_product_attention, forward and backward (one more product of the
+	// forward's size for each operand that gets a gradient; the fused attention's
+	// backward recomputes its scores). Attention counts every score, masked or not.
+	// Zero for every other op, and for a backward whose forward was not recorded.
+	// Row.GFLOPS sets it against the op's time.
+	FLOPs int64
 	// Start is the time since the clock's origin; Dur the op's duration including
 	// the ops nested in it, and Self the duration without them.
 	Start, Dur, Self time.Duration
@@ -314,8 +325,10 @@ func (p *Profiler) Forward(c *tensor.Context, op *tensor.Op, inputs []*tensor.Te
 	outBytes := int64(0)
 	if output != nil {
 		r.OutDType = output.DType()
+		r.OutShape = output.Shape().Clone()
 		outBytes = bytesOf(output)
 	}
+	r.FLOPs = forwardFLOPs(r.Op, r.InShapes, r.OutShape)
 	matched := false
 	if st := p.states[c]; st != nil {
 		for i := len(st.stack) - 1; i >= 0; i-- {
@@ -377,14 +390,20 @@ func (p *Profiler) Backward(op *tensor.Op, tag any, gradOut *tensor.Tensor, grad
 		r.ForwardIndex = t.idx
 	}
 	r.InDTypes, r.InShapes = describe([]*tensor.Tensor{gradOut})
-	for _, g := range gradIn {
+	grad := make([]bool, len(gradIn))
+	for i, g := range gradIn {
 		if g == nil {
 			continue
 		}
+		grad[i] = true
 		if r.OutDType == backend.Invalid {
 			r.OutDType = g.DType()
 		}
 		r.Bytes += bytesOf(g)
+	}
+	if r.ForwardIndex >= 0 {
+		f := p.recs[r.ForwardIndex]
+		r.FLOPs = backwardFLOPs(r.Op, f.InShapes, f.OutShape, grad)
 	}
 	p.recs = append(p.recs, r)
 }

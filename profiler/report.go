@@ -22,6 +22,17 @@ type Row struct {
 	// Total is the time in the op including nested ops; Self without them.
 	Total, Self time.Duration
 	Bytes       int64
+	// FLOPs adds up the records' FLOPs (the products' floating-point operations).
+	FLOPs int64
+}
+
+// GFLOPS is the rate of the row's products in its own time: FLOPs per second of Self,
+// in billions (0 without FLOPs or time).
+func (r Row) GFLOPS() float64 {
+	if r.FLOPs == 0 || r.Self <= 0 {
+		return 0
+	}
+	return float64(r.FLOPs) / r.Self.Seconds() / 1e9
 }
 
 // Mean is Total/Calls.
@@ -62,6 +73,7 @@ func aggregate(recs []Record, byDType bool) []Row {
 		row.Total += r.Dur
 		row.Self += r.Self
 		row.Bytes += r.Bytes
+		row.FLOPs += r.FLOPs
 	}
 	out := make([]Row, 0, len(order))
 	for _, k := range order {
@@ -88,11 +100,16 @@ type TableOption func(*tableOptions)
 
 type tableOptions struct {
 	byDType bool
+	flops   bool
 	limit   int
 }
 
 // ByDType splits each op's rows by the dtype it ran in.
 func ByDType() TableOption { return func(o *tableOptions) { o.byDType = true } }
+
+// WithFLOPs adds two columns: each row's FLOPs (Record.FLOPs added up) and their rate
+// in the row's self time, GFLOP/s — torch.profiler's with_flops.
+func WithFLOPs() TableOption { return func(o *tableOptions) { o.flops = true } }
 
 // Limit prints only the n rows with the longest total time (n ≤ 0: all).
 func Limit(n int) TableOption { return func(o *tableOptions) { o.limit = n } }
@@ -126,6 +143,9 @@ func (p *Profiler) Table(w io.Writer, opts ...TableOption) error {
 		head = append(head, "DType")
 	}
 	head = append(head, "Calls", "Self", "Self %", "Total", "Total %", "Mean", "Bytes")
+	if o.flops {
+		head = append(head, "FLOPs", "GFLOP/s")
+	}
 	cells := [][]string{head}
 	for _, r := range rows {
 		c := []string{r.Op, r.Pass.String()}
@@ -134,6 +154,9 @@ func (p *Profiler) Table(w io.Writer, opts ...TableOption) error {
 		}
 		c = append(c, strconv.Itoa(r.Calls), formatDur(r.Self), share(r.Self, selfSum),
 			formatDur(r.Total), share(r.Total, selfSum), formatDur(r.Mean()), backend.FormatBytes(r.Bytes))
+		if o.flops {
+			c = append(c, formatFLOPs(r.FLOPs), formatRate(r.GFLOPS()))
+		}
 		cells = append(cells, c)
 	}
 	widths := make([]int, len(head))
@@ -195,4 +218,31 @@ func formatDur(d time.Duration) string {
 		return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) + "ms"
 	}
 	return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) + "s"
+}
+
+// formatFLOPs prints a count with an SI suffix and three decimals ("1.234G"), "-" for
+// none.
+func formatFLOPs(n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	v, unit := float64(n), ""
+	for _, u := range []string{"K", "M", "G", "T", "P"} {
+		if v < 1000 {
+			break
+		}
+		v, unit = v/1000, u
+	}
+	if unit == "" {
+		return strconv.FormatInt(n, 10)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64) + unit
+}
+
+// formatRate prints GFLOP/s with one decimal, "-" for none.
+func formatRate(g float64) string {
+	if g == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(g, 'f', 1, 64)
 }

@@ -15,6 +15,10 @@
 //	       adjacent lanes swapped, packed side by side)
 //	pairs+pf  pairs with four PREFETCHT0 of B per k step
 //	pairperm  pairs with the swapped B made by two VPERMILPS (port 5) from 2 B loads
+//	dpbf16  peak with VDPBF16PS for VFMADD231PS: the BF16 ceiling (each instruction
+//	        two multiply-adds a lane; counted as such), where the CPU has AVX512_BF16
+//	dpbf16+bc  12×32 tile, 12 VPBROADCASTD of A's bf16 pairs, 2 loads of B's pairs,
+//	        24 VDPBF16PS (gamp's bf16 kernel loop, gemmBF16Kernel12x32)
 //
 // Rounds alternate the variants; each figure is the median over the rounds, GFLOP/s
 // summed over the threads (each thread has its own panels).
@@ -69,6 +73,10 @@ static double now(void) {
 
 typedef void kernel(const float *a, const float *b, float *c);
 
+#define DP(b, a, c) "vdpbf16ps %%zmm" S(b) ", %%zmm" S(a) ", %%zmm" S(c) "\n\t"
+#define RD(r, c0, c1) DP(24, r, c0) DP(25, r, c1)
+#define BD(off, c0, c1) "vpbroadcastd " S(off) "(%[a]), %%zmm26\n\t" DP(24, 26, c0) DP(25, 26, c1)
+
 static void k_peak(const float *a, const float *b, float *c) {
 	long k = KC;
 	__asm__ volatile(ZERO24 "vbroadcastss (%[a]), %%zmm24\n\tvmovups (%[b]), %%zmm25\n\t"
@@ -97,6 +105,18 @@ static void k_regA(const float *a, const float *b, float *c) {
 	                 : CLOB);
 }
 
+static void k_dpbf16(const float *a, const float *b, float *c) {
+	long k = KC;
+	__asm__ volatile(ZERO24 "vpbroadcastd (%[a]), %%zmm24\n\tvmovups (%[b]), %%zmm25\n\t"
+	                 "1:\n\t" RD(24, 0, 1) RD(24, 2, 3) RD(24, 4, 5) RD(24, 6, 7) RD(24, 8, 9)
+	                     RD(24, 10, 11) RD(24, 12, 13) RD(24, 14, 15) RD(24, 16, 17)
+	                         RD(24, 18, 19) RD(24, 20, 21) RD(24, 22, 23)
+	                 "dec %[k]\n\tjnz 1b\n\t" STORE24
+	                 : [k] "+r"(k)
+	                 : [a] "r"(a), [b] "r"(b), [c] "r"(c)
+	                 : CLOB);
+}
+
 // K12x32 defines a 12×32 kernel whose row i runs ROW(4·i, 2i, 2i+1) after the two B
 // loads: BC (broadcast) or EB (embedded broadcasts).
 #define TILE12(ROW)                                                                      \
@@ -119,6 +139,7 @@ static void k_regA(const float *a, const float *b, float *c) {
 K12x32(k_bcst, BC, "")
 K12x32(k_bcstpf, BC, PF2)
 K12x32(k_embed, EB, "")
+K12x32(k_dpbf16bc, BD, "")
 
 // 6×64: B in zmm24-27, A broadcast into zmm28.
 #define B4(off, c)                                                                      \
@@ -197,7 +218,8 @@ static void k_pairsperm(const float *a, const float *b, float *c) {
 static struct {
 	const char *name;
 	kernel *fn;
-} variants[] = {{"peak", k_peak}, {"regA", k_regA}, {"bcst", k_bcst}, {"bcst+pf", k_bcstpf}, {"embed", k_embed}, {"6x64", k_6x64}, {"8x48", k_8x48}, {"pairs", k_pairs}, {"pairs+pf", k_pairspf}, {"pairperm", k_pairsperm}};
+	int bf16; // VDPBF16PS: two multiply-adds a lane, run only where the CPU has them
+} variants[] = {{"peak", k_peak}, {"regA", k_regA}, {"bcst", k_bcst}, {"bcst+pf", k_bcstpf}, {"embed", k_embed}, {"6x64", k_6x64}, {"8x48", k_8x48}, {"pairs", k_pairs}, {"pairs+pf", k_pairspf}, {"pairperm", k_pairsperm}, {"dpbf16", k_dpbf16, 1}, {"dpbf16+bc", k_dpbf16bc, 1}};
 #define NV (int)(sizeof variants / sizeof variants[0])
 
 struct job {
@@ -238,8 +260,14 @@ int main(int argc, char **argv) {
 		memset(jobs[t].c, 0, 24 * 16 * sizeof(float));
 	}
 	double g[NV][ROUNDS];
+	__builtin_cpu_init();
+	int hasBF16 = __builtin_cpu_supports("avx512bf16");
 	for (int r = 0; r < ROUNDS; r++) {
 		for (int v = 0; v < NV; v++) {
+			if (variants[v].bf16 && !hasBF16) {
+				g[v][r] = 0;
+				continue;
+			}
 			pthread_t th[64];
 			double t0 = now();
 			for (int t = 0; t < threads; t++) {
@@ -247,13 +275,17 @@ int main(int argc, char **argv) {
 				pthread_create(&th[t], 0, run, &jobs[t]);
 			}
 			for (int t = 0; t < threads; t++) pthread_join(th[t], 0);
-			g[v][r] = threads * 2.0 * 24 * 16 * KC * (WORK / KC) / (now() - t0) / 1e9;
+			g[v][r] = (variants[v].bf16 ? 2 : 1) * threads * 2.0 * 24 * 16 * KC * (WORK / KC) / (now() - t0) / 1e9;
 		}
 	}
 	printf("%d thread(s), KC %ld, A and B in L1; GFLOP/s, median (min-max) of %d alternated rounds\n", threads, KC, ROUNDS);
 	for (int v = 0; v < NV; v++) {
 		qsort(g[v], ROUNDS, sizeof(double), cmp);
-		printf("  %-7s %6.1f  (%.1f-%.1f)\n", variants[v].name, g[v][ROUNDS / 2], g[v][0], g[v][ROUNDS - 1]);
+		if (variants[v].bf16 && !hasBF16) {
+			printf("  %-9s (no AVX512_BF16 on this CPU)\n", variants[v].name);
+			continue;
+		}
+		printf("  %-9s %6.1f  (%.1f-%.1f)\n", variants[v].name, g[v][ROUNDS / 2], g[v][0], g[v][ROUNDS - 1]);
 	}
 	return 0;
 }

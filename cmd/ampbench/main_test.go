@@ -206,7 +206,15 @@ func TestOps(t *testing.T) {
 			var inOps, sum float64
 			_, err := fmt.Sscanf(lines[0][strings.Index(lines[0], "): ")+3:], "%f ms in ops", &inOps)
 			require.NoError(t, err, lines[0])
-			require.Equal(t, []string{"op", "pass", "calls", "self", "ms", "of", "step", "total", "ms"}, strings.Fields(lines[1]))
+			require.Equal(t, []string{"op", "pass", "calls", "self", "ms", "of", "step", "total", "ms", "GFLOP/s"}, strings.Fields(lines[1]))
+			// The products' line closes the table: the linear layers' multiply-adds.
+			last := lines[len(lines)-1]
+			require.True(t, strings.HasPrefix(last, "products: "), last)
+			var gflop float64
+			_, err = fmt.Sscanf(last, "products: %f GFLOP a step", &gflop)
+			require.NoError(t, err, last)
+			assert.Greater(t, gflop, 0.0, last)
+			lines = lines[:len(lines)-1]
 			calls := map[string]string{}
 			for _, l := range lines[2:] {
 				f := strings.Fields(l)
@@ -217,7 +225,15 @@ func TestOps(t *testing.T) {
 					sum += more
 					continue
 				}
-				require.Len(t, f, 7, l)
+				if strings.HasPrefix(f[0], "linear") {
+					// A product: its rate in the last column.
+					require.Len(t, f, 8, l)
+					rate, err := strconv.ParseFloat(f[7], 64)
+					require.NoError(t, err, l)
+					assert.Greater(t, rate, 0.0, l)
+				} else {
+					require.Len(t, f, 7, l)
+				}
 				self, err := strconv.ParseFloat(f[3], 64)
 				require.NoError(t, err)
 				sum += self

@@ -185,8 +185,12 @@ func cpuModel() string {
 
 // writeOps prints b's n most expensive ops over its timed steps (-ops): per step, the
 // calls, the self time (nested ops left out, so the column adds up to the time in ops)
-// and its share of the mean step, and the total time with nested ops. The rest of a
-// step (the optimizer update, unscaling, the autograd bookkeeping) is in no op.
+// and its share of the mean step, the total time with nested ops, and for the product
+// ops (linear, matmul, conv2d, attention) the rate of their multiply-adds in their self
+// time (profiler.Record.FLOPs). A line under the table gives the products' FLOPs a step
+// and their rate over the whole mean step: set against the CPU's peak, how far the step
+// is from the arithmetic floor. The rest of a step (the optimizer update, unscaling,
+// the autograd bookkeeping) is in no op.
 func writeOps(w io.Writer, b *bench, n int) {
 	if b.prof == nil || len(b.times) == 0 {
 		return
@@ -206,16 +210,31 @@ func writeOps(w io.Writer, b *bench, n int) {
 	fmt.Fprintf(w, "\nops of %s, per timed step (%d steps): %.2f ms in ops of a %.2f ms mean step\n",
 		b.variant, len(b.times), ms(self)/steps, step)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "op\tpass\tcalls\tself ms\tof step\ttotal ms\t")
+	fmt.Fprintln(tw, "op\tpass\tcalls\tself ms\tof step\ttotal ms\tGFLOP/s\t")
+	var flops int64
+	for _, r := range rows {
+		flops += r.FLOPs
+	}
 	for i, r := range rows {
 		if i == n {
-			fmt.Fprintf(tw, "(%d more)\t\t\t%.2f\t\t\t\n", len(rows)-n, ms(self-sumSelf(rows[:n]))/steps)
+			fmt.Fprintf(tw, "(%d more)\t\t\t%.2f\t\t\t\t\n", len(rows)-n, ms(self-sumSelf(rows[:n]))/steps)
 			break
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.1f %%\t%.2f\t\n", r.Op, r.Pass, float64(r.Calls)/steps,
-			ms(r.Self)/steps, 100*ms(r.Self)/steps/step, ms(r.Total)/steps)
+		rate := ""
+		if g := r.GFLOPS(); g >= 100 {
+			rate = fmt.Sprintf("%.0f", g)
+		} else if g > 0 {
+			rate = fmt.Sprintf("%.3g", g) // never "0" for a rate there is
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.1f %%\t%.2f\t%s\t\n", r.Op, r.Pass, float64(r.Calls)/steps,
+			ms(r.Self)/steps, 100*ms(r.Self)/steps/step, ms(r.Total)/steps, rate)
 	}
 	tw.Flush()
+	if flops > 0 && step > 0 {
+		perStep := float64(flops) / steps
+		fmt.Fprintf(w, "products: %.3f GFLOP a step (multiply-adds ×2, profiler.Record.FLOPs), %.1f GFLOP/s over the mean step\n",
+			perStep/1e9, perStep/1e6/step)
+	}
 }
 
 // sumSelf is the self time of rows.
