@@ -6,7 +6,9 @@
 # alike; each round's figure is the median of its steps, and the table shows the
 # median over the rounds; a line under it gives, per model and precision, the lowest
 # and highest gamp÷torch ratio of a single round (the band a single run can land in).
-# The README's CPU figures come from this script.
+# The README's CPU figures come from this script. A second table then sets every
+# figure and every target of issue 11 against the CPU's measured FP32 and BF16
+# ceilings (see the end of this script; CEILING=0 skips it).
 #
 #   scripts/bench-torch.sh                              # all models
 #   MODELS="cnn transformer" ROUNDS=7 STEPS=20 scripts/bench-torch.sh
@@ -134,4 +136,83 @@ for m in models:
 if band:
     print()
     print("gamp÷torch within each round, lowest-highest: " + ", ".join(band))
+EOF
+
+# What the targets ask of the CPU. scripts/kernel-ceiling.c measures the ceiling of
+# the FP32 FMA loop (`peak`) and of VDPBF16PS (`dpbf16`) on $threads threads; one
+# profiled ampbench run per model and precision (-ops -json) counts the FLOPs of a
+# step's products (linear, conv2d, attention: profiler.Record.FLOPs) and their time.
+# The table sets each target's step time against them: "needs" is the rate over the
+# whole step that the target's time asks for, as a share of the ceiling (above 100 %
+# the target is out of reach even if nothing but the products took any time);
+# "products" the rate the products alone would need with the rest of the step left
+# at the time it took in that profiled run. CEILING=0 skips this part.
+[ "${CEILING:-1}" = 1 ] || exit 0
+if ! command -v gcc >/dev/null; then
+  echo; echo "bench-torch: no gcc: the ceiling table is skipped (apt-get install gcc)"; exit 0
+fi
+gcc -O2 -mavx512f -o "$tmp/kernel-ceiling" scripts/kernel-ceiling.c -lpthread
+"$tmp/kernel-ceiling" "$threads" 256 peak,dpbf16 >"$tmp/ceiling"
+: >"$tmp/flops"
+for m in $models; do
+  case $m in transformer-large) s=3 ;; mlp) s=20 ;; *) s=10 ;; esac
+  for p in fp32 bf16; do
+    GAMP_CPU_THREADS=$threads "$tmp/ampbench" -device cpu -model "$m" -precision "$p" \
+        -steps "$s" -warmup 2 -ops 1 -json |
+      "$python" -c 'import json, sys
+d = json.load(sys.stdin)
+for r in d["results"]:
+    print(d["model"], r["precision"], r["products_gflop_per_step"], r["products_ms_per_step"], r["ops_mean_step_ms"])' >>"$tmp/flops"
+  done
+done
+echo
+"$python" - "$results" "$tmp/ceiling" "$tmp/flops" "$threads" <<'EOF'
+import statistics, sys
+v = {}
+for line in open(sys.argv[1]):
+    eng, model, prec, ms, rnd = line.split()
+    v.setdefault((eng, model, prec), []).append(float(ms))
+med = {k: statistics.median(x) for k, x in v.items()}
+ceil = {}
+for line in open(sys.argv[2]):
+    f = line.split()
+    if f and f[0] in ("peak", "dpbf16"):
+        ceil["fp32" if f[0] == "peak" else "bf16"] = float(f[1])
+flops = {}
+for line in open(sys.argv[3]):
+    m, p, g, prod_ms, step_ms = line.split()
+    flops[(m, p)] = (float(g), float(prod_ms), float(step_ms))
+if "fp32" not in ceil or "bf16" not in ceil:
+    print("ceiling: kernel-ceiling gave no FP32 or BF16 figure (no AVX512_BF16?): table skipped")
+    sys.exit(0)
+print(f"Against the CPU's ceiling (scripts/kernel-ceiling.c, {sys.argv[4]} threads): FP32 FMA {ceil['fp32']:.0f} GFLOP/s, "
+      f"VDPBF16PS {ceil['bf16']:.0f}. GFLOP: a step's products (the same in both precisions). "
+      "Each cell: share of the ceiling over the whole step; for gamp, whole step / its products in their own time; "
+      "for a target, what its step time needs, whole step / products alone (the rest of the step at gamp's time).")
+print()
+print("| model | GFLOP | gamp fp32 | torch fp32 | fp32 ≤ 0.8×torch needs | gamp bf16 | torch bf16 | bf16 ≤ 0.8×torch needs | bf16 ≤ 0.55×gamp fp32 needs |")
+print("|---|---|---|---|---|---|---|---|---|")
+def pct(g, ms, p):
+    return f"{100 * g / (ms / 1e3) / ceil[p]:.0f} %" if ms and ms > 0 else "-"
+def needs(m, p, target):
+    if target is None or (m, p) not in flops:
+        return "-"
+    g, prod, step = flops[(m, p)]
+    rest = step - prod
+    whole = pct(g, target, p)
+    alone = pct(g, target - rest, p) if target > rest else "∞"
+    return f"{whole} / {alone}"
+models = list(dict.fromkeys(k[1] for k in v))
+for m in models:
+    if (m, "fp32") not in flops:
+        continue
+    g = flops[(m, "fp32")][0]
+    g32 = med.get(("gamp", m, "fp32"))
+    t32, t16 = med.get(("torch", m, "fp32")), med.get(("torch", m, "bf16"))
+    def own(p):  # gamp's whole step, and its products in their own time
+        return f"{pct(g, med.get(('gamp', m, p)), p)} / {pct(g, flops[(m, p)][1], p)}" if (m, p) in flops else "-"
+    cells = [m, f"{g:.3f}", own("fp32"), pct(g, t32, "fp32"), needs(m, "fp32", t32 and 0.8 * t32),
+             own("bf16"), pct(g, t16, "bf16"), needs(m, "bf16", t16 and 0.8 * t16),
+             needs(m, "bf16", g32 and 0.55 * g32)]
+    print("| " + " | ".join(cells) + " |")
 EOF

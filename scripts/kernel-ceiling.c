@@ -26,6 +26,7 @@
 //	gcc -O2 -mavx512f -o /tmp/kernel-ceiling scripts/kernel-ceiling.c -lpthread
 //	/tmp/kernel-ceiling 1 && /tmp/kernel-ceiling 2     # KC 128
 //	/tmp/kernel-ceiling 1 256                           # BenchmarkGemmMicroKernel's depth
+//	/tmp/kernel-ceiling 2 256 peak,dpbf16               # only these variants
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,9 +245,19 @@ static int cmp(const void *x, const void *y) {
 int main(int argc, char **argv) {
 	int threads = argc > 1 ? atoi(argv[1]) : 1;
 	KC = argc > 2 ? atol(argv[2]) : 128;
+	const char *only = argc > 3 ? argv[3] : 0; // comma-separated variant names
 	if (threads < 1 || threads > 64 || KC < 1 || KC > 4096) {
-		fprintf(stderr, "usage: kernel-ceiling [threads 1..64 [kc 1..4096]]\n");
+		fprintf(stderr, "usage: kernel-ceiling [threads 1..64 [kc 1..4096 [variant,...]]]\n");
 		return 2;
+	}
+	int run_v[NV];
+	for (int v = 0; v < NV; v++) {
+		run_v[v] = !only;
+		for (const char *p = only; p && *p;) {
+			size_t n = strcspn(p, ",");
+			if (n == strlen(variants[v].name) && !strncmp(p, variants[v].name, n)) run_v[v] = 1;
+			p += n + (p[n] == ',');
+		}
 	}
 	struct job jobs[64];
 	for (int t = 0; t < threads; t++) {
@@ -264,7 +275,7 @@ int main(int argc, char **argv) {
 	int hasBF16 = __builtin_cpu_supports("avx512bf16");
 	for (int r = 0; r < ROUNDS; r++) {
 		for (int v = 0; v < NV; v++) {
-			if (variants[v].bf16 && !hasBF16) {
+			if (!run_v[v] || (variants[v].bf16 && !hasBF16)) {
 				g[v][r] = 0;
 				continue;
 			}
@@ -280,6 +291,7 @@ int main(int argc, char **argv) {
 	}
 	printf("%d thread(s), KC %ld, A and B in L1; GFLOP/s, median (min-max) of %d alternated rounds\n", threads, KC, ROUNDS);
 	for (int v = 0; v < NV; v++) {
+		if (!run_v[v]) continue;
 		qsort(g[v], ROUNDS, sizeof(double), cmp);
 		if (variants[v].bf16 && !hasBF16) {
 			printf("  %-9s (no AVX512_BF16 on this CPU)\n", variants[v].name);

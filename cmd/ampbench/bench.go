@@ -128,8 +128,8 @@ func resolve(o options) (plan, error) {
 	switch {
 	case o.ops < 0:
 		return p, usagef("-ops must be ≥ 0, got %d", o.ops)
-	case o.ops > 0 && (o.jsonOut || o.plan):
-		return p, usagef("-ops prints tables after the results: it cannot be combined with -json or -plan")
+	case o.ops > 0 && o.plan:
+		return p, usagef("-ops profiles the timed steps: it cannot be combined with -plan, which runs none")
 	}
 	if o.plot != "" {
 		if _, err := plotFormat(o.plot); err != nil {

@@ -78,7 +78,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON document instead of the table")
 	fs.StringVar(&o.plot, "plot", "", "also draw time per step and memory to `FILE` (.png or .svg)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to `FILE` (go tool pprof reads it)")
-	fs.IntVar(&o.ops, "ops", 0, "after the table, print each configuration's `N` most expensive ops over the timed steps, per step (package profiler attached to the trainer: its bookkeeping is then in the step times)")
+	fs.IntVar(&o.ops, "ops", 0, "after the table, print each configuration's `N` most expensive ops over the timed steps, per step (package profiler attached to the trainer: its bookkeeping is then in the step times); with -json, the products' GFLOP and ms a step go into each result instead")
 	fs.BoolVar(&o.plan, "plan", false, "instead of benchmarking, plan each configuration for -batch within the device's free memory (on the CPU: GAMP_CPU_MEMORY_LIMIT): micro-batch, accumulation and checkpointing, with the candidates weighed")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ampbench [flags]\n\nCompares time per step and memory of FP32 and mixed precision on one model.\n\n")

@@ -252,6 +252,42 @@ func TestOps(t *testing.T) {
 	}
 }
 
+// -ops with -json puts the products' GFLOP and time a step into each result: the
+// tiny MLP's two linear layers and its classifier, forward and backward, whatever the
+// precision; absent without -ops.
+func TestOpsJSON(t *testing.T) {
+	o := tiny("mlp", 16)
+	o.precision, o.steps, o.warmup, o.ops = "fp32,bf16", 2, 1, 5
+	raw, rep := runJSON(t, o)
+	require.Len(t, rep.Results, 2)
+	for _, r := range raw["results"].([]any) {
+		m := r.(map[string]any)
+		assert.Contains(t, m, "products_gflop_per_step")
+		assert.Contains(t, m, "products_ms_per_step")
+		assert.Contains(t, m, "ops_mean_step_ms")
+	}
+	for _, r := range rep.Results {
+		require.NotNil(t, r.ProductGFLOP, r.Precision)
+		require.NotNil(t, r.ProductMS, r.Precision)
+		assert.Greater(t, *r.ProductGFLOP, 0.0)
+		assert.Greater(t, *r.ProductMS, 0.0)
+		require.NotNil(t, r.MeanMS)
+		assert.LessOrEqual(t, *r.ProductMS, *r.MeanMS, "the products' time is part of the steps'")
+		assert.GreaterOrEqual(t, *r.MeanMS, r.MinMS)
+		assert.LessOrEqual(t, *r.MeanMS, r.MaxMS)
+	}
+	assert.Equal(t, *rep.Results[0].ProductGFLOP, *rep.Results[1].ProductGFLOP, "the same products in both precisions")
+	o.ops = 0
+	raw, rep = runJSON(t, o)
+	for _, r := range raw["results"].([]any) {
+		assert.NotContains(t, r.(map[string]any), "products_gflop_per_step", "only with -ops")
+	}
+	for _, r := range rep.Results {
+		assert.Nil(t, r.ProductGFLOP)
+		assert.Nil(t, r.ProductMS)
+	}
+}
+
 func TestPlot(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"bench.png", "bench.svg"} {
@@ -294,7 +330,6 @@ func TestBadFlags(t *testing.T) {
 		{"-device", "tpu"},
 		{"-device", "cpu:99"},
 		{"-ops", "-1"},
-		{"-ops", "5", "-json"},
 		{"-ops", "5", "-plan"},
 		{"-optim", "lamb"},
 		{"-optim", ""},

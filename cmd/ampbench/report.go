@@ -48,8 +48,14 @@ type result struct {
 	ParamOptimMemory int64    `json:"param_optimizer_memory_bytes"`
 	SkippedSteps     int      `json:"skipped_steps"`
 	FinalLoss        *float64 `json:"final_loss"` // null when the loss is not finite
-	label            string
-	loss             float64 // the raw final loss, for the table
+	// With -ops: the product ops' FLOPs a timed step (profiler.Record.FLOPs, in
+	// GFLOP), their self time a step, and the mean step these are averaged over (the
+	// median would not add up with them); absent otherwise.
+	ProductGFLOP *float64 `json:"products_gflop_per_step,omitempty"`
+	ProductMS    *float64 `json:"products_ms_per_step,omitempty"`
+	MeanMS       *float64 `json:"ops_mean_step_ms,omitempty"`
+	label        string
+	loss         float64 // the raw final loss, for the table
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -95,6 +101,16 @@ func newReport(p plan, benches []*bench) *report {
 		}
 		if l := b.loss; !math.IsNaN(l) && !math.IsInf(l, 0) {
 			res.FinalLoss = &l
+		}
+		if b.prof != nil && len(b.times) > 0 {
+			flops, self := productTotals(b.prof.Rows(false))
+			steps := float64(len(b.times))
+			var sum time.Duration
+			for _, t := range b.times {
+				sum += t
+			}
+			g, m, mean := float64(flops)/steps/1e9, ms(self)/steps, ms(sum)/steps
+			res.ProductGFLOP, res.ProductMS, res.MeanMS = &g, &m, &mean
 		}
 		r.Results = append(r.Results, res)
 	}
@@ -211,10 +227,7 @@ func writeOps(w io.Writer, b *bench, n int) {
 		b.variant, len(b.times), ms(self)/steps, step)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "op\tpass\tcalls\tself ms\tof step\ttotal ms\tGFLOP/s\t")
-	var flops int64
-	for _, r := range rows {
-		flops += r.FLOPs
-	}
+	flops, prodSelf := productTotals(rows)
 	for i, r := range rows {
 		if i == n {
 			fmt.Fprintf(tw, "(%d more)\t\t\t%.2f\t\t\t\t\n", len(rows)-n, ms(self-sumSelf(rows[:n]))/steps)
@@ -232,9 +245,21 @@ func writeOps(w io.Writer, b *bench, n int) {
 	tw.Flush()
 	if flops > 0 && step > 0 {
 		perStep := float64(flops) / steps
-		fmt.Fprintf(w, "products: %.3f GFLOP a step (multiply-adds ×2, profiler.Record.FLOPs), %.1f GFLOP/s over the mean step\n",
-			perStep/1e9, perStep/1e6/step)
+		fmt.Fprintf(w, "products: %.3f GFLOP a step (multiply-adds ×2, profiler.Record.FLOPs) in %.2f ms of their ops; %.1f GFLOP/s over the mean step\n",
+			perStep/1e9, ms(prodSelf)/steps, perStep/1e6/step)
 	}
+}
+
+// productTotals adds up the FLOPs and the self time of the rows that have FLOPs (the
+// product ops).
+func productTotals(rows []profiler.Row) (flops int64, self time.Duration) {
+	for _, r := range rows {
+		if r.FLOPs > 0 {
+			flops += r.FLOPs
+			self += r.Self
+		}
+	}
+	return flops, self
 }
 
 // sumSelf is the self time of rows.
