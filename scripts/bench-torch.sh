@@ -146,7 +146,8 @@ EOF
 # whole step that the target's time asks for, as a share of the ceiling (above 100 %
 # the target is out of reach even if nothing but the products took any time);
 # "products" the rate the products alone would need with the rest of the step left
-# at the time it took in that profiled run. CEILING=0 skips this part.
+# at the time it took in that profiled run (medians over its steps of the products'
+# time and of the rest). CEILING=0 skips this part.
 [ "${CEILING:-1}" = 1 ] || exit 0
 if ! command -v gcc >/dev/null; then
   echo; echo "bench-torch: no gcc: the ceiling table is skipped (apt-get install gcc)"; exit 0
@@ -155,14 +156,14 @@ gcc -O2 -mavx512f -o "$tmp/kernel-ceiling" scripts/kernel-ceiling.c -lpthread
 "$tmp/kernel-ceiling" "$threads" 256 peak,dpbf16 >"$tmp/ceiling"
 : >"$tmp/flops"
 for m in $models; do
-  case $m in transformer-large) s=3 ;; mlp) s=20 ;; *) s=10 ;; esac
+  case $m in transformer-large) s=5 ;; mlp) s=60 ;; *) s=30 ;; esac
   for p in fp32 bf16; do
     GAMP_CPU_THREADS=$threads "$tmp/ampbench" -device cpu -model "$m" -precision "$p" \
         -steps "$s" -warmup 2 -ops 1 -json |
       "$python" -c 'import json, sys
 d = json.load(sys.stdin)
 for r in d["results"]:
-    print(d["model"], r["precision"], r["products_gflop_per_step"], r["products_ms_per_step"], r["ops_mean_step_ms"])' >>"$tmp/flops"
+    print(d["model"], r["precision"], r["products_gflop_per_step"], r["products_ms_per_step"], r["other_ms_per_step"])' >>"$tmp/flops"
   done
 done
 echo
@@ -180,8 +181,8 @@ for line in open(sys.argv[2]):
         ceil["fp32" if f[0] == "peak" else "bf16"] = float(f[1])
 flops = {}
 for line in open(sys.argv[3]):
-    m, p, g, prod_ms, step_ms = line.split()
-    flops[(m, p)] = (float(g), float(prod_ms), float(step_ms))
+    m, p, g, prod_ms, other_ms = line.split()
+    flops[(m, p)] = (float(g), float(prod_ms), float(other_ms))
 if "fp32" not in ceil or "bf16" not in ceil:
     print("ceiling: kernel-ceiling gave no FP32 or BF16 figure (no AVX512_BF16?): table skipped")
     sys.exit(0)
@@ -197,8 +198,7 @@ def pct(g, ms, p):
 def needs(m, p, target):
     if target is None or (m, p) not in flops:
         return "-"
-    g, prod, step = flops[(m, p)]
-    rest = step - prod
+    g, prod, rest = flops[(m, p)]
     whole = pct(g, target, p)
     alone = pct(g, target - rest, p) if target > rest else "∞"
     return f"{whole} / {alone}"

@@ -340,12 +340,16 @@ type bench struct {
 	// prof, with -ops, observes the trainer's ops; it holds the timed steps' records.
 	prof *profiler.Profiler
 
-	times   []time.Duration // timed steps
-	held    int64           // bytes held between steps: params, optimizer state, masters
-	peak    int64           // highest bytes in use during a timed step
-	act     int64           // highest bytes a timed step added to what was held before it (inputs included)
-	skipped int
-	loss    float64
+	times []time.Duration // timed steps
+	// prodTimes (with -ops): each timed step's time in product ops (profiler.Row
+	// self times of the ops with FLOPs), and prodSeen their running total.
+	prodTimes []time.Duration
+	prodSeen  time.Duration
+	held      int64 // bytes held between steps: params, optimizer state, masters
+	peak      int64 // highest bytes in use during a timed step
+	act       int64 // highest bytes a timed step added to what was held before it (inputs included)
+	skipped   int
+	loss      float64
 }
 
 // alloc is the bytes the configuration's device has in use.
@@ -435,6 +439,11 @@ func (b *bench) step(batches []hostBatch, timed bool) error {
 	}
 	if timed {
 		b.times = append(b.times, took)
+		if b.prof != nil {
+			_, total := productTotals(b.prof.Rows(false))
+			b.prodTimes = append(b.prodTimes, total-b.prodSeen)
+			b.prodSeen = total
+		}
 		b.act = max(b.act, pk-a0)
 		b.peak = max(b.peak, heldBefore+(pk-a0))
 	}

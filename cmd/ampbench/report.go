@@ -49,11 +49,11 @@ type result struct {
 	SkippedSteps     int      `json:"skipped_steps"`
 	FinalLoss        *float64 `json:"final_loss"` // null when the loss is not finite
 	// With -ops: the product ops' FLOPs a timed step (profiler.Record.FLOPs, in
-	// GFLOP), their self time a step, and the mean step these are averaged over (the
-	// median would not add up with them); absent otherwise.
+	// GFLOP), the median over the timed steps of their self time in a step, and the
+	// median of the rest of a step (its time less its products'); absent otherwise.
 	ProductGFLOP *float64 `json:"products_gflop_per_step,omitempty"`
 	ProductMS    *float64 `json:"products_ms_per_step,omitempty"`
-	MeanMS       *float64 `json:"ops_mean_step_ms,omitempty"`
+	OtherMS      *float64 `json:"other_ms_per_step,omitempty"`
 	label        string
 	loss         float64 // the raw final loss, for the table
 }
@@ -102,15 +102,14 @@ func newReport(p plan, benches []*bench) *report {
 		if l := b.loss; !math.IsNaN(l) && !math.IsInf(l, 0) {
 			res.FinalLoss = &l
 		}
-		if b.prof != nil && len(b.times) > 0 {
-			flops, self := productTotals(b.prof.Rows(false))
-			steps := float64(len(b.times))
-			var sum time.Duration
-			for _, t := range b.times {
-				sum += t
+		if b.prof != nil && len(b.times) > 0 && len(b.prodTimes) == len(b.times) {
+			flops, _ := productTotals(b.prof.Rows(false))
+			other := make([]time.Duration, len(b.times))
+			for i, t := range b.times {
+				other[i] = t - b.prodTimes[i]
 			}
-			g, m, mean := float64(flops)/steps/1e9, ms(self)/steps, ms(sum)/steps
-			res.ProductGFLOP, res.ProductMS, res.MeanMS = &g, &m, &mean
+			g, m, o := float64(flops)/float64(len(b.times))/1e9, ms(median(b.prodTimes)), ms(median(other))
+			res.ProductGFLOP, res.ProductMS, res.OtherMS = &g, &m, &o
 		}
 		r.Results = append(r.Results, res)
 	}
