@@ -78,17 +78,23 @@ typedef void kernel(const float *a, const float *b, float *c);
 #define RD(r, c0, c1) DP(24, r, c0) DP(25, r, c1)
 #define BD(off, c0, c1) "vpbroadcastd " S(off) "(%[a]), %%zmm26\n\t" DP(24, 26, c0) DP(25, 26, c1)
 
-static void k_peak(const float *a, const float *b, float *c) {
-	long k = KC;
-	__asm__ volatile(ZERO24 "vbroadcastss (%[a]), %%zmm24\n\tvmovups (%[b]), %%zmm25\n\t"
-	                 "1:\n\t" RA(24, 0, 1) RA(24, 2, 3) RA(24, 4, 5) RA(24, 6, 7) RA(24, 8, 9)
-	                     RA(24, 10, 11) RA(24, 12, 13) RA(24, 14, 15) RA(24, 16, 17)
-	                         RA(24, 18, 19) RA(24, 20, 21) RA(24, 22, 23)
-	                 "dec %[k]\n\tjnz 1b\n\t" STORE24
-	                 : [k] "+r"(k)
-	                 : [a] "r"(a), [b] "r"(b), [c] "r"(c)
-	                 : CLOB);
-}
+// PEAK defines a ceiling loop: 24 independent accumulator chains, nothing loaded in
+// the loop; ROW is RA (VFMADD231PS) or RD (VDPBF16PS), BCST the broadcast that sets
+// the A register.
+#define PEAK(name, ROW, BCST)                                                                  \
+	static void name(const float *a, const float *b, float *c) {                                \
+		long k = KC;                                                                              \
+		__asm__ volatile(ZERO24 BCST " (%[a]), %%zmm24\n\tvmovups (%[b]), %%zmm25\n\t"             \
+		                 "1:\n\t" ROW(24, 0, 1) ROW(24, 2, 3) ROW(24, 4, 5) ROW(24, 6, 7)             \
+		                     ROW(24, 8, 9) ROW(24, 10, 11) ROW(24, 12, 13) ROW(24, 14, 15)            \
+		                         ROW(24, 16, 17) ROW(24, 18, 19) ROW(24, 20, 21) ROW(24, 22, 23)      \
+		                 "dec %[k]\n\tjnz 1b\n\t" STORE24                                          \
+		                 : [k] "+r"(k)                                                           \
+		                 : [a] "r"(a), [b] "r"(b), [c] "r"(c)                                    \
+		                 : CLOB);                                                                \
+	}
+PEAK(k_peak, RA, "vbroadcastss")
+PEAK(k_dpbf16, RD, "vpbroadcastd")
 
 static void k_regA(const float *a, const float *b, float *c) {
 	long k = KC;
@@ -103,18 +109,6 @@ static void k_regA(const float *a, const float *b, float *c) {
 	                 "add $128, %[b]\n\tdec %[k]\n\tjnz 1b\n\t" STORE24
 	                 : [k] "+r"(k), [b] "+r"(b)
 	                 : [a] "r"(a), [c] "r"(c)
-	                 : CLOB);
-}
-
-static void k_dpbf16(const float *a, const float *b, float *c) {
-	long k = KC;
-	__asm__ volatile(ZERO24 "vpbroadcastd (%[a]), %%zmm24\n\tvmovups (%[b]), %%zmm25\n\t"
-	                 "1:\n\t" RD(24, 0, 1) RD(24, 2, 3) RD(24, 4, 5) RD(24, 6, 7) RD(24, 8, 9)
-	                     RD(24, 10, 11) RD(24, 12, 13) RD(24, 14, 15) RD(24, 16, 17)
-	                         RD(24, 18, 19) RD(24, 20, 21) RD(24, 22, 23)
-	                 "dec %[k]\n\tjnz 1b\n\t" STORE24
-	                 : [k] "+r"(k)
-	                 : [a] "r"(a), [b] "r"(b), [c] "r"(c)
 	                 : CLOB);
 }
 
