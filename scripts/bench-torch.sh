@@ -152,8 +152,7 @@ EOF
 if ! command -v gcc >/dev/null; then
   echo; echo "bench-torch: no gcc: the ceiling table is skipped (apt-get install gcc)"; exit 0
 fi
-gcc -O2 -mavx512f -o "$tmp/kernel-ceiling" scripts/kernel-ceiling.c -lpthread
-"$tmp/kernel-ceiling" "$threads" 256 peak,dpbf16 >"$tmp/ceiling"
+scripts/ceiling.sh "$threads" >"$tmp/ceiling"
 : >"$tmp/flops"
 for m in $models; do
   case $m in transformer-large) s=5 ;; mlp) s=60 ;; *) s=30 ;; esac
@@ -175,10 +174,9 @@ for line in open(sys.argv[1]):
     v.setdefault((eng, model, prec), []).append(float(ms))
 med = {k: statistics.median(x) for k, x in v.items()}
 ceil = {}
-for line in open(sys.argv[2]):
+for line in open(sys.argv[2]):  # scripts/ceiling.sh: "fp32 X", "bf16 Y"
     f = line.split()
-    if f and f[0] in ("peak", "dpbf16"):
-        ceil["fp32" if f[0] == "peak" else "bf16"] = float(f[1])
+    ceil[f[0]] = float(f[1])
 flops = {}
 for line in open(sys.argv[3]):
     m, p, g, prod_ms, other_ms = line.split()

@@ -8,7 +8,8 @@
 # timing: ROUNDS rounds alternate the engines (and which goes first) so that other load
 # on the machine hits both alike; each figure is the median of STEPS steps after
 # WARMUP untimed ones (gamp: the median of its JSON's step_ms after the first WARMUP),
-# the table the median over rounds.
+# the table the median over rounds; then a row of the same medians against the CPU's
+# FP32 and BF16 ceilings (scripts/ceiling.sh; CEILING=0 skips it).
 # compare: FP32 for CSTEPS steps with the validation loss at every step (2 batches), and
 # BF16 for BSTEPS steps; both start from the weights gamp exports (PRECISIONS=fp32 runs
 # one of them).
@@ -72,6 +73,39 @@ print("|---|---|---|---|---|---|---|")
 g32, g16, t32, t16 = m[("gamp", "fp32")], m[("gamp", "bf16")], m[("torch", "fp32")], m[("torch", "bf16")]
 print(f"| {t32:.1f} | {g32:.1f} | {t16:.1f} | {g16:.1f} | {g32/t32:.2f} | {g16/t16:.2f} | {g16/g32:.2f} |")
 PY
+  # The same medians against the CPU's ceilings (scripts/ceiling.sh) and a step's
+  # product FLOPs (chargpt -flops: causally masked attention scores count as
+  # computed, so the shares read high by the half of attention that gamp skips, about
+  # 8 % of the FLOPs): each engine's step as a share of the ceiling, and the share a
+  # target's step time needs (as in make bench-torch's second table, whole step only).
+  # CEILING=0 skips it.
+  if [ "${CEILING:-1}" = 1 ] && command -v gcc >/dev/null; then
+    scripts/ceiling.sh "$threads" >"$tmp/ceiling"
+    GAMP_CPU_THREADS=$threads "$tmp/chargpt" -device cpu -precision fp32 -steps 2 -warmup 0 -eval-every 0 \
+        -eval-batches 1 -sample 0 -quiet -json -flops |
+      "$python" -c 'import json, sys; print(json.load(sys.stdin)["products_gflop_per_step"])' >"$tmp/flops"
+    echo
+    "$python" - "$results" "$tmp/ceiling" "$tmp/flops" <<'PY'
+import statistics, sys
+v = {}
+for line in open(sys.argv[1]):
+    eng, prec, ms = line.split()
+    v.setdefault((eng, prec), []).append(float(ms))
+m = {k: statistics.median(x) for k, x in v.items()}
+ceil = dict((f[0], float(f[1])) for f in (l.split() for l in open(sys.argv[2])))
+g = float(open(sys.argv[3]).read())
+if "fp32" not in ceil or "bf16" not in ceil:
+    print("ceiling: no FP32 or BF16 figure (no AVX512_BF16?): skipped")
+    sys.exit(0)
+pct = lambda ms, p: f"{100 * g / (ms / 1e3) / ceil[p]:.0f} %"
+g32, g16, t32, t16 = m[("gamp", "fp32")], m[("gamp", "bf16")], m[("torch", "fp32")], m[("torch", "bf16")]
+print(f"Against the CPU's ceiling (FP32 FMA {ceil['fp32']:.0f} GFLOP/s, VDPBF16PS {ceil['bf16']:.0f}): {g:.2f} GFLOP of products a step")
+print("| gamp fp32 | torch fp32 | fp32 ≤ 0.8×torch needs | gamp bf16 | torch bf16 | bf16 ≤ 0.8×torch needs | bf16 ≤ 0.55×gamp fp32 needs |")
+print("|---|---|---|---|---|---|---|")
+print(f"| {pct(g32, 'fp32')} | {pct(t32, 'fp32')} | {pct(0.8 * t32, 'fp32')} | {pct(g16, 'bf16')} | {pct(t16, 'bf16')} | "
+      f"{pct(0.8 * t16, 'bf16')} | {pct(0.55 * g32, 'bf16')} |")
+PY
+  fi
   ;;
 compare)
   csteps=${CSTEPS:-50}

@@ -37,6 +37,7 @@ import (
 	"github.com/gamp-ml/gamp/models"
 	"github.com/gamp-ml/gamp/nn"
 	"github.com/gamp-ml/gamp/optim"
+	"github.com/gamp-ml/gamp/profiler"
 	"github.com/gamp-ml/gamp/tensor"
 )
 
@@ -47,7 +48,7 @@ type options struct {
 	evalEvery, evalBatches, sampleLen, topK                                    int
 	lr, clip, weightDecay, dropout, temperature                                float64
 	seed, sampleSeed                                                           uint64
-	jsonOut, quiet, tie, checkpoint, composed                                  bool
+	jsonOut, quiet, tie, checkpoint, composed, flops                           bool
 }
 
 // point is one step of a loss curve.
@@ -75,11 +76,15 @@ type summary struct {
 	MedianStepMS    float64 `json:"median_step_ms"`
 	// StepMS holds each step's wall time in this run, in order (a resumed run lists
 	// only the steps it ran), so that a benchmark can leave out its warm-up steps.
-	StepMS          []float64 `json:"step_ms"`
-	PeakMemoryBytes int64     `json:"peak_memory_bytes"`
-	Sample          string    `json:"sample"`
-	TrainCurve      []point   `json:"train_curve"`
-	ValCurve        []point   `json:"val_curve"`
+	StepMS []float64 `json:"step_ms"`
+	// ProductGFLOP (with -flops) is the median over the steps of a training step's
+	// product FLOPs (profiler.Record.FLOPs: the linear layers, the head and attention,
+	// forward and backward; causally masked scores counted as computed), in GFLOP.
+	ProductGFLOP    *float64 `json:"products_gflop_per_step,omitempty"`
+	PeakMemoryBytes int64    `json:"peak_memory_bytes"`
+	Sample          string   `json:"sample"`
+	TrainCurve      []point  `json:"train_curve"`
+	ValCurve        []point  `json:"val_curve"`
 }
 
 // defaultOptions are the flags' defaults.
@@ -145,6 +150,7 @@ func defineFlags(flag *flag.FlagSet, o *options) {
 	flag.Uint64Var(&o.sampleSeed, "sample-seed", 1, "seed of the sampler")
 	flag.BoolVar(&o.jsonOut, "json", false, "end with one JSON line of results on stdout")
 	flag.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	flag.BoolVar(&o.flops, "flops", false, "count each training step's product FLOPs with package profiler attached to the trainer (its bookkeeping is then in the step times); the JSON gets products_gflop_per_step")
 }
 
 func levelFor(precision, optLevel string) (amp.OptLevel, tensor.DType, error) {
@@ -290,7 +296,14 @@ func run(o options, log io.Writer) (summary, error) {
 	if err != nil {
 		return summary{}, err
 	}
-	tr, err := amp.NewTrainer(model, opt, lmLoss, dev, amp.Config{Level: level, Low: low, Accum: o.accum, ClipNorm: o.clip})
+	acfg := amp.Config{Level: level, Low: low, Accum: o.accum, ClipNorm: o.clip}
+	var prof *profiler.Profiler // with -flops
+	if o.flops {
+		prof = profiler.New()
+		defer prof.Close()
+		acfg.Observer = prof
+	}
+	tr, err := amp.NewTrainer(model, opt, lmLoss, dev, acfg)
 	if err != nil {
 		return summary{}, err
 	}
@@ -351,7 +364,7 @@ func run(o options, log io.Writer) (summary, error) {
 			"vocab": vocab, "train_draws": strconv.FormatUint(trainB.Draws(), 10), "curves": string(curves)}})
 	}
 	var trainTime time.Duration
-	var stepTimes []float64
+	var stepTimes, stepFLOPs []float64
 	var tokens int64
 	var window []float64
 	stop := int64(o.steps)
@@ -376,6 +389,16 @@ func run(o options, log io.Writer) (summary, error) {
 		el := time.Since(start)
 		trainTime += el
 		stepTimes = append(stepTimes, el.Seconds()*1e3)
+		if prof != nil {
+			// This step's records alone: the profiler is reset after each step and
+			// after each evaluation.
+			var f int64
+			for _, row := range prof.Rows(false) {
+				f += row.FLOPs
+			}
+			stepFLOPs = append(stepFLOPs, float64(f)/1e9)
+			prof.Reset()
+		}
 		tokens += int64(o.batch * o.context)
 		if r.Skipped {
 			res.SkippedSteps++
@@ -385,6 +408,9 @@ func run(o options, log io.Writer) (summary, error) {
 		last := r.Step == stop
 		if (o.evalEvery > 0 && r.Step%int64(o.evalEvery) == 0) || last {
 			v := evaluate(tr, valB, o.evalBatches, micro, dev)
+			if prof != nil {
+				prof.Reset()
+			}
 			res.ValCurve = append(res.ValCurve, point{r.Step, v})
 			res.ValLoss = v
 			res.TrainLoss = mean(window)
@@ -408,6 +434,10 @@ func run(o options, log io.Writer) (summary, error) {
 	}
 	res.MedianStepMS = median(stepTimes)
 	res.StepMS = stepTimes
+	if len(stepFLOPs) > 0 {
+		g := median(stepFLOPs)
+		res.ProductGFLOP = &g
+	}
 	res.PeakMemoryBytes = be.MemoryStats().PeakAllocated
 	if len(res.ValCurve) > 0 {
 		res.ValLoss = res.ValCurve[len(res.ValCurve)-1].Loss

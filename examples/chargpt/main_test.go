@@ -159,3 +159,26 @@ func TestPick(t *testing.T) {
 	require.Len(t, seen, 2, "top-k 2 draws only the two best")
 	require.InDelta(t, 1.105, float64(seen[1])/float64(seen[2]), 0.15) // e^0.1
 }
+
+// -flops reports a training step's product FLOPs: the linear layers and the head
+// (forward, input gradient, weight gradient) and attention (forward, and a backward of
+// 2.5 forwards), with the validation passes between steps left out; without it the
+// field is absent.
+func TestFLOPs(t *testing.T) {
+	o := tinyOptions(tinyText(t))
+	o.precision, o.steps, o.evalEvery, o.sampleLen, o.flops = "bf16", 6, 2, 0, true
+	s, err := run(o, io.Discard)
+	require.NoError(t, err)
+	require.NotNil(t, s.ProductGFLOP)
+	tokens := int64(o.batch * o.context)
+	d, v := int64(o.dim), int64(s.Vocab)
+	perToken := int64(o.layers)*(d*3*d+d*d+d*4*d+4*d*d) + d*v // multiply-adds a token, forward
+	linear := 3 * 2 * tokens * perToken
+	attn := int64(o.layers) * 7 * 2 * int64(o.batch) * int64(o.context*o.context) * d // 2 forward products + 5 backward
+	require.InDelta(t, float64(linear+attn)/1e9, *s.ProductGFLOP, 1e-12)
+
+	o.flops = false
+	s, err = run(o, io.Discard)
+	require.NoError(t, err)
+	require.Nil(t, s.ProductGFLOP)
+}
