@@ -163,6 +163,12 @@ func TestChromeTrace(t *testing.T) {
 			for _, k := range []string{"device", "in_dtypes", "in_shapes", "out_dtype", "bytes"} {
 				require.Contains(t, e.Args, k, "event %s", e.Name)
 			}
+			// The linear layers' events carry their FLOPs (JSON numbers), the rest none.
+			if e.Name == "linear" {
+				require.Greater(t, e.Args["flops"], 0.0, "event %s %s", e.Name, e.Cat)
+			} else {
+				require.NotContains(t, e.Args, "flops", "event %s", e.Name)
+			}
 			byTid[*e.Tid] = append(byTid[*e.Tid], span{*e.Ts, *e.Ts + *e.Dur})
 		default:
 			t.Fatalf("unexpected phase %q", e.Ph)

@@ -37,7 +37,8 @@ func tid(pass Pass, lane int) int { return 2*lane + 1 + int(pass) }
 // WriteChromeTrace writes the records as a Chrome trace (JSON object format): one
 // complete ("X") event per record with ts and dur in microseconds, forward ops on one
 // thread row and backward ops on another (more rows when ops overlapped without
-// nesting), and the op's device, dtypes, input shapes and bytes in args.
+// nesting), and the op's device, dtypes, input shapes and bytes in args (and, for a
+// product op, its FLOPs: Record.FLOPs).
 func (p *Profiler) WriteChromeTrace(w io.Writer) error {
 	recs := p.Records()
 	f := traceFile{DisplayTimeUnit: "ms"}
@@ -59,6 +60,9 @@ func (p *Profiler) WriteChromeTrace(w io.Writer) error {
 		args := map[string]any{
 			"index": i, "device": r.Device.String(), "in_dtypes": dts, "in_shapes": shapes,
 			"out_dtype": r.OutDType.String(), "bytes": r.Bytes, "self_us": float64(r.Self.Nanoseconds()) / 1e3,
+		}
+		if r.FLOPs > 0 {
+			args["flops"] = r.FLOPs // the product ops', as torch.profiler's trace with with_flops
 		}
 		if r.Unmatched {
 			args["unmatched"] = true
