@@ -47,8 +47,10 @@ type Record struct {
 	// scaled_dot_product_attention, forward and backward (one more product of the
 	// forward's size for each operand that gets a gradient; the fused attention's
 	// backward recomputes its scores). Attention counts every score, masked or not.
-	// Zero for every other op, and for a backward whose forward was not recorded.
-	// Row.GFLOPS sets it against the op's time.
+	// The forward ops a checkpointed segment runs again in backward are records of
+	// their own and count again: the work done, not the model's. Zero for every other
+	// op, and for a backward whose forward was not recorded. Row.GFLOPS sets it
+	// against the op's time.
 	FLOPs int64
 	// Start is the time since the clock's origin; Dur the op's duration including
 	// the ops nested in it, and Self the duration without them.
