@@ -18,7 +18,9 @@
 // duration (with and without nested ops), the bytes it allocated and, for the product
 // ops, the floating-point operations of its products (Record.FLOPs; Row.GFLOPS and
 // Table's WithFLOPs set them against the time); see Profiler for how Begin and Forward
-// calls are matched and what the figures mean.
+// calls are matched and what the figures mean. Rows add the records up by op and pass,
+// and on request by dtype (ByDType) and by input shapes (ByShape, RowsGrouped: one row
+// per layer, a backward under its forward's shapes).
 //
 // Times come from a Clock: New's default DeviceClock times GPU ops with device events
 // (host time does not see asynchronous kernels) and the rest with Go's monotonic

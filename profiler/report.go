@@ -12,13 +12,16 @@ import (
 	"github.com/gamp-ml/gamp/tensor"
 )
 
-// Row is the records of one op (and pass, and with ByDType dtype) added up, like a
-// line of torch.profiler's key_averages().
+// Row is the records of one op (and pass, and with ByDType dtype, with ByShape input
+// shapes) added up, like a line of torch.profiler's key_averages().
 type Row struct {
 	Op    string
 	Pass  Pass
 	DType tensor.DType // Invalid unless grouped by dtype (see Record.DType)
-	Calls int
+	// Shapes, when grouped by shape, are the input shapes of the op's forward (nil
+	// without that grouping; see Grouping.Shapes).
+	Shapes []tensor.Shape
+	Calls  int
 	// Total is the time in the op including nested ops; Self without them.
 	Total, Self time.Duration
 	Bytes       int64
@@ -46,26 +49,85 @@ func (r Row) Mean() time.Duration {
 // Rows aggregates the records by op and pass (and by the dtype the op ran in when
 // byDType is set), sorted by total time, longest first.
 func (p *Profiler) Rows(byDType bool) []Row {
-	return aggregate(p.Records(), byDType)
+	return aggregate(p.Records(), Grouping{DType: byDType})
+}
+
+// Grouping says what besides op and pass splits the records into rows.
+type Grouping struct {
+	// DType splits by the dtype the op ran in (Record.DType).
+	DType bool
+	// Shapes splits by input shapes, torch.profiler's group_by_input_shape: a forward
+	// record's InShapes, and for a backward record the InShapes of its forward
+	// (ForwardIndex), so that a layer's backward lines up with its forward; a
+	// backward whose forward was not recorded goes by its incoming gradient's shape.
+	Shapes bool
+}
+
+// RowsGrouped aggregates the records by op, pass and what g adds, sorted by total
+// time, longest first.
+func (p *Profiler) RowsGrouped(g Grouping) []Row {
+	return aggregate(p.Records(), g)
 }
 
 type rowKey struct {
-	op   string
-	pass Pass
-	dt   tensor.DType
+	op     string
+	pass   Pass
+	dt     tensor.DType
+	shapes string
 }
 
-func aggregate(recs []Record, byDType bool) []Row {
+// shapesKey spells shapes as torch.profiler's Input Shapes column does:
+// [[32, 64, 128], [384, 128], []] (an absent optional input is []).
+func shapesKey(shapes []tensor.Shape) string {
+	var sb strings.Builder
+	sb.WriteByte('[')
+	for i, s := range shapes {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteByte('[')
+		for j, d := range s {
+			if j > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteString(strconv.Itoa(d))
+		}
+		sb.WriteByte(']')
+	}
+	sb.WriteByte(']')
+	return sb.String()
+}
+
+// ShapesString is Row.Shapes as the table prints them: [[32, 64, 128], [384, 128]].
+func (r Row) ShapesString() string {
+	if r.Shapes == nil {
+		return ""
+	}
+	return shapesKey(r.Shapes)
+}
+
+func aggregate(recs []Record, g Grouping) []Row {
 	m := map[rowKey]*Row{}
 	var order []rowKey
 	for _, r := range recs {
-		k := rowKey{r.Op, r.Pass, backend.Invalid}
-		if byDType {
+		k := rowKey{r.Op, r.Pass, backend.Invalid, ""}
+		if g.DType {
 			k.dt = r.DType()
+		}
+		var shapes []tensor.Shape
+		if g.Shapes {
+			shapes = r.InShapes
+			if r.Pass == Backward && r.ForwardIndex >= 0 && r.ForwardIndex < len(recs) {
+				shapes = recs[r.ForwardIndex].InShapes
+			}
+			if shapes == nil {
+				shapes = []tensor.Shape{}
+			}
+			k.shapes = shapesKey(shapes)
 		}
 		row := m[k]
 		if row == nil {
-			row = &Row{Op: k.op, Pass: k.pass, DType: k.dt}
+			row = &Row{Op: k.op, Pass: k.pass, DType: k.dt, Shapes: shapes}
 			m[k] = row
 			order = append(order, k)
 		}
@@ -90,7 +152,10 @@ func aggregate(recs []Record, byDType bool) []Row {
 		if a.Pass != b.Pass {
 			return a.Pass < b.Pass
 		}
-		return a.DType < b.DType
+		if a.DType != b.DType {
+			return a.DType < b.DType
+		}
+		return a.ShapesString() < b.ShapesString()
 	})
 	return out
 }
@@ -99,13 +164,17 @@ func aggregate(recs []Record, byDType bool) []Row {
 type TableOption func(*tableOptions)
 
 type tableOptions struct {
-	byDType bool
-	flops   bool
-	limit   int
+	group Grouping
+	flops bool
+	limit int
 }
 
 // ByDType splits each op's rows by the dtype it ran in.
-func ByDType() TableOption { return func(o *tableOptions) { o.byDType = true } }
+func ByDType() TableOption { return func(o *tableOptions) { o.group.DType = true } }
+
+// ByShape splits each op's rows by input shapes and adds an Input Shapes column —
+// torch.profiler's key_averages(group_by_input_shape=True); see Grouping.Shapes.
+func ByShape() TableOption { return func(o *tableOptions) { o.group.Shapes = true } }
 
 // WithFLOPs adds two columns: each row's FLOPs (Record.FLOPs added up) and their rate
 // in the row's self time, GFLOP/s — torch.profiler's with_flops.
@@ -130,7 +199,7 @@ func (p *Profiler) Table(w io.Writer, opts ...TableOption) error {
 	for _, f := range opts {
 		f(&o)
 	}
-	rows := p.Rows(o.byDType)
+	rows := p.RowsGrouped(o.group)
 	var selfSum time.Duration
 	for _, r := range rows {
 		selfSum += r.Self
@@ -139,23 +208,29 @@ func (p *Profiler) Table(w io.Writer, opts ...TableOption) error {
 		rows = rows[:o.limit]
 	}
 	head := []string{"Name", "Pass"}
-	if o.byDType {
+	if o.group.DType {
 		head = append(head, "DType")
 	}
 	head = append(head, "Calls", "Self", "Self %", "Total", "Total %", "Mean", "Bytes")
 	if o.flops {
 		head = append(head, "FLOPs", "GFLOP/s")
 	}
+	if o.group.Shapes {
+		head = append(head, "Input Shapes")
+	}
 	cells := [][]string{head}
 	for _, r := range rows {
 		c := []string{r.Op, r.Pass.String()}
-		if o.byDType {
+		if o.group.DType {
 			c = append(c, r.DType.String())
 		}
 		c = append(c, strconv.Itoa(r.Calls), formatDur(r.Self), share(r.Self, selfSum),
 			formatDur(r.Total), share(r.Total, selfSum), formatDur(r.Mean()), backend.FormatBytes(r.Bytes))
 		if o.flops {
 			c = append(c, formatFLOPs(r.FLOPs), formatRate(r.GFLOPS()))
+		}
+		if o.group.Shapes {
+			c = append(c, r.ShapesString())
 		}
 		cells = append(cells, c)
 	}
@@ -165,8 +240,8 @@ func (p *Profiler) Table(w io.Writer, opts ...TableOption) error {
 			widths[i] = max(widths[i], len(s))
 		}
 	}
-	left := 2 // Name, Pass (and DType) are left-aligned
-	if o.byDType {
+	left := 2 // Name, Pass (and DType) are left-aligned, and so is Input Shapes
+	if o.group.DType {
 		left = 3
 	}
 	var sb strings.Builder
@@ -175,9 +250,12 @@ func (p *Profiler) Table(w io.Writer, opts ...TableOption) error {
 			if i > 0 {
 				sb.WriteString("  ")
 			}
-			if i < left {
+			switch {
+			case o.group.Shapes && i == len(row)-1:
+				sb.WriteString(s) // the last column, left-aligned: no padding after it
+			case i < left:
 				fmt.Fprintf(&sb, "%-*s", widths[i], s)
-			} else {
+			default:
 				fmt.Fprintf(&sb, "%*s", widths[i], s)
 			}
 		}

@@ -130,6 +130,10 @@ func resolve(o options) (plan, error) {
 		return p, usagef("-ops must be ≥ 0, got %d", o.ops)
 	case o.ops > 0 && o.plan:
 		return p, usagef("-ops profiles the timed steps: it cannot be combined with -plan, which runs none")
+	case o.opShapes && o.ops == 0:
+		return p, usagef("-op-shapes splits the rows of -ops: give -ops N too")
+	case o.opShapes && o.jsonOut:
+		return p, usagef("-op-shapes splits the rows of the -ops tables, which -json does not print")
 	}
 	if o.plot != "" {
 		if _, err := plotFormat(o.plot); err != nil {
@@ -526,8 +530,19 @@ func runBench(o options, stdout, stderr io.Writer) error {
 	}
 	rep.writeTable(stdout)
 	if p.ops > 0 {
+		// The FP32 configuration, when one ran, is what the others' ops are set against.
+		var ref *bench
 		for _, b := range benches {
-			writeOps(stdout, b, p.ops)
+			if b.low == 0 {
+				ref = b
+			}
+		}
+		for _, b := range benches {
+			r := ref
+			if r == b {
+				r = nil
+			}
+			writeOps(stdout, b, r, p.ops, p.opShapes)
 		}
 	}
 	return nil

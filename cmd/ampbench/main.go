@@ -42,6 +42,7 @@ type options struct {
 	plan       bool   // plan each configuration with amp.Plan instead of benchmarking
 	cpuProfile string // pprof CPU profile of the whole run to this file; "" for none
 	ops        int    // print each configuration's ops ranked by time, this many rows; 0: none
+	opShapes   bool   // with ops: a row per op, pass and input shapes
 	optimizer  string // sgd, adam or adamw (optimizers)
 }
 
@@ -79,6 +80,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.plot, "plot", "", "also draw time per step and memory to `FILE` (.png or .svg)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to `FILE` (go tool pprof reads it)")
 	fs.IntVar(&o.ops, "ops", 0, "after the table, print each configuration's `N` most expensive ops over the timed steps, per step (package profiler attached to the trainer: its bookkeeping is then in the step times); with -json, the products' GFLOP and ms a step go into each result instead")
+	fs.BoolVar(&o.opShapes, "op-shapes", false, "with -ops, a row per op, pass and input shapes (torch.profiler's group_by_input_shape; a backward row goes by its forward's input shapes), so that each layer has rows of its own")
 	fs.BoolVar(&o.plan, "plan", false, "instead of benchmarking, plan each configuration for -batch within the device's free memory (on the CPU: GAMP_CPU_MEMORY_LIMIT): micro-batch, accumulation and checkpointing, with the candidates weighed")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ampbench [flags]\n\nCompares time per step and memory of FP32 and mixed precision on one model.\n\n")

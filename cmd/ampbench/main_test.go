@@ -204,9 +204,15 @@ func TestOps(t *testing.T) {
 				lines = strings.Split(strings.TrimSpace(s[i:i+1+j]), "\n")
 			}
 			var inOps, sum float64
+			ratios := 0
 			_, err := fmt.Sscanf(lines[0][strings.Index(lines[0], "): ")+3:], "%f ms in ops", &inOps)
 			require.NoError(t, err, lines[0])
-			require.Equal(t, []string{"op", "pass", "calls", "self", "ms", "of", "step", "total", "ms", "GFLOP/s"}, strings.Fields(lines[1]))
+			head := []string{"op", "pass", "calls", "self", "ms", "of", "step", "total", "ms", "GFLOP/s"}
+			half := v != "fp32" // set against the fp32 configuration of the run
+			if half {
+				head = append(head, "÷fp32")
+			}
+			require.Equal(t, head, strings.Fields(lines[1]))
 			// The products' line closes the table: the linear layers' multiply-adds.
 			last := lines[len(lines)-1]
 			require.True(t, strings.HasPrefix(last, "products: "), last)
@@ -225,21 +231,32 @@ func TestOps(t *testing.T) {
 					sum += more
 					continue
 				}
+				cols := 7
 				if strings.HasPrefix(f[0], "linear") {
-					// A product: its rate in the last column.
-					require.Len(t, f, 8, l)
+					// A product: its rate in the column after the total.
+					cols++
 					rate, err := strconv.ParseFloat(f[7], 64)
 					require.NoError(t, err, l)
 					assert.Greater(t, rate, 0.0, l)
-				} else {
-					require.Len(t, f, 7, l)
 				}
+				if half && f[0] != "cast" {
+					// Every op but the casts ran in fp32 too: its time against that.
+					cols++
+					vs, err := strconv.ParseFloat(f[cols-1], 64)
+					require.NoError(t, err, l)
+					assert.Greater(t, vs, 0.0, l)
+					ratios++
+				}
+				require.Len(t, f, cols, l)
 				self, err := strconv.ParseFloat(f[3], 64)
 				require.NoError(t, err)
 				sum += self
 				calls[f[0]+" "+f[1]] = f[2]
 			}
 			assert.InDelta(t, inOps, sum, 0.02*float64(len(lines)), "the self times add up to the time in ops")
+			if half {
+				assert.Positive(t, ratios, "rows set against fp32")
+			}
 			if limit == 2 {
 				assert.Len(t, lines, 5, "two ops and the rest")
 				continue
@@ -248,6 +265,45 @@ func TestOps(t *testing.T) {
 			// steps' records were dropped.
 			assert.Equal(t, "2", calls["linear_relu forward"], s[i:])
 			assert.Equal(t, "1", calls["linear forward"], s[i:])
+		}
+	}
+}
+
+// -op-shapes gives each layer its rows: the tiny MLP's two hidden layers (inputs 784
+// and 1024 wide) each have a forward and a backward row under their input shapes, the
+// backward's those of its forward, and in the bf16 table each is set against fp32's.
+func TestOpShapes(t *testing.T) {
+	o := tiny("mlp", 16)
+	o.jsonOut, o.precision, o.steps, o.warmup, o.ops, o.opShapes = false, "fp32,bf16", 2, 1, 100, true
+	var out bytes.Buffer
+	require.NoError(t, run(o, &out, io.Discard))
+	s := out.String()
+	i := strings.Index(s, "ops of bf16 O1")
+	require.GreaterOrEqual(t, i, 0, s)
+	fp32, bf16 := s[strings.Index(s, "ops of fp32"):i], s[i:]
+	for _, tbl := range []string{fp32, bf16} {
+		lines := strings.Split(tbl, "\n")
+		require.True(t, strings.HasSuffix(strings.TrimSpace(lines[1]), "input shapes"), lines[1])
+		rows := map[string]string{} // op pass shapes: the row
+		for _, l := range lines[2:] {
+			if j := strings.Index(l, "[["); j >= 0 {
+				f := strings.Fields(l[:j])
+				rows[f[0]+" "+f[1]+" "+l[j:]] = l
+			}
+		}
+		for _, sh := range []string{"[[16, 784], [1024, 784], [1024]]", "[[16, 1024], [1024, 1024], [1024]]"} {
+			for _, pass := range []string{"forward", "backward"} {
+				l, ok := rows["linear_relu "+pass+" "+sh]
+				require.True(t, ok, "no row for linear_relu %s %s in\n%s", pass, sh, tbl)
+				f := strings.Fields(l[:strings.Index(l, "[[")])
+				require.Equal(t, "1", f[2], "one call a step: %s", l)
+				if tbl == bf16 {
+					require.Len(t, f, 9, "rate and ÷fp32: %s", l)
+					vs, err := strconv.ParseFloat(f[8], 64)
+					require.NoError(t, err, l)
+					assert.Positive(t, vs, l)
+				}
+			}
 		}
 	}
 }
@@ -331,6 +387,8 @@ func TestBadFlags(t *testing.T) {
 		{"-device", "cpu:99"},
 		{"-ops", "-1"},
 		{"-ops", "5", "-plan"},
+		{"-op-shapes"},
+		{"-ops", "5", "-op-shapes", "-json"},
 		{"-optim", "lamb"},
 		{"-optim", ""},
 		{"-no-such-flag"},

@@ -206,12 +206,18 @@ func cpuModel() string {
 // and their rate over the whole mean step: set against the CPU's peak, how far the step
 // is from the arithmetic floor. The rest of a step (the optimizer update, unscaling,
 // the autograd bookkeeping) is in no op.
-func writeOps(w io.Writer, b *bench, n int) {
+//
+// A row is an op and pass, and with byShape its input shapes too (-op-shapes: the
+// layers' rows apart). With ref, the FP32 configuration of the same run, a ÷fp32
+// column sets each row's self time a step against the same row's there: which ops
+// keep a half-precision step from half the FP32 one (empty for a row FP32 does not
+// have, such as a cast).
+func writeOps(w io.Writer, b, ref *bench, n int, byShape bool) {
 	if b.prof == nil || len(b.times) == 0 {
 		return
 	}
-	rows := b.prof.Rows(false)
-	slices.SortStableFunc(rows, func(x, y profiler.Row) int { return cmp.Compare(y.Self, x.Self) })
+	group := profiler.Grouping{Shapes: byShape}
+	rows := opRows(b, group)
 	steps := float64(len(b.times))
 	var sum time.Duration
 	for _, t := range b.times {
@@ -222,14 +228,33 @@ func writeOps(w io.Writer, b *bench, n int) {
 	for _, r := range rows {
 		self += r.Self
 	}
+	// refMS: each of ref's rows' self ms per timed step.
+	var refMS map[string]float64
+	if ref != nil && ref.prof != nil && len(ref.times) > 0 {
+		refMS = map[string]float64{}
+		for _, r := range opRows(ref, group) {
+			refMS[opKey(r)] = ms(r.Self) / float64(len(ref.times))
+		}
+	}
 	fmt.Fprintf(w, "\nops of %s, per timed step (%d steps): %.2f ms in ops of a %.2f ms mean step\n",
 		b.variant, len(b.times), ms(self)/steps, step)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "op\tpass\tcalls\tself ms\tof step\ttotal ms\tGFLOP/s\t")
+	head := "op\tpass\tcalls\tself ms\tof step\ttotal ms\tGFLOP/s\t"
+	if refMS != nil {
+		head += "÷fp32\t"
+	}
+	if byShape {
+		head += "  input shapes" // the last column, left-aligned after the others
+	}
+	fmt.Fprintln(tw, head)
 	flops, prodSelf := productTotals(rows)
 	for i, r := range rows {
 		if i == n {
-			fmt.Fprintf(tw, "(%d more)\t\t\t%.2f\t\t\t\t\n", len(rows)-n, ms(self-sumSelf(rows[:n]))/steps)
+			fmt.Fprintf(tw, "(%d more)\t\t\t%.2f\t\t\t\t", len(rows)-n, ms(self-sumSelf(rows[:n]))/steps)
+			if refMS != nil {
+				fmt.Fprint(tw, "\t")
+			}
+			fmt.Fprintln(tw)
 			break
 		}
 		rate := ""
@@ -238,8 +263,19 @@ func writeOps(w io.Writer, b *bench, n int) {
 		} else if g > 0 {
 			rate = fmt.Sprintf("%.3g", g) // never "0" for a rate there is
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.1f %%\t%.2f\t%s\t\n", r.Op, r.Pass, float64(r.Calls)/steps,
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.1f %%\t%.2f\t%s\t", r.Op, r.Pass, float64(r.Calls)/steps,
 			ms(r.Self)/steps, 100*ms(r.Self)/steps/step, ms(r.Total)/steps, rate)
+		if refMS != nil {
+			vs := ""
+			if base := refMS[opKey(r)]; base > 0 {
+				vs = fmt.Sprintf("%.2f", ms(r.Self)/steps/base)
+			}
+			fmt.Fprintf(tw, "%s\t", vs)
+		}
+		if byShape {
+			fmt.Fprint(tw, "  "+r.ShapesString())
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	if flops > 0 && step > 0 {
@@ -247,6 +283,18 @@ func writeOps(w io.Writer, b *bench, n int) {
 		fmt.Fprintf(w, "products: %.3f GFLOP a step (multiply-adds ×2, profiler.Record.FLOPs) in %.2f ms of their ops; %.1f GFLOP/s over the mean step\n",
 			perStep/1e9, ms(prodSelf)/steps, perStep/1e6/step)
 	}
+}
+
+// opRows is b's profiler rows grouped by g, most self time first.
+func opRows(b *bench, g profiler.Grouping) []profiler.Row {
+	rows := b.prof.RowsGrouped(g)
+	slices.SortStableFunc(rows, func(x, y profiler.Row) int { return cmp.Compare(y.Self, x.Self) })
+	return rows
+}
+
+// opKey names a row across configurations: op, pass and (when grouped so) input shapes.
+func opKey(r profiler.Row) string {
+	return r.Op + " " + r.Pass.String() + " " + r.ShapesString()
 }
 
 // productTotals adds up the FLOPs and the self time of the rows that have FLOPs (the
