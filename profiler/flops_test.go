@@ -112,12 +112,7 @@ func TestFLOPsProducts(t *testing.T) {
 // TestFLOPsRowsAndTable checks that rows add up their records' FLOPs, that GFLOPS
 // divides by the self time, and that WithFLOPs prints both columns.
 func TestFLOPsRowsAndTable(t *testing.T) {
-	m := newMLP(t)
-	p := profiler.New()
-	defer p.Close()
-	ctx := p.Context()
-	m.step(ctx)
-	ctx.Close()
+	p := profiledStep(t)
 
 	var lin profiler.Row
 	for _, r := range p.Rows(false) {

@@ -48,6 +48,17 @@ func (m *mlp) step(ctx *tensor.Context) {
 	loss.Backward()
 }
 
+// profiledStep runs one MLP step in a profiled Context and returns the profiler.
+func profiledStep(t *testing.T) *profiler.Profiler {
+	m := newMLP(t)
+	p := profiler.New()
+	t.Cleanup(p.Close)
+	ctx := p.Context()
+	m.step(ctx)
+	ctx.Close()
+	return p
+}
+
 func count(recs []profiler.Record, op string, pass profiler.Pass) int {
 	n := 0
 	for _, r := range recs {
@@ -59,12 +70,7 @@ func count(recs []profiler.Record, op string, pass profiler.Pass) int {
 }
 
 func TestProfileMLPStep(t *testing.T) {
-	m := newMLP(t)
-	p := profiler.New()
-	ctx := p.Context()
-	m.step(ctx)
-	ctx.Close()
-
+	p := profiledStep(t)
 	recs := p.Records()
 	for op, n := range map[string]int{"linear": 2, "relu": 1, "cross_entropy": 1, "sum": 1} {
 		require.Equal(t, n, count(recs, op, profiler.Forward), "%s forward", op)
@@ -127,11 +133,7 @@ type chromeTrace struct {
 }
 
 func TestChromeTrace(t *testing.T) {
-	m := newMLP(t)
-	p := profiler.New()
-	ctx := p.Context()
-	m.step(ctx)
-	ctx.Close()
+	p := profiledStep(t)
 	recs := p.Records()
 
 	var buf bytes.Buffer

@@ -14,11 +14,7 @@ import (
 // Grouped by shape, each linear layer of the MLP gets its own forward and backward row,
 // the backward keyed by its forward's input shapes, so a layer's two passes line up.
 func TestRowsByShape(t *testing.T) {
-	m := newMLP(t)
-	p := profiler.New()
-	ctx := p.Context()
-	m.step(ctx)
-	ctx.Close()
+	p := profiledStep(t)
 	recs := p.Records()
 
 	first := []tensor.Shape{{8, 16}, {32, 16}, {32}}
