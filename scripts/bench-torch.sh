@@ -146,8 +146,12 @@ EOF
 # whole step that the target's time asks for, as a share of the ceiling (above 100 %
 # the target is out of reach even if nothing but the products took any time);
 # "products" the rate the products alone would need with the rest of the step left
-# at the time it took in that profiled run (medians over its steps of the products'
-# time and of the rest). CEILING=0 skips this part.
+# at the time it takes. The profiled run is a process of its own, which the VM can run
+# slower or faster than the rounds above (and the profiler's bookkeeping is in its
+# steps), so it gives only the split: the products' share of its step (medians over its
+# steps of the products' time and of the rest), applied to gamp's median step of the
+# rounds — the products' own time and the rest of the step both at the rounds' speed.
+# CEILING=0 skips this part.
 [ "${CEILING:-1}" = 1 ] || exit 0
 if ! command -v gcc >/dev/null; then
   echo; echo "bench-torch: no gcc: the ceiling table is skipped (apt-get install gcc)"; exit 0
@@ -187,16 +191,26 @@ if "fp32" not in ceil or "bf16" not in ceil:
 print(f"Against the CPU's ceiling (scripts/kernel-ceiling.c, {sys.argv[4]} threads): FP32 FMA {ceil['fp32']:.0f} GFLOP/s, "
       f"VDPBF16PS {ceil['bf16']:.0f}. GFLOP: a step's products (the same in both precisions). "
       "Each cell: share of the ceiling over the whole step; for gamp, whole step / its products in their own time; "
-      "for a target, what its step time needs, whole step / products alone (the rest of the step at gamp's time).")
+      "for a target, what its step time needs, whole step / products alone (the rest of the step at gamp's time). "
+      "The products' share of gamp's step comes from a profiled run of its own, applied to the step of the rounds.")
 print()
 print("| model | GFLOP | gamp fp32 | torch fp32 | fp32 ≤ 0.8×torch needs | gamp bf16 | torch bf16 | bf16 ≤ 0.8×torch needs | bf16 ≤ 0.55×gamp fp32 needs |")
 print("|---|---|---|---|---|---|---|---|---|")
 def pct(g, ms, p):
     return f"{100 * g / (ms / 1e3) / ceil[p]:.0f} %" if ms and ms > 0 else "-"
+def split(m, p):
+    # gamp's median step of the rounds cut in the profiled run's proportions: the
+    # products' time and the rest's.
+    g, prod, rest = flops[(m, p)]
+    step = med.get(("gamp", m, p))
+    if step is None or prod + rest <= 0:
+        return prod, rest
+    return step * prod / (prod + rest), step * rest / (prod + rest)
 def needs(m, p, target):
     if target is None or (m, p) not in flops:
         return "-"
-    g, prod, rest = flops[(m, p)]
+    g = flops[(m, p)][0]
+    rest = split(m, p)[1]
     whole = pct(g, target, p)
     alone = pct(g, target - rest, p) if target > rest else "∞"
     return f"{whole} / {alone}"
@@ -208,7 +222,7 @@ for m in models:
     g32 = med.get(("gamp", m, "fp32"))
     t32, t16 = med.get(("torch", m, "fp32")), med.get(("torch", m, "bf16"))
     def own(p):  # gamp's whole step, and its products in their own time
-        return f"{pct(g, med.get(('gamp', m, p)), p)} / {pct(g, flops[(m, p)][1], p)}" if (m, p) in flops else "-"
+        return f"{pct(g, med.get(('gamp', m, p)), p)} / {pct(g, split(m, p)[0], p)}" if (m, p) in flops else "-"
     cells = [m, f"{g:.3f}", own("fp32"), pct(g, t32, "fp32"), needs(m, "fp32", t32 and 0.8 * t32),
              own("bf16"), pct(g, t16, "bf16"), needs(m, "bf16", t16 and 0.8 * t16),
              needs(m, "bf16", g32 and 0.55 * g32)]
