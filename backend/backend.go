@@ -393,6 +393,17 @@ type GeluWithGrad interface {
 	GeluBackwardGrad(gx, gy, t Storage, n int)
 }
 
+// LayerNormHalfIO is implemented by backends whose LayerNorm accepts a Y of a half
+// dtype dt when X is Float32, rounding each float32 result once as it stores it (the
+// bits of a Float32 Y then Copy to dt), and whose LayerNormBackward accepts a GY of
+// dtype dt with Float32 X and GX, widening it exactly as it reads it (the bits of
+// Copying GY to Float32 first), for the dtypes where LayerNormHalfIO reports true.
+// tensor.LayerNormAs uses it: a layer norm feeding a Linear that autocast runs in dt
+// then writes the Linear's input itself, with no float32 output and no cast passes.
+type LayerNormHalfIO interface {
+	LayerNormHalfIO(dt DType) bool
+}
+
 // DeviceCopier is implemented by backends that copy directly from the storage of
 // another device of the same kind (CUDA peer copies), so moving a tensor between two
 // GPUs does not go through host memory. tensor.To uses it when the destination's

@@ -120,11 +120,10 @@ func (m *GPT) Forward(ids *tensor.Tensor) *tensor.Tensor {
 			x = nn.Call(b, x)
 		}
 	}
-	x = nn.Call(m.lnf, x)
 	if m.head != nil {
-		return nn.Call(m.head, x)
+		return nn.Call(m.head, nn.CallInto(m.lnf, m.head, x))
 	}
-	return tensor.Linear(x, m.tok.Weight.T, nil)
+	return tensor.Linear(nn.Call(m.lnf, x), m.tok.Weight.T, nil)
 }
 
 // GPTBlock is one pre-LayerNorm decoder block.
@@ -162,8 +161,8 @@ func newGPTBlock(cfg GPTConfig, g *tensor.Generator) *GPTBlock {
 
 // Forward implements nn.Module on x [N, T, Dim].
 func (b *GPTBlock) Forward(x *tensor.Tensor) *tensor.Tensor {
-	x = x.Add(nn.Call(b.attn, nn.Call(b.ln1, x)))
-	h := nn.Call(b.fc2, nn.CallPair(b.fc1, b.act, nn.Call(b.ln2, x)))
+	x = x.Add(nn.Call(b.attn, nn.CallInto(b.ln1, b.attn, x)))
+	h := nn.Call(b.fc2, nn.CallPair(b.fc1, b.act, nn.CallInto(b.ln2, b.fc1, x)))
 	return x.Add(nn.Call(b.drop, h))
 }
 
@@ -179,6 +178,9 @@ type CausalSelfAttention struct {
 	dropout   float64
 	composed  bool
 }
+
+// InputLinear implements nn.InputLinear: x goes to the query-key-value projection alone.
+func (a *CausalSelfAttention) InputLinear() *nn.Linear { return a.qkv }
 
 // Forward implements nn.Module on x [N, T, D].
 func (a *CausalSelfAttention) Forward(x *tensor.Tensor) *tensor.Tensor {

@@ -149,7 +149,7 @@ func (t *Transformer) Embed(ids *tensor.Tensor) *tensor.Tensor {
 
 // Head pools the blocks' output [N, T, D] over tokens and classifies it.
 func (t *Transformer) Head(x *tensor.Tensor) *tensor.Tensor {
-	return nn.Call(t.head, nn.Call(t.norm, x.Mean(1)))
+	return nn.Call(t.head, nn.CallInto(t.norm, t.head, x.Mean(1)))
 }
 
 // Forward implements nn.Module.
@@ -187,8 +187,8 @@ func NewEncoderBlock(dim, heads int, dropout float64, init nn.Init) *EncoderBloc
 
 // Forward implements nn.Module.
 func (b *EncoderBlock) Forward(x *tensor.Tensor) *tensor.Tensor {
-	x = x.Add(nn.Call(b.drop, nn.Call(b.attn, nn.Call(b.ln1, x))))
-	h := nn.Call(b.fc2, nn.CallPair(b.fc1, b.act, nn.Call(b.ln2, x)))
+	x = x.Add(nn.Call(b.drop, nn.Call(b.attn, nn.CallInto(b.ln1, b.attn, x))))
+	h := nn.Call(b.fc2, nn.CallPair(b.fc1, b.act, nn.CallInto(b.ln2, b.fc1, x)))
 	return x.Add(nn.Call(b.drop, h))
 }
 
@@ -209,6 +209,9 @@ func NewMultiHeadAttention(dim, heads int, init nn.Init) *MultiHeadAttention {
 	m.AddModule("out", m.out)
 	return m
 }
+
+// InputLinear implements nn.InputLinear: x goes to the query-key-value projection alone.
+func (m *MultiHeadAttention) InputLinear() *nn.Linear { return m.qkv }
 
 // Forward implements nn.Module on x [N, T, D].
 func (m *MultiHeadAttention) Forward(x *tensor.Tensor) *tensor.Tensor {

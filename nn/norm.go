@@ -261,9 +261,20 @@ func NewLayerNorm(shape tensor.Shape, opts ...NormOptions) *LayerNorm {
 
 // Forward normalises x [..., Shape...].
 func (l *LayerNorm) Forward(x *tensor.Tensor) *tensor.Tensor {
+	l.check(x)
+	return tensor.LayerNorm(x, l.Shape, optional(l.Weight), optional(l.Bias), l.Eps)
+}
+
+// forwardAs is Forward(x).Cast(dt) (tensor.LayerNormAs; see CallInto).
+func (l *LayerNorm) forwardAs(x *tensor.Tensor, dt tensor.DType) *tensor.Tensor {
+	l.check(x)
+	return tensor.LayerNormAs(x, l.Shape, optional(l.Weight), optional(l.Bias), l.Eps, dt)
+}
+
+// check panics unless x ends in the normalized shape.
+func (l *LayerNorm) check(x *tensor.Tensor) {
 	k := len(l.Shape)
 	if x.Dim() < k || !tensor.Shape(x.Shape()[x.Dim()-k:]).Equal(l.Shape) {
 		misuse("nn.LayerNorm", x, "want input [..., %v]", l.Shape)
 	}
-	return tensor.LayerNorm(x, l.Shape, optional(l.Weight), optional(l.Bias), l.Eps)
 }

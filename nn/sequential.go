@@ -73,6 +73,58 @@ func CallPair(m, next Module, x *tensor.Tensor) *tensor.Tensor {
 	return Call(next, Call(m, x))
 }
 
+// InputLinear is implemented by modules whose input goes to one Linear and nowhere
+// else, such as an attention block's query-key-value projection: CallInto may then
+// hand them a LayerNorm's output already in the dtype autocast runs that Linear in.
+type InputLinear interface {
+	InputLinear() *Linear
+}
+
+// CallInto is Call(m, x) for an output that next alone reads, with the same values
+// and gradients as Call(next, Call(m, x)) gets, bit for bit. Where m is a LayerNorm
+// and next a Linear (or an InputLinear) that autocast runs in a half dtype, and none of
+// them has hooks, the norm's output comes out in that dtype (tensor.LayerNormAs): the
+// Linear's cast of it becomes the norm's own rounding as it stores, so neither a
+// float32 output nor the cast's passes over memory (forward and backward) remain.
+// Otherwise it is Call(m, x). Hooks see what they would without it: nothing is fused
+// where one is set.
+func CallInto(m, next Module, x *tensor.Tensor) *tensor.Tensor {
+	if h, ok := m.(hooked); ok {
+		m = h.Module
+	}
+	ln, ok := m.(*LayerNorm)
+	if !ok || m.base().hooks.set.Load() != nil {
+		return Call(m, x)
+	}
+	if h, ok := next.(hooked); ok {
+		next = h.Module
+	}
+	var lin *Linear
+	switch n := next.(type) {
+	case *Linear:
+		lin = n
+	case InputLinear:
+		lin = n.InputLinear()
+	}
+	if lin == nil || next.base().hooks.set.Load() != nil || lin.base().hooks.set.Load() != nil {
+		return Call(m, x)
+	}
+	p := x.Context().Autocast()
+	if p == nil || x.DType() == tensor.Float64 || p.Category(linearOp, x.Device()) != tensor.LowerPrecision {
+		return Call(m, x)
+	}
+	return ln.forwardAs(x, p.LowDType())
+}
+
+// linearOp is the registry row autocast decides a Linear's dtype by.
+var linearOp = func() *tensor.Op {
+	op, ok := tensor.LookupOp("linear")
+	if !ok {
+		panic("nn: no linear op in the tensor registry")
+	}
+	return op
+}()
+
 // forwardFused runs m then next as one op when m is a Linear and next an exact GELU
 // (tensor.LinearGELU), or as forwardFusedReLU does, and neither has hooks; ok is
 // false, and nothing ran, otherwise.

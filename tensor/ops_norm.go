@@ -198,13 +198,35 @@ func (c *Context) batchNorm(x, weight, bias, rm, rv *Tensor, training bool, mome
 // normShape; nil: none). Statistics are FP32 and the output has x's dtype; under
 // autocast it runs in float32. Gradients flow to x, weight and bias.
 func LayerNorm(x *Tensor, normShape Shape, weight, bias *Tensor, eps float64) *Tensor {
-	return resolve(opLayerNorm, x, weight, bias).layerNorm(x, normShape, weight, bias, eps)
+	return resolve(opLayerNorm, x, weight, bias).layerNorm(x, normShape, weight, bias, eps, backend.Invalid)
 }
 
-func (c *Context) layerNorm(x *Tensor, normShape Shape, weight, bias *Tensor, eps float64) *Tensor {
+// LayerNormAs is LayerNorm(x, normShape, weight, bias, eps).Cast(dt), values and
+// gradients bit for bit. Where LayerNorm's output would be Float32, dt is a half dtype
+// and the backend rounds as it stores (backend.LayerNormHalfIO; the CPU backend), it is
+// one layer_norm op whose output is dt: each float32 result is rounded once into it, so
+// no float32 output is allocated and no cast runs, and the backward reads the dt
+// gradient in place, widening it exactly as the cast's backward would. Otherwise it is
+// the two ops. nn.CallInto uses it for a LayerNorm whose output goes to a Linear that
+// autocast runs in dt, which would otherwise cast that output first.
+func LayerNormAs(x *Tensor, normShape Shape, weight, bias *Tensor, eps float64, dt DType) *Tensor {
+	return resolve(opLayerNorm, x, weight, bias).layerNorm(x, normShape, weight, bias, eps, dt)
+}
+
+// layerNorm is LayerNorm, and LayerNormAs where outDT is not Invalid.
+func (c *Context) layerNorm(x *Tensor, normShape Shape, weight, bias *Tensor, eps float64, outDT DType) *Tensor {
 	const name = "layer_norm"
 	in := c.prep(opLayerNorm, x, weight, bias)
 	x, weight, bias = in[0], in[1], in[2]
+	// yDT is the output's dtype; castAfter is set when LayerNormAs needs a cast op.
+	yDT, castAfter := x.dtype, false
+	if outDT != backend.Invalid && outDT != yDT {
+		if h, ok := x.ref.b.(backend.LayerNormHalfIO); ok && yDT == Float32 && outDT.IsHalf() && h.LayerNormHalfIO(outDT) {
+			yDT = outDT
+		} else {
+			castAfter = true
+		}
+	}
 	for _, t := range in {
 		if t != nil && !t.dtype.IsFloat() {
 			fail(name, in, "needs floating-point tensors; Cast them first")
@@ -223,7 +245,7 @@ func (c *Context) layerNorm(x *Tensor, normShape Shape, weight, bias *Tensor, ep
 	rows := Shape(x.shape[:x.Dim()-k]).Numel()
 
 	xd := x.dense(c)
-	y := allocOut(c, x.dtype, x.device, x.shape)
+	y := allocOut(c, yDT, x.device, x.shape)
 	w32, b32 := c.float32Operand(weight), c.float32Operand(bias)
 	mean := allocOut(c, Float32, x.device, Shape{rows})
 	invstd := allocOut(c, Float32, x.device, Shape{rows})
@@ -248,6 +270,9 @@ func (c *Context) layerNorm(x *Tensor, normShape Shape, weight, bias *Tensor, ep
 		invstd.Release()
 		releaseTemp(w32, weight)
 		releaseTemp(xd, x)
+	}
+	if castAfter {
+		return out.Cast(outDT)
 	}
 	return out
 }

@@ -33,6 +33,23 @@ func normOperands(op string, n int, names []string, ss ...backend.Storage) []*st
 	return out
 }
 
+// LayerNormHalfIO implements backend.LayerNormHalfIO: LayerNorm's Y and
+// LayerNormBackward's GY may be Float16 or BFloat16 when X (and GX) are Float32.
+func (b *Backend) LayerNormHalfIO(dt backend.DType) bool { return dt.IsHalf() }
+
+// normOperandsHalfIO is normOperands where operand h (LayerNorm's Y, its backward's
+// GY) may instead be of a half dtype when the first is Float32: the row passes convert
+// it a chunk at a time, as they do for half X.
+func normOperandsHalfIO(op string, n int, names []string, h int, ss ...backend.Storage) []*storage {
+	x, hs := st(ss[0]), st(ss[h])
+	if x == nil || hs == nil || x.dt != backend.Float32 || !hs.dt.IsHalf() {
+		return normOperands(op, n, names, ss...)
+	}
+	others := normOperands(op, n, append(names[:h:h], names[h+1:]...), append(ss[:h:h], ss[h+1:]...)...)
+	hv := normOperands(op, n, names[h:h+1], ss[h])[0]
+	return append(others[:h:h], append([]*storage{hv}, others[h:]...)...)
+}
+
 // statParam returns the first n elements of a Float32 statistics or affine storage, or
 // nil when s is nil; need, when not empty, says why s may not be nil.
 func statParam(op, name string, s backend.Storage, n int, need string) []float32 {
@@ -584,11 +601,13 @@ func bnGradVec(o, g, x, ea, eb, ec, em, t []float32) {
 // LayerNorm implements backend.Backend. X and Y are [Outer, C] with Outer = N (Y may
 // be X); each row is normalised with its mean and biased variance, which are stored
 // in SaveMean and as 1/√(var+Eps) in SaveInvStd ([Outer]) when those are non-nil, then
-// scaled by Weight and shifted by Bias ([C]) when those are non-nil.
+// scaled by Weight and shifted by Bias ([C]) when those are non-nil. Y may be a half
+// dtype when X is Float32 (backend.LayerNormHalfIO): the float32 rows rounded once as
+// they are stored.
 func (b *Backend) LayerNorm(a backend.NormArgs) {
 	const op = "LayerNorm"
 	checkNormSize(op, &a)
-	xy := normOperands(op, a.N*a.C, []string{"X", "Y"}, a.X, a.Y)
+	xy := normOperandsHalfIO(op, a.N*a.C, []string{"X", "Y"}, 1, a.X, a.Y)
 	p := bnParams{
 		w:    statParam(op, "Weight", a.Weight, a.C, ""),
 		bias: statParam(op, "Bias", a.Bias, a.C, ""),
@@ -652,7 +671,12 @@ func layerNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 			// Half data is converted into buf and normalised there (Y may be X), by
 			// lnFwdRows where it takes the width.
 			xs := lnRun(xrun, buf, off, nr*cols)
-			ys := yrun.out(xs, off)
+			into := xs
+			if xrun.ok && !yrun.ok {
+				// Float32 X, half Y: normalise into buf, never into X.
+				into = buf[:nr*cols]
+			}
+			ys := yrun.out(into, off)
 			if !lnFwdBlock(a, p, ys, xs, w, bias, r0, r0+nr) {
 				for i := range nr {
 					layerNormRow(a, p, r0+i, ys[i*cols:(i+1)*cols], xs[i*cols:(i+1)*cols], w, bias)
@@ -795,7 +819,7 @@ func (b *Backend) LayerNormBackward(a backend.NormArgs) {
 	const op = "LayerNormBackward"
 	const lnNeed = "the backward pass needs the statistics the forward call saved"
 	checkNormSize(op, &a)
-	ops := normOperands(op, a.N*a.C, []string{"X", "GY", "GX"}, a.X, a.GY, a.GX)
+	ops := normOperandsHalfIO(op, a.N*a.C, []string{"X", "GY", "GX"}, 1, a.X, a.GY, a.GX)
 	p := bnParams{
 		w:  statParam(op, "Weight", a.Weight, a.C, ""),
 		sm: statParam(op, "SaveMean", a.SaveMean, a.N, lnNeed),
@@ -877,7 +901,13 @@ func layerNormBackward[C numeric](a *backend.NormArgs, x, gyS, gxS *storage, p *
 			all, done := lnScratch[C](3 * n)
 			defer done()
 			xb, gyb, gxb = all[:n:n], all[n:2*n:2*n], all[2*n:]
-		} else if gxAlias {
+		} else if !gyrun.ok {
+			// Float32 X and GX, half GY: only GY is converted.
+			var done func()
+			gyb, done = lnScratch[C](min(cr, per) * cols)
+			defer done()
+		}
+		if xrun.ok && gxAlias {
 			rowb = make([]C, cols)
 		}
 		var scratch []float64 // stands in for a nil bgw or bgb in the float32 row pass
