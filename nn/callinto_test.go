@@ -18,7 +18,7 @@ type projIn struct {
 }
 
 func (p *projIn) Forward(x *tensor.Tensor) *tensor.Tensor { return Call(p.lin, x).Relu() }
-func (p *projIn) InputLinear() *Linear                     { return p.lin }
+func (p *projIn) InputLinear() *Linear                    { return p.lin }
 
 func countOps(names []string, op string) int {
 	n := 0
