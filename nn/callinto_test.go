@@ -42,7 +42,7 @@ func TestCallIntoLayerNormLinear(t *testing.T) {
 	xv[3*in+4], xv[9*in], xv[20*in+69] = math.NaN(), math.Inf(1), math.Inf(-1)
 	for _, low := range []tensor.DType{0, tensor.BFloat16, tensor.Float16} {
 		for _, wrapped := range []bool{false, true} {
-			run := func(into bool) (res [][]float64, mid tensor.DType, casts int) {
+			run := func(mode string) (res [][]float64, mid tensor.DType, casts int) {
 				ln, lin := NewLayerNorm(tensor.Shape{in}), NewLinear(in, out)
 				set(ln.Weight, wave(in, 3))
 				set(ln.Bias, wave(in, 0.5))
@@ -62,34 +62,46 @@ func TestCallIntoLayerNormLinear(t *testing.T) {
 				}
 				x32 := tensor.FromSlice(xv, tensor.Shape{rows, in}, tensor.WithDType(tensor.Float32), tensor.WithContext(ctx), tensor.WithGrad())
 				x := region.Bind(x32)
-				var h *tensor.Tensor
-				if into {
+				var h, y *tensor.Tensor
+				switch mode {
+				case "into":
 					h = CallInto(ln, next, x)
-				} else {
+					y = Call(next, h)
+				case "seq":
+					y = NewSequential(ln, next).Forward(x)
+				default:
 					h = Call(ln, x)
+					y = Call(next, h)
 				}
-				y := Call(next, h)
 				y.Cast(tensor.Float32).Mul(region.Bind(tensor.FromSlice(wave(y.Numel(), 1), y.Shape(), tensor.WithContext(ctx)))).Sum().Backward()
 				f := func(t *tensor.Tensor) []float64 { return t.Cast(tensor.Float64).Float64s() }
+				mid = tensor.DType(0) // a Sequential's inner tensors are not seen
+				if h != nil {
+					mid = h.DType()
+				}
 				return [][]float64{f(y), f(x32.Grad()), f(ln.Weight.T.Grad()), f(ln.Bias.T.Grad()), f(lin.Weight.T.Grad()), f(lin.Bias.T.Grad())},
-					h.DType(), countOps(rec.names, "cast")
+					mid, countOps(rec.names, "cast")
 			}
-			name := fmt.Sprintf("autocast %v wrapped %v", low, wrapped)
-			want, mid0, casts0 := run(false)
-			got, mid1, casts1 := run(true)
-			require.Equal(t, tensor.Float32, mid0, name)
-			if low == 0 {
-				require.Equal(t, tensor.Float32, mid1, name)
-				require.Equal(t, casts0, casts1, name)
-			} else {
-				require.Equal(t, low, mid1, name)
-				require.Equal(t, casts0-1, casts1, "%s: cast ops", name)
-			}
-			for k, what := range []string{"output", "grad x", "grad ln w", "grad ln b", "grad w", "grad b"} {
-				require.Equal(t, len(want[k]), len(got[k]), what)
-				for i := range want[k] {
-					if math.Float64bits(want[k][i]) != math.Float64bits(got[k][i]) {
-						t.Fatalf("%s %s element %d: apart %v, CallInto %v", name, what, i, want[k][i], got[k][i])
+			want, mid0, casts0 := run("apart")
+			require.Equal(t, tensor.Float32, mid0)
+			for _, mode := range []string{"into", "seq"} {
+				name := fmt.Sprintf("autocast %v wrapped %v %s", low, wrapped, mode)
+				got, mid1, casts1 := run(mode)
+				wantMid, wantCasts := low, casts0-1
+				if low == 0 {
+					wantMid, wantCasts = tensor.Float32, casts0
+				}
+				if mode == "seq" {
+					wantMid = tensor.DType(0)
+				}
+				require.Equal(t, wantMid, mid1, name)
+				require.Equal(t, wantCasts, casts1, "%s: cast ops", name)
+				for k, what := range []string{"output", "grad x", "grad ln w", "grad ln b", "grad w", "grad b"} {
+					require.Equal(t, len(want[k]), len(got[k]), what)
+					for i := range want[k] {
+						if math.Float64bits(want[k][i]) != math.Float64bits(got[k][i]) {
+							t.Fatalf("%s %s element %d: apart %v, fused %v", name, what, i, want[k][i], got[k][i])
+						}
 					}
 				}
 			}

@@ -40,7 +40,8 @@ func (s *Sequential) At(i int) Module { return s.layers[i] }
 // run). A BatchNorm or Linear directly followed by a ReLU, or a Linear directly
 // followed by an exact GELU, neither with hooks, runs as one tensor.BatchNormReLU,
 // tensor.LinearReLU or tensor.LinearGELU op, whose results are those of the two
-// layers (see CallPair).
+// layers (see CallPair); a LayerNorm directly followed by a Linear that autocast runs
+// in a half dtype writes that dtype itself (see CallInto).
 func (s *Sequential) Forward(x *tensor.Tensor) *tensor.Tensor {
 	for i := 0; i < len(s.layers); i++ {
 		if i+1 < len(s.layers) {
@@ -49,6 +50,8 @@ func (s *Sequential) Forward(x *tensor.Tensor) *tensor.Tensor {
 				i++
 				continue
 			}
+			x = CallInto(s.layers[i], s.layers[i+1], x)
+			continue
 		}
 		x = Call(s.layers[i], x)
 	}
