@@ -52,16 +52,9 @@ func TestCallIntoLayerNormLinear(t *testing.T) {
 				if wrapped {
 					next = &projIn{lin: lin}
 				}
-				rec := &opNames{}
-				ctx := tensor.NewContext(tensor.UseObserver(rec))
-				defer ctx.Close()
-				region := ctx
-				if low != 0 {
-					region = autocast.Enter(ctx, autocast.Half(low))
-					defer region.Close()
-				}
-				x32 := tensor.FromSlice(xv, tensor.Shape{rows, in}, tensor.WithDType(tensor.Float32), tensor.WithContext(ctx), tensor.WithGrad())
-				x := region.Bind(x32)
+				fs := newFuseSetting(low, xv, tensor.Shape{rows, in})
+				defer fs.close()
+				ctx, region, rec, x32, x := fs.ctx, fs.region, fs.rec, fs.x32, fs.x
 				var h, y *tensor.Tensor
 				switch mode {
 				case "into":

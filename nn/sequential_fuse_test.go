@@ -74,6 +74,34 @@ func TestSequentialFusesBatchNormReLU(t *testing.T) {
 }
 
 // opNames is a tensor.Observer that records the names of the ops run forward.
+// fuseSetting is a fusion test's run: a context observed by rec and, for low ≠ 0, an
+// autocast region to low inside it (the context itself otherwise), with x32, a float32
+// input requiring grad, as the region sees it (x). close ends both.
+type fuseSetting struct {
+	ctx, region *tensor.Context
+	rec         *opNames
+	x32, x      *tensor.Tensor
+}
+
+func newFuseSetting(low tensor.DType, xv []float64, shape tensor.Shape) *fuseSetting {
+	f := &fuseSetting{rec: &opNames{}}
+	f.ctx = tensor.NewContext(tensor.UseObserver(f.rec))
+	f.region = f.ctx
+	if low != 0 {
+		f.region = autocast.Enter(f.ctx, autocast.Half(low))
+	}
+	f.x32 = tensor.FromSlice(xv, shape, tensor.WithDType(tensor.Float32), tensor.WithContext(f.ctx), tensor.WithGrad())
+	f.x = f.region.Bind(f.x32)
+	return f
+}
+
+func (f *fuseSetting) close() {
+	if f.region != f.ctx {
+		f.region.Close()
+	}
+	f.ctx.Close()
+}
+
 type opNames struct{ names []string }
 
 func (o *opNames) Begin(*tensor.Context, *tensor.Op) {}

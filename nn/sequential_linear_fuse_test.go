@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gamp-ml/gamp/autocast"
 	"github.com/gamp-ml/gamp/tensor"
 )
 
@@ -33,16 +32,9 @@ func TestSequentialFusesLinearReLU(t *testing.T) {
 				set(l2.Weight, wave(3*hid, 0.5))
 				set(l2.Bias, wave(3, 0.1))
 				seq := NewSequential(l1, relu, l2)
-				rec := &opNames{}
-				ctx := tensor.NewContext(tensor.UseObserver(rec))
-				defer ctx.Close()
-				region := ctx
-				if low != 0 {
-					region = autocast.Enter(ctx, autocast.Half(low))
-					defer region.Close()
-				}
-				x32 := tensor.FromSlice(xv, tensor.Shape{rows, in}, tensor.WithDType(tensor.Float32), tensor.WithContext(ctx), tensor.WithGrad())
-				x := region.Bind(x32)
+				fs := newFuseSetting(low, xv, tensor.Shape{rows, in})
+				defer fs.close()
+				ctx, region, rec, x32, x := fs.ctx, fs.region, fs.rec, fs.x32, fs.x
 				var y *tensor.Tensor
 				if fused {
 					y = seq.Forward(x)

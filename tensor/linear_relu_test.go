@@ -30,7 +30,7 @@ func TestLinearReLUMatchesComposed(t *testing.T) {
 				wv := randVals(2, out*in, 1)
 				bv := sprinkleSpecials(randVals(3, out, 1), 17)
 				gv := sprinkleSpecials(randVals(4, rows*out, 1), 29)
-				run := func(fused bool) (y, gx, gw, gb []float64) {
+				run := func(fused bool) [4][]float64 {
 					x := FromSlice(xv, Shape{rows, in}, WithDType(dt), WithContext(c)).SetRequiresGrad(true)
 					w := FromSlice(wv, Shape{out, in}, WithDType(dt), WithContext(c)).SetRequiresGrad(true)
 					var b *Tensor
@@ -44,17 +44,13 @@ func TestLinearReLUMatchesComposed(t *testing.T) {
 						r = Linear(x, w, b).Relu()
 					}
 					r.Backward(GradOutput(FromSlice(gv, Shape{rows, out}, WithDType(dt), WithContext(c))))
+					var gb []float64
 					if withBias {
 						gb = b.Grad().Float64s()
 					}
-					return r.Float64s(), x.Grad().Float64s(), w.Grad().Float64s(), gb
+					return [4][]float64{r.Float64s(), x.Grad().Float64s(), w.Grad().Float64s(), gb}
 				}
-				y0, gx0, gw0, gb0 := run(false)
-				y1, gx1, gw1, gb1 := run(true)
-				requireExactBits(t, y0, y1, "forward "+name)
-				requireExactBits(t, gx0, gx1, "grad x "+name)
-				requireExactBits(t, gw0, gw1, "grad w "+name)
-				requireExactBits(t, gb0, gb1, "grad b "+name)
+				requireSameAffine(t, name, run(false), run(true))
 				c.Close()
 			}
 		}
@@ -62,6 +58,15 @@ func TestLinearReLUMatchesComposed(t *testing.T) {
 }
 
 // requireExactBits fails unless want and got hold the same float64 bits.
+// requireSameAffine compares two runs' output and gradients of x, the weight and the
+// bias (in that order) bit for bit.
+func requireSameAffine(t *testing.T, name string, want, got [4][]float64) {
+	t.Helper()
+	for i, what := range []string{"forward ", "grad x ", "grad w ", "grad b "} {
+		requireExactBits(t, want[i], got[i], what+name)
+	}
+}
+
 func requireExactBits(t *testing.T, want, got []float64, what string) {
 	t.Helper()
 	require.Equal(t, len(want), len(got), what)

@@ -209,29 +209,13 @@ func TestLayerNormMatchesReference(t *testing.T) {
 func checkLNAgainstRef(t *testing.T, b *Backend, rng *rand.Rand, dt backend.DType, n, c, affine, alias int, what string) {
 	t.Helper()
 	total := n * c
-	alloc := func(dt backend.DType, vals []float32) *storage {
-		s, err := b.Alloc(dt, max(len(vals), 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		st(s).storeF32(0, vals)
-		return st(s)
-	}
+	alloc := func(dt backend.DType, vals []float32) *storage { return storageWith(t, b, dt, vals) }
 	xv, gv := make([]float32, total), make([]float32, total)
 	for i := range xv {
 		r := i / c
 		xv[i] = float32(rng.NormFloat64()*float64(1+r%5) + float64(r%7))
 		gv[i] = float32(rng.NormFloat64())
-		switch {
-		case r%11 == 3 && i%c == c/2:
-			xv[i] = float32(math.NaN())
-		case r%11 == 5 && i%c == 0:
-			xv[i] = float32(math.Inf(1 - 2*(r%2)))
-		case r%11 == 7:
-			xv[i] = 2.5 // a constant row: zero variance
-		case r%13 == 4 && i%c == c-1:
-			gv[i] = float32(math.Inf(1))
-		}
+		lnSpecial(xv, gv, i, c)
 	}
 	pv := func(base float32) []float32 {
 		v := make([]float32, c)
@@ -296,19 +280,62 @@ func checkLNAgainstRef(t *testing.T, b *Backend, rng *rand.Rand, dt backend.DTyp
 		return o
 	}
 	want, got := run(true), run(false)
-	cmp := func(name string, g, w []float64) {
-		for i := range w {
-			if math.Float64bits(g[i]) != math.Float64bits(w[i]) && !(math.IsNaN(g[i]) && math.IsNaN(w[i])) {
-				t.Fatalf("%s: %s[%d] = %v, reference %v", what, name, i, g[i], w[i])
-			}
+	requireSameBits(t, what+": Y", "reference", got.y, want.y, true)
+	requireNormGrads(t, what, "reference", [5][]float64{got.sm, got.si, got.gx, got.gw, got.gb}, [5][]float64{want.sm, want.si, want.gx, want.gw, want.gb}, true)
+}
+
+// lnSpecial gives element i of x or of gy (rows of c) the special value its row
+// holds, if any: a NaN, ±Inf, a constant row (zero variance), an infinite gradient.
+func lnSpecial(xv, gv []float32, i, c int) {
+	r := i / c
+	switch {
+	case r%11 == 3 && i%c == c/2:
+		xv[i] = float32(math.NaN())
+	case r%11 == 5 && i%c == 0:
+		xv[i] = float32(math.Inf(1 - 2*(r%2)))
+	case r%11 == 7:
+		xv[i] = 2.5
+	case r%13 == 4 && i%c == c-1:
+		gv[i] = float32(math.Inf(1))
+	}
+}
+
+// storageWith returns a storage of dt (at least one element) holding vals.
+func storageWith(t *testing.T, b *Backend, dt backend.DType, vals []float32) *storage {
+	t.Helper()
+	s, err := b.Alloc(dt, max(len(vals), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st(s).storeF32(0, vals)
+	return st(s)
+}
+
+// requireNormGrads compares a norm's saved statistics and gradients (SaveMean,
+// SaveInvStd, GX, GWeight, GBias) by requireSameBits.
+func requireNormGrads[F float32 | float64](t *testing.T, what, against string, got, want [5][]F, nanEq bool) {
+	t.Helper()
+	for i, name := range []string{"SaveMean", "SaveInvStd", "GX", "GWeight", "GBias"} {
+		requireSameBits(t, what+": "+name, against, got[i], want[i], nanEq)
+	}
+}
+
+// requireSameBits fails t at the first element of got whose bits differ from want's
+// (with nanEq, any two NaNs match), saying what it was compared against.
+func requireSameBits[F float32 | float64](t *testing.T, what, against string, got, want []F, nanEq bool) {
+	t.Helper()
+	bits := func(v F) uint64 {
+		if f, ok := any(v).(float32); ok {
+			return uint64(math.Float32bits(f))
+		}
+		return math.Float64bits(float64(v))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if bits(g) != bits(w) && !(nanEq && g != g && w != w) {
+			t.Fatalf("%s[%d] = %v, %s %v", what, i, g, against, w)
 		}
 	}
-	cmp("Y", got.y, want.y)
-	cmp("SaveMean", got.sm, want.sm)
-	cmp("SaveInvStd", got.si, want.si)
-	cmp("GX", got.gx, want.gx)
-	cmp("GWeight", got.gw, want.gw)
-	cmp("GBias", got.gb, want.gb)
 }
 
 func f64s(v []float32) []float64 {
