@@ -15,4 +15,10 @@
 // generator of their Init (PyTorch's default schemes), so a seed reproduces a model.
 // Under mixed precision BatchNorm stays FP32 (its parameters are marked KeepFP32 and
 // Forward casts half inputs at its boundary); see BatchNorm and Cast.
+//
+// Call runs a module with its hooks. Where a model knows that one layer's output goes
+// to the next alone, CallPair (a Linear or BatchNorm then a ReLU, a Linear then an
+// exact GELU) and CallInto (a LayerNorm whose output a Linear reads under autocast)
+// run the pair as fewer passes over memory with the same results, bit for bit, and
+// leave hooked layers alone; Sequential does both for adjacent layers.
 package nn
