@@ -94,14 +94,15 @@ bench:
 
 # GPU checks for a machine with an NVIDIA GPU but no Go: the test binaries of the
 # packages with GPU tests and the programs, cross-built into .gpu/ with the data they
-# need (stripped, about 55 MiB); run them there with .gpu/run.sh (GAMP_REQUIRE_GPU=1:
-# a skip is a failure).
-GPU_PKGS = cuda cuda/internal/cu
+# need (stripped and gzipped, about 50 MiB; run.sh unpacks them); run them there with
+# .gpu/run.sh (GAMP_REQUIRE_GPU=1: a skip is a failure).
+GPU_PKGS = cuda cuda/internal/cu dist
 gpu-tests:
 	@mkdir -p .gpu/data
 	@for p in $(GPU_PKGS); do echo "test binary ./$$p"; CGO_ENABLED=0 $(GO) test -c -ldflags="-s -w" -o .gpu/$$(echo $$p | sed 's|/|__|g').test ./$$p || exit 1; done
 	CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o .gpu/fashion ./examples/fashion
 	CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o .gpu/ampbench ./cmd/ampbench
+	gzip -f -9 .gpu/*.test .gpu/fashion .gpu/ampbench
 	cp scripts/run-gpu-tests.sh .gpu/run.sh
 	@scripts/ensure-data.sh $(DATA) && cp $(DATA)/*-ubyte.gz .gpu/data/
 	@du -sh .gpu

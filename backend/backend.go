@@ -576,6 +576,15 @@ type Attention interface {
 	AttentionBackward(a AttentionArgs)
 }
 
+// AttentionChooser is implemented by a backend whose fused attention kernel is the
+// faster choice for some shapes only: FusedAttention reports whether BH heads of T rows
+// of D features of dt should run fused; where it says no, the tensor package composes
+// matmul, softmax and matmul (and keeps the scores) instead. A backend.Attention
+// without it runs every shape fused.
+type AttentionChooser interface {
+	FusedAttention(dt DType, bh, t, d int) bool
+}
+
 // MemoryStats are the allocator's counters, in bytes unless named otherwise.
 type MemoryStats struct {
 	Allocated      int64 // in use by live storages

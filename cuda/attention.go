@@ -71,3 +71,20 @@ func (b *Backend) AttentionBackward(a backend.AttentionArgs) {
 	b.launch(kernels.Name("attention_backward_dkv", dt), rows, append([]any{b.ptr(a.GK), b.ptr(a.GV), b.ptr(a.GO),
 		b.ptr(a.Q), b.ptr(a.K), b.ptr(a.V), b.ptr(a.LSE), delta.blk.addr}, geom...)...)
 }
+
+// fusedAttentionMinScores is the number of attention scores (heads × T²) from which
+// the fused kernels run instead of the composed path. They give each query (and key)
+// row one thread that reads whole rows of K and V from global memory: correct on any
+// grid, but slower than the composed path's cuBLAS products and softmax at every shape
+// measured on an H100 (ampbench's transformer 9.9 against 5.9 ms a step in FP32, 8.8
+// against 6.1 in FP16; transformer-large 69.7 against 16.7 and 68.6 against 11.5;
+// BERT-base shapes 2073 against 297 and 2019 against 183; docs/decisions.md). What they
+// still save is memory: the composed path keeps the float32 scores and probabilities,
+// so attention whose scores alone would fill 1 GiB runs fused.
+var fusedAttentionMinScores int64 = 1 << 28
+
+// FusedAttention implements backend.AttentionChooser: the composed path unless one
+// attention's scores number fusedAttentionMinScores or more.
+func (b *Backend) FusedAttention(dt backend.DType, bh, t, d int) bool {
+	return int64(bh)*int64(t)*int64(t) >= fusedAttentionMinScores
+}

@@ -62,3 +62,24 @@ func TestEmulatedAttentionMatchesCPU(t *testing.T) {
 		t.Errorf("%d bytes allocated after freeing everything, %d before (the backward's scratch leaked)", a, before)
 	}
 }
+
+// The fused kernels take attention only where the composed path's scores would fill a
+// GiB or more: not the transformers ampbench trains.
+func TestFusedAttentionChoice(t *testing.T) {
+	var b *Backend // the choice reads no device state
+	for _, c := range []struct {
+		bh, t, d int
+		fused    bool
+	}{
+		{128, 64, 32, false},  // ampbench's transformer, batch 32
+		{1, 1, 1, false},      // tiny
+		{128, 128, 64, false}, // transformer-large, batch 16
+		{192, 512, 64, false}, // transformer-base (BERT-base), batch 16
+		{64, 2048, 64, true},  // 2^28 scores: 1 GiB in float32
+		{1, 1 << 16, 1 << 10, true},
+	} {
+		if got := b.FusedAttention(backend.Float16, c.bh, c.t, c.d); got != c.fused {
+			t.Errorf("FusedAttention(%d heads, T %d, D %d) = %v, want %v", c.bh, c.t, c.d, got, c.fused)
+		}
+	}
+}

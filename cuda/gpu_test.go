@@ -296,3 +296,44 @@ func TestMemoryStatsAndSummary(t *testing.T) {
 var _ interface {
 	Utilization() (busy float64, memUsed, memTotal int64)
 } = (*Backend)(nil)
+
+// TestLaunchCost times a tiny kernel launched many times in a row (one float32 element,
+// backend.Unary, no synchronisation between launches), as the host sees it and as the
+// GPU's events see it, and the same through the tensor API (allocation and dispatch
+// included). It checks the result and logs µs per launch; it asserts no time.
+func TestLaunchCost(t *testing.T) {
+	g := needGPU(t)
+	const launches = 20000
+	x := backendtest.Upload(t, g, backend.Float32, []float64{1.5})
+	defer backendtest.Free(g, x)
+	g.Unary(backend.AddScalar, x, x, 1, 0, 0) // compile and load the module first
+	if err := g.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	start, _ := g.NewEvent(true)
+	end, _ := g.NewEvent(true)
+	defer start.Close()
+	defer end.Close()
+	if err := start.Record(nil); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	for range launches {
+		g.Unary(backend.AddScalar, x, x, 1, 1, 0)
+	}
+	host := time.Since(t0)
+	if err := end.Record(nil); err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := Elapsed(start, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wall := time.Since(t0)
+	if got := backendtest.Download(t, g, x)[0]; got != 1.5+launches {
+		t.Fatalf("after %d launches of x += 1: %v, want %v", launches, got, 1.5+launches)
+	}
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / launches }
+	t.Logf("backend.Unary on 1 element, %d launches: host %.2f µs each to enqueue, GPU %.2f µs each between events, %.2f µs each until done",
+		launches, us(host), us(gpu), us(wall))
+}

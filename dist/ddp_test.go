@@ -32,6 +32,7 @@ type runCfg struct {
 	SGD         bool
 	Shared      bool // the model uses one Linear twice (its gradient arrives twice per backward)
 	BN          bool // the model has a BatchNorm1d, synchronised under DDP
+	GPU         bool // model, batches and trainer on cuda:0
 }
 
 type runResult struct {
@@ -121,6 +122,23 @@ func trainRun(t testing.TB, pg ProcessGroup, cfg runCfg) runResult {
 	case "fp16-O2":
 		level, low = amp.O2, tensor.Float16
 	}
+	step := 0
+	dev := tensor.CPU
+	if cfg.GPU {
+		dev = tensor.CUDA(0)
+		nn.To(model, dev)
+	}
+	// rows returns rows [a, b) of step's batch on dev.
+	rows := func(a, b int) (*tensor.Tensor, *tensor.Tensor) {
+		x, y := testBatchRows(step, a, b)
+		if dev == tensor.CPU {
+			return x, y
+		}
+		xd, yd := x.To(dev), y.To(dev)
+		x.Release()
+		y.Release()
+		return xd, yd
+	}
 	amp.Prepare(model, level, low) // O2: half parameters, FP32 masters in the optimizer
 	var opt optim.Optimizer
 	var err error
@@ -130,7 +148,6 @@ func trainRun(t testing.TB, pg ProcessGroup, cfg runCfg) runResult {
 		opt, err = optim.NewAdamW(model.Params(), optim.AdamConfig{LR: 0.01, WeightDecay: 0.01})
 	}
 	require.NoError(t, err)
-	step := 0
 	inject := cfg.InjectStep >= 0 && (pg == nil || rank == cfg.InjectRank)
 	if inject && cfg.InjectHow == "hook" {
 		// Registered before NewDDP, so DDP reads the poisoned gradient.
@@ -161,7 +178,7 @@ func trainRun(t testing.TB, pg ProcessGroup, cfg runCfg) runResult {
 		accum = 2
 	}
 	loss := func(out, y *tensor.Tensor) *tensor.Tensor { return tensor.CrossEntropy(out, y, 0) }
-	tr, err := amp.NewTrainer(m, o, loss, tensor.CPU, amp.Config{Level: level, Low: low, Accum: accum, Scaler: sc})
+	tr, err := amp.NewTrainer(m, o, loss, dev, amp.Config{Level: level, Low: low, Accum: accum, Scaler: sc})
 	require.NoError(t, err)
 	if pg != nil {
 		SyncScaler(tr.Scaler, pg)
@@ -177,7 +194,7 @@ func trainRun(t testing.TB, pg ProcessGroup, cfg runCfg) runResult {
 			micro := func(a, b int) {
 				ctx := tensor.NewContext()
 				defer ctx.Close()
-				x, y := testBatchRows(step, a, b)
+				x, y := rows(a, b)
 				defer x.Release()
 				defer y.Release()
 				out, region := tr.Forward(ctx, x)
@@ -200,7 +217,7 @@ func trainRun(t testing.TB, pg ProcessGroup, cfg runCfg) runResult {
 			var xs, ys []*tensor.Tensor
 			for k := range accum {
 				a := lo + k*per/accum
-				x, y := testBatchRows(step, a, a+per/accum)
+				x, y := rows(a, a+per/accum)
 				xs, ys = append(xs, x), append(ys, y)
 			}
 			r, err := tr.Step(xs, ys)

@@ -26,10 +26,12 @@
 // machine with cores to spare). GAMP_MPI_LIB names the library when it is not in the
 // usual places.
 //
-// NCCL (GPUs) is a seam for the CUDA backend and is untested: see nccl.go for its
-// design (rank 0 creates the ncclUniqueId and shares it over TCP at
-// MASTER_ADDR:MASTER_PORT with Rendezvous; collectives run in place on the device
-// buffers the CUDA backend's storages expose through DeviceBuffer).
+// NCCL (GPUs) runs on the CUDA backend's device memory; it has run on an H100 in a
+// world of one process (every collective, and DDP bit for bit as the bare model), not
+// yet across several GPUs. See nccl.go for its design: rank 0 creates the
+// ncclUniqueId and shares it over TCP at MASTER_ADDR:MASTER_PORT with Rendezvous;
+// collectives run in place on the device buffers the CUDA backend's storages expose
+// through DeviceBuffer.
 //
 // # Who may join a job
 //

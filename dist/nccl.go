@@ -17,9 +17,9 @@ import (
 	"github.com/gamp-ml/gamp/tensor"
 )
 
-// The NCCL backend. UNTESTED on a GPU: none was available while it and the CUDA
-// backend were written; it is compiled everywhere and wired into Init (Backend "nccl"),
-// so what is left is checking it on a GPU:
+// The NCCL backend, compiled everywhere and wired into Init (Backend "nccl"). It has run
+// on one H100 in a world of one (nccl_gpu_test.go: every collective on each dtype, DDP
+// bit for bit as the bare model), not yet across GPUs or machines:
 //
 //   - libnccl.so.2 is bound at run time with purego (GAMP_NCCL_LIB, the soname, the
 //     CUDA directories, pip's nvidia/nccl/lib).
@@ -148,7 +148,7 @@ func (l *ncclLib) check(call string, rc int32) error {
 	return fmt.Errorf("dist: %s failed: %s (ncclResult %d)", call, l.getErrorStrng(rc), rc)
 }
 
-// ncclGroup is the NCCL backend (untested, see above).
+// ncclGroup is the NCCL backend (see above).
 type ncclGroup struct {
 	lib        *ncclLib
 	rank, size int

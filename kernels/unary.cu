@@ -93,16 +93,17 @@ GAMP_FN float gelu_cdf(float x, float* e) {
 }
 
 // GELU forward and gy·GELU'(x): float32 arithmetic as above for float and half data,
-// the float64 formula (erf in double) for double, as the CPU backend computes each.
+// the float64 formula (Φ(x) = ½·erfc(−x/√2) in double: 1 + erf cancels for x < 0) for
+// double, as the CPU backend computes each.
 GAMP_FN float gelu_fwd(float x) { return x * gelu_cdf(x, 0); }
-GAMP_FN double gelu_fwd(double x) { return 0.5 * x * (1 + erf(x / GAMP_SQRT2)); }
+GAMP_FN double gelu_fwd(double x) { return 0.5 * x * erfc(-x / GAMP_SQRT2); }
 GAMP_FN float gelu_grad(float g, float x) {
   float e;
   float cdf = gelu_cdf(x, &e);
   return g * fmaf(x, e * GELU_INV_SQRT_2PI_F, cdf);
 }
 GAMP_FN double gelu_grad(double g, double x) {
-  double cdf = 0.5 * (1 + erf(x / GAMP_SQRT2));
+  double cdf = 0.5 * erfc(-x / GAMP_SQRT2);
   double pdf = GAMP_INV_SQRT_2PI * exp(-0.5 * x * x);
   return g * (cdf + x * pdf);
 }

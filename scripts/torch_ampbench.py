@@ -77,7 +77,7 @@ class Transformer(nn.Module):
         return self.head(self.norm(self.blocks(x).mean(1)))
 
 
-BATCH = {"mlp": 256, "cnn": 128, "transformer": 32, "transformer-large": 16}
+BATCH = {"mlp": 256, "cnn": 128, "transformer": 32, "transformer-large": 16, "transformer-base": 16}
 
 
 def transformer_large():
@@ -85,12 +85,20 @@ def transformer_large():
     return Transformer(seq=128, dim=512, heads=8, layers=4)
 
 
+def transformer_base():
+    """ampbench's transformer-base: width 768, 12 heads, 12 blocks, 512 tokens (a GPU-sized model)."""
+    return Transformer(seq=512, dim=768, heads=12, layers=12)
+
+
+SEQ = {"transformer": 64, "transformer-large": 128, "transformer-base": 512}
+
+
 def batches(model, n, batch, device, seed):
     g = torch.Generator().manual_seed(seed)
     out = []
     for _ in range(n):
         if model.startswith("transformer"):
-            seq = 128 if model == "transformer-large" else 64
+            seq = SEQ[model]
             x = torch.randint(0, 1000, (batch, seq), generator=g)
         else:
             x = torch.randn(batch, 1, 28, 28, generator=g)
@@ -102,7 +110,8 @@ def batches(model, n, batch, device, seed):
 def run(args, precision):
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
-    net = {"mlp": mlp, "cnn": cnn, "transformer": Transformer, "transformer-large": transformer_large}[args.model]().to(device)
+    net = {"mlp": mlp, "cnn": cnn, "transformer": Transformer, "transformer-large": transformer_large,
+           "transformer-base": transformer_base}[args.model]().to(device)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     cuda = device.type == "cuda"
     low = None

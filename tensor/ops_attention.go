@@ -63,6 +63,19 @@ func ComposedAttention(q, k, v *Tensor, o AttentionOptions) *Tensor {
 	return MatMul(Softmax(s, -1), v)
 }
 
+// fusedAttention returns b's fused attention kernel when b has one and, where b is a
+// backend.AttentionChooser, chooses it for bh heads of t rows of d features of dt.
+func fusedAttention(b backend.Backend, dt DType, bh, t, d int) (backend.Attention, bool) {
+	fused, ok := b.(backend.Attention)
+	if !ok {
+		return nil, false
+	}
+	if ch, ok := b.(backend.AttentionChooser); ok && !ch.FusedAttention(dt, bh, t, d) {
+		return nil, false
+	}
+	return fused, true
+}
+
 func (c *Context) attention(q, k, v *Tensor, o AttentionOptions) *Tensor {
 	op := opAttention
 	in := c.prep(op, q, k, v)
@@ -77,11 +90,14 @@ func (c *Context) attention(q, k, v *Tensor, o AttentionOptions) *Tensor {
 		fail(op.Name(), in, "Scale %g must be positive and finite (0 selects 1/√D)", o.Scale)
 	}
 	t, d := q.shape[q.Dim()-2], q.shape[q.Dim()-1]
-	fused, ok := q.ref.b.(backend.Attention)
-	if !ok || q.Numel() == 0 {
+	if q.Numel() == 0 {
 		return c.observe(op, in, ComposedAttention(q, k, v, o))
 	}
 	bh := q.Numel() / (t * d)
+	fused, ok := fusedAttention(q.ref.b, q.dtype, bh, t, d)
+	if !ok {
+		return c.observe(op, in, ComposedAttention(q, k, v, o))
+	}
 	qd, kd, vd := q.dense(c), k.dense(c), v.dense(c)
 	out := allocOut(c, q.dtype, q.device, q.shape)
 	lseType := Float32

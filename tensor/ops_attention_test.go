@@ -221,3 +221,43 @@ func TestAttentionMemoryGrowsLinearly(t *testing.T) {
 	require.Greater(t, cr, 12.0, "composed peak grew ×%.2f from T=256 to 1024; quadratic growth is ×16", cr)
 	require.Less(t, fused[2]*10, composed[2], "at T=1024 the fused op should need a small fraction of the composed ops' memory")
 }
+
+// chooserBackend is the CPU backend with a fused-attention chooser that says yes up to
+// maxT rows per head and records what it was asked.
+type chooserBackend struct {
+	backend.Backend
+	maxT  int
+	asked [][4]int
+}
+
+func (c *chooserBackend) Attention(a backend.AttentionArgs) {
+	c.Backend.(backend.Attention).Attention(a)
+}
+
+func (c *chooserBackend) AttentionBackward(a backend.AttentionArgs) {
+	c.Backend.(backend.Attention).AttentionBackward(a)
+}
+
+func (c *chooserBackend) FusedAttention(dt backend.DType, bh, t, d int) bool {
+	c.asked = append(c.asked, [4]int{int(dt), bh, t, d})
+	return t <= c.maxT
+}
+
+// A backend.AttentionChooser decides per shape whether the fused kernel runs; a
+// backend.Attention without one runs every shape fused, and a backend without the
+// kernel none.
+func TestFusedAttentionAsksTheChooser(t *testing.T) {
+	cpu, err := backend.Get(CPU)
+	require.NoError(t, err)
+	ch := &chooserBackend{Backend: cpu, maxT: 64}
+	f, ok := fusedAttention(ch, Float16, 12, 64, 32)
+	require.True(t, ok)
+	require.Same(t, ch, f.(*chooserBackend))
+	_, ok = fusedAttention(ch, BFloat16, 12, 65, 32)
+	require.False(t, ok)
+	require.Equal(t, [][4]int{{int(Float16), 12, 64, 32}, {int(BFloat16), 12, 65, 32}}, ch.asked)
+	_, ok = fusedAttention(cpu, Float32, 1, 1<<20, 1<<10)
+	require.True(t, ok, "the CPU backend has the kernel and no chooser: always fused")
+	_, ok = fusedAttention(struct{ backend.Backend }{cpu}, Float32, 1, 1, 1)
+	require.False(t, ok, "a backend without the kernel")
+}

@@ -70,7 +70,7 @@ func (c *Context) selfAttention(qkv *Tensor, heads int, o AttentionOptions) *Ten
 	}
 	n, t, d := x.shape[0], x.shape[1], x.shape[2]/3
 	dh := d / heads
-	fused, ok := x.ref.b.(backend.Attention)
+	fused, ok := fusedAttention(x.ref.b, x.dtype, n*heads, t, dh)
 	if !ok || x.Numel() == 0 {
 		return c.observe(op, in, selfAttentionComposed(x, heads, o))
 	}

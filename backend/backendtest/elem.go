@@ -45,10 +45,12 @@ type unaryCase struct {
 	df   func(v, p0, p1 float64) float64
 }
 
-func geluRef(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }
+// geluRef is x·Φ(x) with Φ(x) = ½·erfc(−x/√2), accurate in the negative tail where
+// 1 + erf(x/√2) cancels (backends may take erf from different libraries).
+func geluRef(x float64) float64 { return 0.5 * x * math.Erfc(-x/math.Sqrt2) }
 
 func geluGradRef(x float64) float64 {
-	return 0.5*(1+math.Erf(x/math.Sqrt2)) + x*math.Exp(-x*x/2)/math.Sqrt(2*math.Pi)
+	return 0.5*math.Erfc(-x/math.Sqrt2) + x*math.Exp(-x*x/2)/math.Sqrt(2*math.Pi)
 }
 
 const geluK = 0.7978845608028654 // √(2/π)

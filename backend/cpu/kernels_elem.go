@@ -167,7 +167,10 @@ func halfUnaryOp(op backend.UnaryOp, p0 float64) (vecOp, float32, bool) {
 }
 
 // gelu is x·Φ(x) with the exact (erf) normal CDF.
-func gelu(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }
+// gelu is x·Φ(x) with Φ(x) = ½·erfc(−x/√2): 1 + erf(x/√2) would cancel for x < 0 and
+// leave GELU's tail (x ≲ −4) only as exact as erf's last bits (CUDA's erf and Go's differ
+// there by relative 1e-9 in the result); erfc keeps it to a few ulps on both.
+func gelu(x float64) float64 { return 0.5 * x * math.Erfc(-x/math.Sqrt2) }
 
 // geluTanhK is √(2/π), the tanh approximation's scale.
 const geluTanhK = 0.7978845608028654
@@ -548,7 +551,7 @@ func unaryGrad[C numeric](op backend.UnaryOp, gx, gy, a []C, p0, p1 float64) {
 		const invSqrt2Pi = 0.3989422804014327 // 1/√(2π)
 		for i, g := range gy {
 			x := float64(a[i])
-			cdf := 0.5 * (1 + math.Erf(x/math.Sqrt2))
+			cdf := 0.5 * math.Erfc(-x/math.Sqrt2) // as gelu
 			pdf := invSqrt2Pi * math.Exp(-0.5*x*x)
 			gx[i] = C(float64(g) * (cdf + x*pdf))
 		}

@@ -104,7 +104,7 @@ type plan struct {
 func resolve(o options) (plan, error) {
 	p := plan{options: o}
 	if _, ok := modelBatch[o.model]; !ok {
-		return p, usagef("unknown -model %q (want mlp, cnn, transformer or transformer-large)", o.model)
+		return p, usagef("unknown -model %q (want mlp, cnn, transformer, transformer-large or transformer-base)", o.model)
 	}
 	if o.batch == 0 {
 		p.batch = modelBatch[o.model]
@@ -161,13 +161,16 @@ func resolve(o options) (plan, error) {
 }
 
 // modelBatch is the default batch of each model, and the set of model names.
-var modelBatch = map[string]int{"mlp": 256, "cnn": 128, "transformer": 32, "transformer-large": 16}
+var modelBatch = map[string]int{"mlp": 256, "cnn": 128, "transformer": 32, "transformer-large": 16, "transformer-base": 16}
 
 // transformerSizes are the transformer configurations by model name: the small default
-// and a larger one (width 512, 4 blocks, 128 tokens) that shows how a step scales.
+// a larger one (width 512, 4 blocks, 128 tokens) that shows how a step scales, and one
+// of BERT-base's (GPT-2-small's) size for GPUs (width 768, 12 heads, 12 blocks, 512
+// tokens), large enough that a GPU step is not bound by kernel launches.
 var transformerSizes = map[string]models.TransformerConfig{
 	"transformer":       {},
 	"transformer-large": {Dim: 512, Heads: 8, Layers: 4, SeqLen: 128},
+	"transformer-base":  {Dim: 768, Heads: 12, Layers: 12, SeqLen: 512},
 }
 
 // parseVariants expands the precision list: fp32 once at O0, each half precision at
@@ -246,7 +249,7 @@ func buildModel(kind string, seed uint64) nn.Module {
 	switch kind {
 	case "cnn":
 		return models.FashionCNN(models.CNNConfig{}, init)
-	case "transformer", "transformer-large":
+	case "transformer", "transformer-large", "transformer-base":
 		return models.NewTransformer(transformerSizes[kind], init)
 	}
 	return models.MLP(784, []int{1024, 1024}, 10, init)
@@ -257,7 +260,7 @@ func describe(kind string) string {
 	switch kind {
 	case "cnn":
 		return "Fashion-MNIST CNN: 2×[conv 5×5 + BatchNorm + ReLU + max-pool] 16/32 channels, linear 1568-128-10"
-	case "transformer", "transformer-large":
+	case "transformer", "transformer-large", "transformer-base":
 		c := transformerConfig(kind)
 		return fmt.Sprintf("transformer encoder: %d layers, width %d, %d heads, %d tokens of %d, %d classes",
 			c.Layers, c.Dim, c.Heads, c.SeqLen, c.Vocab, c.Classes)

@@ -65,7 +65,7 @@ var usagef = cli.Usagef
 func parseArgs(args []string, stderr io.Writer) (options, error) {
 	o := defaultOptions()
 	fs := flag.NewFlagSet("ampbench", flag.ContinueOnError)
-	fs.StringVar(&o.model, "model", o.model, "mlp (784-1024-1024-10), cnn (Fashion-MNIST CNN), transformer (small encoder, random tokens) or transformer-large (width 512, 4 blocks, 128 tokens)")
+	fs.StringVar(&o.model, "model", o.model, "mlp (784-1024-1024-10), cnn (Fashion-MNIST CNN), transformer (small encoder, random tokens) transformer-large (width 512, 4 blocks, 128 tokens) or transformer-base (width 768, 12 heads, 12 blocks, 512 tokens, batch 16: a GPU-sized model)")
 	fs.StringVar(&o.precision, "precision", o.precision, "comma-separated precisions to compare: fp32 (always O0), fp16, bf16")
 	fs.StringVar(&o.optLevel, "opt-level", o.optLevel, "opt level(s) for the half precisions, comma-separated: O1, O2, O3; O3+16+16, O3+sr and O3+rn keep bf16 weights with 16+16 split masters, stochastic rounding or no master")
 	fs.StringVar(&o.optimizer, "optim", o.optimizer, "optimizer every configuration trains with: sgd (lr 0.01, momentum 0.9), adam (lr 0.001) or adamw (lr 0.001, weight decay 0.01); betas (0.9, 0.999), eps 1e-8")

@@ -423,6 +423,25 @@ func TestParseArgs(t *testing.T) {
 	assert.ErrorIs(t, err, flag.ErrHelp)
 }
 
+// transformer-base is the GPU-sized model: BERT-base's shape, batch 16, and a parameter
+// count to match (about 86 M in the blocks).
+func TestTransformerBase(t *testing.T) {
+	o, err := parseArgs([]string{"-model", "transformer-base"}, io.Discard)
+	require.NoError(t, err)
+	p, err := resolve(o)
+	require.NoError(t, err)
+	assert.Equal(t, 16, p.batch)
+	assert.Contains(t, describe("transformer-base"), "12 layers, width 768, 12 heads, 512 tokens")
+	n := 0
+	for _, q := range buildModel("transformer-base", 1).Params() {
+		n += q.T.Numel()
+		q.T.Release()
+	}
+	assert.InDelta(t, 86e6, n, 1e6, "parameters")
+	b := makeBatches("transformer-base", 1, 2, 1)
+	assert.Equal(t, []int{2, 512}, []int(b[0].shape))
+}
+
 func TestExitStatus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")

@@ -40,6 +40,7 @@ GAMP_LIBDEVICE(log)
 GAMP_LIBDEVICE(sqrt)
 GAMP_LIBDEVICE(tanh)
 GAMP_LIBDEVICE(erf)
+GAMP_LIBDEVICE(erfc)
 GAMP_LIBDEVICE(cos)
 #undef GAMP_LIBDEVICE
 extern "C" __device__ double __nv_pow(double, double);
