@@ -33,6 +33,7 @@ func TestEmulatedMatchesCPU(t *testing.T) {
 	t.Run("Binary", p.testBinary)
 	t.Run("Where", p.testWhere)
 	t.Run("Reduce", p.testReduce)
+	t.Run("LayerNormParams", p.testLayerNormParams)
 	t.Run("Index", p.testIndex)
 	t.Run("Conv", p.testConv)
 	t.Run("Optim", p.testOptim)
@@ -396,7 +397,8 @@ func (p pair) testWhere(t *testing.T) {
 }
 
 func (p pair) testReduce(t *testing.T) {
-	shapes := [][3]int{{3, 5, 1}, {2, 7, 3}, {2, 3000, 1}, {3, 40, 70}, {1, 1, 4}}
+	// {2, 600, 40} and {1, 70, 1100} sum their columns in two stages (2 and 5 row blocks).
+	shapes := [][3]int{{3, 5, 1}, {2, 7, 3}, {2, 3000, 1}, {3, 40, 70}, {1, 1, 4}, {2, 600, 40}, {1, 70, 1100}}
 	ops := []backend.ReduceOp{backend.Sum, backend.Mean, backend.Max, backend.Min, backend.ArgMax, backend.ArgMin}
 	for _, dt := range []backend.DType{backend.Float32, backend.Float64, backend.Float16, backend.BFloat16, backend.Int32, backend.Int64} {
 		for si, sh := range shapes {
@@ -558,6 +560,30 @@ func (p pair) testOptim(t *testing.T) {
 		p.free(w, buf, m, v, vmax)
 		if half[0] != nil {
 			p.free(half)
+		}
+	}
+}
+
+// testLayerNormParams compares the layer norm's weight and bias gradients, bit for bit,
+// from the same saved statistics: one row block (one kernel) and several (two stages).
+func (p pair) testLayerNormParams(t *testing.T) {
+	for _, dt := range []backend.DType{backend.Float32, backend.Float64, backend.Float16, backend.BFloat16} {
+		for _, sh := range [][2]int{{7, 300}, {300, 300}, {131, 1000}} {
+			rows, cols := sh[0], sh[1]
+			x := p.up(t, dt, backendtest.RandVals(31, rows*cols, -3, 3))
+			gy := p.up(t, dt, backendtest.RandVals(32, rows*cols, -1, 1))
+			w := p.up(t, backend.Float32, backendtest.RandVals(33, cols, 0.5, 1.5))
+			mean := p.up(t, backend.Float32, backendtest.RandVals(34, rows, -0.1, 0.1))
+			inv := p.up(t, backend.Float32, backendtest.RandVals(35, rows, 0.8, 1.2))
+			gx := p.garbage(t, dt, rows*cols)
+			gw, gb := p.garbage(t, backend.Float32, cols), p.garbage(t, backend.Float32, cols)
+			p.run(func(b backend.Backend, i int) {
+				b.LayerNormBackward(backend.NormArgs{X: x[i], GY: gy[i], GX: gx[i], Weight: w[i], SaveMean: mean[i],
+					SaveInvStd: inv[i], GWeight: gw[i], GBias: gb[i], N: rows, C: cols, Eps: 1e-5})
+			})
+			p.same(t, fmt.Sprintf("LayerNormBackward %s %v gweight", dt, sh), gw)
+			p.same(t, fmt.Sprintf("LayerNormBackward %s %v gbias", dt, sh), gb)
+			p.free(x, gy, w, mean, inv, gx, gw, gb)
 		}
 	}
 }

@@ -348,7 +348,54 @@ func (b *Backend) Reduce(op backend.ReduceOp, dst, src backend.Storage, outer, n
 		b.launch(kernels.Name("reduce_rows", s.dt), int64(outer), dp, ip, s.blk.addr, int64(outer), int64(n), int32(op))
 		return
 	}
+	if (op == backend.Sum || op == backend.Mean) && s.dt.IsFloat() && b.reduceColsSplit(d, s, outer, n, inner, op == backend.Mean) {
+		return
+	}
 	b.launch(kernels.Name("reduce_cols", s.dt), int64(outer*inner), dp, ip, s.blk.addr, int64(outer), int64(n), int64(inner), int32(op))
+}
+
+// reduceColsSplit runs a column sum (or mean) in two stages where reduce_cols' thread
+// per output element would leave the GPU idle (fewer than 2^16 of them) and the rows
+// make two blocks or more: a thread per (row block, element) for the block sums, then
+// a thread per element folding them in block order, in waves of at most 2^22 partial
+// sums. The same operations in the same order as reduce_cols, so the same bits (a bias
+// gradient over BERT-base's 8192 rows × 3072 took 1.1–1.7 ms on an H100 with 3072
+// threads). It reports false, launching nothing, where reduce_cols should run.
+func (b *Backend) reduceColsSplit(d, s *Storage, outer, n, inner int, mean bool) bool {
+	oi := int64(outer) * int64(inner)
+	rows := int64(max(1, 16384/min(inner, 1024)))
+	nblk := (int64(n) + rows - 1) / rows
+	if n == 0 || nblk < 2 || oi >= 1<<16 {
+		return false
+	}
+	nbw := min(nblk, max(1, (1<<22)/oi))
+	part := b.temp(backend.Float64, int(nbw*oi))
+	defer b.Free(part)
+	var total uint64
+	if nbw < nblk {
+		t := b.temp(backend.Float64, int(oi))
+		defer b.Free(t)
+		total = t.blk.addr
+	}
+	meanFlag := int32(0)
+	if mean {
+		meanFlag = 1
+	}
+	for b0 := int64(0); b0 < nblk; b0 += nbw {
+		w := min(nbw, nblk-b0)
+		b.launch(kernels.Name("reduce_cols_partial", s.dt), w*oi, part.blk.addr, s.blk.addr, int64(outer), int64(n),
+			int64(inner), rows, b0, w)
+		first, last := int32(0), int32(0)
+		if b0 == 0 {
+			first = 1
+		}
+		if b0+w == nblk {
+			last = 1
+		}
+		b.launch(kernels.Name("reduce_cols_fold", s.dt), oi, d.blk.addr, total, part.blk.addr, oi, int64(n), w, first, last,
+			meanFlag)
+	}
+	return true
 }
 
 // Softmax implements backend.Backend (one block per row, float64 inside).
@@ -554,9 +601,36 @@ func (b *Backend) LayerNormBackward(a backend.NormArgs) {
 	b.launch(kernels.Name("layer_norm_backward", x.dt), int64(a.N), gx.blk.addr, gy.blk.addr, x.blk.addr,
 		b.ptr(a.Weight), b.ptr(a.SaveMean), b.ptr(a.SaveInvStd), int64(a.N), int64(a.C))
 	if a.GWeight != nil || a.GBias != nil {
-		b.launch(kernels.Name("layer_norm_backward_params", x.dt), int64(a.C), b.ptr(a.GWeight), b.ptr(a.GBias),
-			gy.blk.addr, x.blk.addr, b.ptr(a.SaveMean), b.ptr(a.SaveInvStd), int64(a.N), int64(a.C))
+		b.layerNormParams(a, x, gy)
 	}
+}
+
+// layerNormParams sums GWeight and GBias over the rows in the CPU backend's row blocks
+// (at most 64). With two blocks or more and fewer than 2^16 columns it runs in two
+// stages — a thread per (block, column) for the partial sums, then a thread per column
+// folding them in block order — instead of layer_norm_backward_params's thread per
+// column: the same bits, with the whole GPU at work (BERT-base's 8192 × 768 rows took
+// 2.7 ms on an H100 with 768 threads).
+func (b *Backend) layerNormParams(a backend.NormArgs, x, gy *Storage) {
+	rows, cols := int64(a.N), int64(a.C)
+	nb := min((rows*cols+32767)/32768, rows, 64)
+	nb = max(nb, 1)
+	per := (rows + nb - 1) / nb
+	if per > 0 {
+		nb = (rows + per - 1) / per
+	}
+	if nb < 2 || cols >= 1<<16 {
+		b.launch(kernels.Name("layer_norm_backward_params", x.dt), cols, b.ptr(a.GWeight), b.ptr(a.GBias),
+			gy.blk.addr, x.blk.addr, b.ptr(a.SaveMean), b.ptr(a.SaveInvStd), rows, cols)
+		return
+	}
+	pw, pb := b.temp(backend.Float64, int(nb*cols)), b.temp(backend.Float64, int(nb*cols))
+	defer b.Free(pw)
+	defer b.Free(pb)
+	b.launch(kernels.Name("layer_norm_params_partial", x.dt), nb*cols, pw.blk.addr, pb.blk.addr, gy.blk.addr,
+		x.blk.addr, b.ptr(a.SaveMean), b.ptr(a.SaveInvStd), rows, cols, per, int64(0), nb)
+	b.launch("layer_norm_params_fold", cols, b.ptr(a.GWeight), b.ptr(a.GBias), uint64(0), uint64(0),
+		pw.blk.addr, pb.blk.addr, cols, nb, int32(1), int32(1))
 }
 
 // IndexSelect implements backend.Backend.

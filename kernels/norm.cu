@@ -110,6 +110,57 @@ GAMP_FN void layer_norm_backward_params_impl(float* gw, float* gb, const typenam
   }
 }
 
+// layer_norm_backward_params in two stages, for GPUs: the one-thread-per-column kernel
+// above leaves all but a few warps idle (768 columns) while each thread walks every row.
+// Stage one gives each (row block, column) a thread that writes the block's partial
+// sums pw, pb (double) for blocks b0 … b0+nbw−1, in the order and with the
+// expressions above; stage two folds them per column into the running sums sw, sb in
+// block order and, on the last wave, rounds GWeight and GBias: the same operations in
+// the same order as layer_norm_backward_params, so the same bits.
+template <class D>
+GAMP_FN void layer_norm_params_partial_impl(double* pw, double* pb, const typename D::T* gy, const typename D::T* x,
+                                            const float* mean, const float* invstd, long long rows, long long cols,
+                                            long long per, long long b0, long long nbw) {
+  typedef typename D::C C;
+  GRID_LOOP(e, nbw * cols) {
+    const long long blk = b0 + e / cols, j = e - (e / cols) * cols;
+    long long r1 = (blk + 1) * per < rows ? (blk + 1) * per : rows;
+    double w = 0, b = 0;
+    for (long long r = blk * per; r < r1; ++r) {
+      double g = (double)LD(D, C, gy[r * cols + j]);
+      double xh = ((double)LD(D, C, x[r * cols + j]) - (double)mean[r]) * (double)invstd[r];
+      w += g * xh;
+      b += g;
+    }
+    pw[e] = w;
+    pb[e] = b;
+  }
+}
+
+GAMP_FN void layer_norm_params_fold_impl(float* gw, float* gb, double* sw, double* sb, const double* pw,
+                                         const double* pb, long long cols, long long nbw, int first, int last) {
+  GRID_LOOP(j, cols) {
+    double w = first ? 0 : sw[j], b = first ? 0 : sb[j];
+    for (long long k = 0; k < nbw; ++k) {
+      w += pw[k * cols + j];
+      b += pb[k * cols + j];
+    }
+    if (last) {
+      if (gw) gw[j] = (float)w;
+      if (gb) gb[j] = (float)b;
+    } else {
+      sw[j] = w;
+      sb[j] = b;
+    }
+  }
+}
+
+extern "C" __global__ void layer_norm_params_fold(float* gw, float* gb, double* sw, double* sb, const double* pw,
+                                                  const double* pb, long long cols, long long nbw, int first,
+                                                  int last) {
+  layer_norm_params_fold_impl(gw, gb, sw, sb, pw, pb, cols, nbw, first, last);
+}
+
 // batch_norm: X and Y are [N, C, S] (Y may be X). Training normalises with the batch
 // mean and biased variance, saves mean and 1/√(var+eps) when the pointers are not null,
 // and updates the running statistics (unbiased variance) when those are not null;
@@ -230,6 +281,11 @@ GAMP_FN void batch_norm_backward_impl(typename D::T* gx, float* gw, float* gb, c
                                                             const float* invstd, long long rows,    \
                                                             long long cols) {                       \
     layer_norm_backward_params_impl<D>(gw, gb, gy, x, mean, invstd, rows, cols);                    \
+  }                                                                                                 \
+  extern "C" __global__ void layer_norm_params_partial_##N(                                         \
+      double* pw, double* pb, const T* gy, const T* x, const float* mean, const float* invstd,      \
+      long long rows, long long cols, long long per, long long b0, long long nbw) {                 \
+    layer_norm_params_partial_impl<D>(pw, pb, gy, x, mean, invstd, rows, cols, per, b0, nbw);       \
   }                                                                                                 \
   extern "C" __global__ void batch_norm_##N(T* y, float* running_mean, float* running_var,          \
                                             float* save_mean, float* save_invstd, const T* x,       \

@@ -144,6 +144,45 @@ GAMP_FN void reduce_cols_impl(typename D::T* dst, long long* idx, const typename
   }
 }
 
+// reduce_cols' sum and mean in two stages, for GPUs, where outer·inner threads leave
+// most of the device idle: stage one gives each (row block, output element) a thread
+// that writes the block's double sum (blocks b0 … b0+nbw−1, rows per block as above),
+// stage two folds them per element into the running total in block order (the first
+// block assigned, the rest added, as reduce_cols does) and, on the last wave, divides
+// for the mean and rounds once: the same bits as reduce_cols.
+template <class D>
+GAMP_FN void reduce_cols_partial_impl(double* part, const typename D::T* src, long long outer, long long n,
+                                      long long inner, long long rows, long long b0, long long nbw) {
+  typedef typename D::C C;
+  const long long oi = outer * inner;
+  GRID_LOOP(e, nbw * oi) {
+    const long long k = e / oi, oc = e - k * oi, o = oc / inner, c = oc - o * inner;
+    const typename D::T* x = src + o * n * inner + c;
+    const long long j0 = (b0 + k) * rows, j1 = j0 + rows < n ? j0 + rows : n;
+    double a = 0;
+    for (long long j = j0; j < j1; ++j) a += (double)LD(D, C, x[j * inner]);
+    part[e] = a;
+  }
+}
+
+template <class D>
+GAMP_FN void reduce_cols_fold_impl(typename D::T* dst, double* total, const double* part, long long oi, long long n,
+                                   long long nbw, int first, int last, int mean) {
+  GRID_LOOP(e, oi) {
+    double t = first ? 0 : total[e];
+    for (long long k = 0; k < nbw; ++k) {
+      if (first && k == 0) t = part[e];
+      else t += part[k * oi + e];
+    }
+    if (last) {
+      if (mean) t /= (double)n;
+      dst[e] = D::fromd(t);
+    } else {
+      total[e] = t;
+    }
+  }
+}
+
 // softmax: per row, y = exp(x - max)/Σ exp(x - max), or log-softmax x - max - log Σ, in
 // double, rounded once. A NaN or +Inf in the row makes the row NaN, as in PyTorch.
 template <class D>
@@ -203,6 +242,21 @@ GAMP_FN void softmax_backward_impl(typename D::T* gx, const typename D::T* gy, c
                                              long long n, long long inner, int op) {               \
     reduce_cols_impl<D>(dst, idx, src, outer, n, inner, op);                                       \
   }
+#define REDUCE_SUM(N, D, T)                                                                        \
+  extern "C" __global__ void reduce_cols_partial_##N(double* part, const T* src, long long outer,  \
+                                                     long long n, long long inner, long long rows, \
+                                                     long long b0, long long nbw) {                \
+    reduce_cols_partial_impl<D>(part, src, outer, n, inner, rows, b0, nbw);                        \
+  }                                                                                                \
+  extern "C" __global__ void reduce_cols_fold_##N(T* dst, double* total, const double* part,       \
+                                                  long long oi, long long n, long long nbw,        \
+                                                  int first, int last, int mean) {                 \
+    reduce_cols_fold_impl<D>(dst, total, part, oi, n, nbw, first, last, mean);                     \
+  }
+REDUCE_SUM(f32, F32, float)
+REDUCE_SUM(f16, F16, unsigned short)
+REDUCE_SUM(bf16, BF16, unsigned short)
+REDUCE_SUM(f64, F64, double)
 REDUCE(f32, F32, float)
 REDUCE(f16, F16, unsigned short)
 REDUCE(bf16, BF16, unsigned short)

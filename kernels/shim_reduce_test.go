@@ -95,10 +95,44 @@ func TestShimReduce(t *testing.T) {
 					name := kernels.Name("reduce_cols", dt)
 					s.run(t, name, dp, ip, src.ptr(), int64(outer), int64(n), int64(inner), int32(op))
 					sameBits(t, name+" "+what, got, want)
+					if (op == backend.Sum || op == backend.Mean) && dt.IsFloat() && n > 0 {
+						// The CUDA launcher's two stages, in waves of 1, 2 and all row blocks.
+						rows := int64(max(1, 16384/min(inner, 1024)))
+						nblk := (int64(n) + rows - 1) / rows
+						for _, nbw := range []int64{1, 2, nblk} {
+							got = newBuf(odt, m)
+							splitReduceCols(t, s, dt, got, src, outer, n, inner, rows, nblk, min(nbw, nblk), op == backend.Mean)
+							sameBits(t, fmt.Sprintf("reduce_cols_partial/fold (waves of %d of %d blocks) %s", nbw, nblk, what), got, want)
+						}
+					}
 				}
 				cpuB().Free(ss)
 			}
 		}
+	}
+}
+
+// splitReduceCols runs reduce_cols_partial and reduce_cols_fold over nblk row blocks of
+// rows rows in waves of nbw, as the CUDA backend's Reduce does (cuda/ops.go).
+func splitReduceCols(t *testing.T, s *shim, dt backend.DType, dst, src *buf, outer, n, inner int, rows, nblk, nbw int64, mean bool) {
+	t.Helper()
+	oi := int64(outer * inner)
+	part, total := newBuf(backend.Float64, int(nbw*oi)), newBuf(backend.Float64, int(oi))
+	m := int32(0)
+	if mean {
+		m = 1
+	}
+	for b0 := int64(0); b0 < nblk; b0 += nbw {
+		w := min(nbw, nblk-b0)
+		s.run(t, kernels.Name("reduce_cols_partial", dt), part.ptr(), src.ptr(), int64(outer), int64(n), int64(inner), rows, b0, w)
+		first, last := int32(0), int32(0)
+		if b0 == 0 {
+			first = 1
+		}
+		if b0+w == nblk {
+			last = 1
+		}
+		s.run(t, kernels.Name("reduce_cols_fold", dt), dst.ptr(), total.ptr(), part.ptr(), oi, int64(n), w, first, last, m)
 	}
 }
 
@@ -188,9 +222,10 @@ func upOr(b *buf) backend.Storage {
 func TestShimLayerNorm(t *testing.T) {
 	s := loadShim(t)
 	for _, dt := range floatDTypes {
-		for _, cols := range []int{1, 5, 300, 1000} {
+		for _, sh := range [][2]int{{7, 1}, {7, 5}, {7, 300}, {7, 1000}, {300, 300}, {131, 1000}} {
+			rows, cols := sh[0], sh[1] // the last two split their rows into 3 and 4 blocks
 			for _, affine := range []bool{false, true} {
-				const rows, eps = 7, 1e-5
+				const eps = 1e-5
 				r := newRand(uint64(cols))
 				x := bufOf(dt, randVals(r, rows*cols, false))
 				gy := bufOf(dt, randVals(r, rows*cols, false))
@@ -207,7 +242,7 @@ func TestShimLayerNorm(t *testing.T) {
 				gotY, gotM, gotI := newBuf(dt, rows*cols), newBuf(backend.Float32, rows), newBuf(backend.Float32, rows)
 				name := kernels.Name("layer_norm", dt)
 				s.run(t, name, gotY.ptr(), gotM.ptr(), gotI.ptr(), x.ptr(), ptrOr(w), ptrOr(b), int64(rows), int64(cols), eps)
-				what := fmt.Sprintf("%s cols=%d affine=%v", name, cols, affine)
+				what := fmt.Sprintf("%s rows=%d cols=%d affine=%v", name, rows, cols, affine)
 				d := closeTo(t, what+" mean", gotM, wantM, 1) + closeTo(t, what+" invstd", gotI, wantI, 1)
 				d += closeTo(t, what+" y", gotY, wantY, backwardULP(dt))
 				if d > 0 {
@@ -232,6 +267,34 @@ func TestShimLayerNorm(t *testing.T) {
 				s.run(t, name, gotGW.ptr(), gotGB.ptr(), gy.ptr(), x.ptr(), wantM.ptr(), wantI.ptr(), int64(rows), int64(cols))
 				sameBits(t, what+" gweight", gotGW, wantGW)
 				sameBits(t, what+" gbias", gotGB, wantGB)
+				// The CUDA launcher's two stages over the same row blocks, in one wave and
+				// in two (the second folding into the first's running sums).
+				nb := min((rows*cols+32767)/32768, rows, 64)
+				nb = max(nb, 1)
+				per := (rows + nb - 1) / nb
+				nb = (rows + per - 1) / per
+				for _, wave := range []int{nb, max(1, nb/2)} {
+					pw, pb := newBuf(backend.Float64, nb*cols), newBuf(backend.Float64, nb*cols)
+					sw, sb := newBuf(backend.Float64, cols), newBuf(backend.Float64, cols)
+					gotGW, gotGB = newBuf(backend.Float32, cols), newBuf(backend.Float32, cols)
+					for b0 := 0; b0 < nb; b0 += wave {
+						w := min(wave, nb-b0)
+						s.run(t, kernels.Name("layer_norm_params_partial", dt), pw.ptr(), pb.ptr(), gy.ptr(), x.ptr(), wantM.ptr(),
+							wantI.ptr(), int64(rows), int64(cols), int64(per), int64(b0), int64(w))
+						first, last := int32(0), int32(0)
+						if b0 == 0 {
+							first = 1
+						}
+						if b0+w == nb {
+							last = 1
+						}
+						s.run(t, "layer_norm_params_fold", gotGW.ptr(), gotGB.ptr(), sw.ptr(), sb.ptr(), pw.ptr(), pb.ptr(),
+							int64(cols), int64(w), first, last)
+					}
+					wv := fmt.Sprintf("%s layer_norm_params_partial/fold (%d blocks, waves of %d)", what, nb, wave)
+					sameBits(t, wv+" gweight", gotGW, wantGW)
+					sameBits(t, wv+" gbias", gotGB, wantGB)
+				}
 				for _, st := range []backend.Storage{xs, gs, ws, bs, smc, sic} {
 					if st != nil {
 						cpuB().Free(st)

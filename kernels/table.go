@@ -108,6 +108,12 @@ func buildTable() []Kernel {
 			cptr("src", d), i64("outer"), i64("n"), i64("inner"), i32("op"))
 	}
 	for _, d := range floatDTypes {
+		add("reduce_cols_partial", rd, GridStride, "nbw*outer*inner", one(d), pc("part", "double*"), cptr("src", d),
+			i64("outer"), i64("n"), i64("inner"), i64("rows"), i64("b0"), i64("nbw"))
+		add("reduce_cols_fold", rd, GridStride, "oi", one(d), ptr("dst", d), pc("total", "double*"),
+			pc("part", "const double*"), i64("oi"), i64("n"), i64("nbw"), i32("first"), i32("last"), i32("mean"))
+	}
+	for _, d := range floatDTypes {
 		add("softmax", rd, PerRow, "outer", one(d), ptr("y", d), cptr("x", d), i64("outer"), i64("n"), i32("lg"))
 		add("softmax_backward", rd, PerRow, "outer", one(d), ptr("gx", d), cptr("gy", d), cptr("y", d),
 			i64("outer"), i64("n"), i32("lg"))
@@ -123,6 +129,9 @@ func buildTable() []Kernel {
 			cfp("w"), cfp("mean"), cfp("invstd"), i64("rows"), i64("cols"))
 		add("layer_norm_backward_params", nm, GridStride, "cols", one(d), fp("gw"), fp("gb"), cptr("gy", d),
 			cptr("x", d), cfp("mean"), cfp("invstd"), i64("rows"), i64("cols"))
+		add("layer_norm_params_partial", nm, GridStride, "nbw*cols", one(d), pc("pw", "double*"), pc("pb", "double*"),
+			cptr("gy", d), cptr("x", d), cfp("mean"), cfp("invstd"), i64("rows"), i64("cols"), i64("per"), i64("b0"),
+			i64("nbw"))
 		add("batch_norm", nm, PerRow, "c", one(d), ptr("y", d), fp("running_mean"), fp("running_var"),
 			fp("save_mean"), fp("save_invstd"), cptr("x", d), cfp("w"), cfp("b"), i64("n"), i64("c"), i64("s"),
 			f64("momentum"), f64("eps"), i32("training"))
@@ -130,6 +139,10 @@ func buildTable() []Kernel {
 			cptr("x", d), cfp("w"), cfp("save_mean"), cfp("save_invstd"), cfp("running_mean"),
 			cfp("running_var"), i64("n"), i64("c"), i64("s"), f64("eps"), i32("training"))
 	}
+
+	add("layer_norm_params_fold", nm, GridStride, "cols", nil, fp("gw"), fp("gb"), pc("sw", "double*"),
+		pc("sb", "double*"), pc("pw", "const double*"), pc("pb", "const double*"), i64("cols"), i64("nbw"),
+		i32("first"), i32("last"))
 
 	// attention.cu: the log-sum-exp and delta rows are float (double for f64).
 	for _, d := range floatDTypes {

@@ -96,8 +96,11 @@ func (r Record) DType() tensor.DType {
 // the device of the previous output (the default device at first); Bytes falls back to
 // the output's size when the op's output is on another device.
 //
-// Backward timing comes from tensor.Observer's took: each autograd node's backward is
-// one record, ending when the Profiler hears of it.
+// Each autograd node's backward is one record, timed like an op between two marks of
+// the clock: one at StartBackward (tensor.BackwardStarter), just before the node runs,
+// and one when Backward reports it — device events on a GPU, so a record is the node's
+// kernels as the device ran them, not the host time spent queueing them. A backward
+// whose forward the profiler did not record falls back to the engine's host time.
 //
 // Bytes and concurrency: TotalAllocated is per device, so allocations by other
 // goroutines on the same device during an op are counted in it too.
@@ -109,6 +112,7 @@ type Profiler struct {
 	on       bool
 	gen      uint64
 	recs     []raw
+	bstart   map[int]Stamp // StartBackward's stamps by forward record, until Backward
 	states   map[*tensor.Context]*ctxState
 	tick     uint64
 	lastDev  tensor.Device
@@ -120,6 +124,7 @@ type raw struct {
 	Record
 	start, end Stamp
 	took       time.Duration
+	timed      bool // a backward record whose start is a stamp (StartBackward), not end − took
 }
 
 type entry struct {
@@ -196,6 +201,10 @@ func (p *Profiler) Reset() {
 	defer p.mu.Unlock()
 	for _, r := range p.recs {
 		p.release(r.start, r.end)
+	}
+	for k, st := range p.bstart {
+		p.release(st)
+		delete(p.bstart, k)
 	}
 	p.recs = nil
 	p.gen++
@@ -374,6 +383,37 @@ func (p *Profiler) peekDev() tensor.Device {
 // Invalid, no bytes) and no time.
 func (p *Profiler) DeferWiden() bool { return true }
 
+// StartBackward implements tensor.BackwardStarter: it marks the clock on the device of
+// gradOut just before the backward of a node whose forward this profiler recorded, so
+// that Backward's record spans the node's work as the device ran it (device events on
+// CUDA) rather than the host time spent queueing it.
+func (p *Profiler) StartBackward(op *tensor.Op, tag any, gradOut *tensor.Tensor) {
+	t, ok := tag.(fwdTag)
+	if !ok || t.p != p || gradOut == nil {
+		return
+	}
+	p.mu.Lock()
+	if !p.on || t.gen != p.gen {
+		p.mu.Unlock()
+		return
+	}
+	if old, ok := p.bstart[t.idx]; ok { // a backward that never reported (a panic)
+		p.release(old)
+	}
+	p.mu.Unlock()
+	st := p.clock.Mark(gradOut.Device()) // last, so the bookkeeping is not timed
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.on || t.gen != p.gen {
+		p.release(st)
+		return
+	}
+	if p.bstart == nil {
+		p.bstart = map[int]Stamp{}
+	}
+	p.bstart[t.idx] = st
+}
+
 // Backward implements tensor.Observer.
 func (p *Profiler) Backward(op *tensor.Op, tag any, gradOut *tensor.Tensor, gradIn []*tensor.Tensor, took time.Duration) {
 	dev := p.peekDev()
@@ -390,6 +430,10 @@ func (p *Profiler) Backward(op *tensor.Op, tag any, gradOut *tensor.Tensor, grad
 	r := raw{Record: Record{Op: op.Name(), Pass: Backward, Device: dev, ForwardIndex: -1}, end: end, took: took}
 	if t, ok := tag.(fwdTag); ok && t.p == p && t.gen == p.gen && t.idx < len(p.recs) {
 		r.ForwardIndex = t.idx
+		if st, ok := p.bstart[t.idx]; ok {
+			r.start, r.timed = st, true
+			delete(p.bstart, t.idx)
+		}
 	}
 	r.InDTypes, r.InShapes = describe([]*tensor.Tensor{gradOut})
 	grad := make([]bool, len(gradIn))
@@ -435,7 +479,10 @@ func (p *Profiler) Records() []Record {
 	var fwd, bwd []int
 	for i, r := range rs {
 		rec := r.Record
-		if r.Pass == Backward {
+		if r.Pass == Backward && r.timed {
+			rec.Start = clock.Resolve(r.start)
+			rec.Dur = max(clock.Resolve(r.end)-rec.Start, 0)
+		} else if r.Pass == Backward {
 			end := clock.Resolve(r.end)
 			rec.Start, rec.Dur = end-r.took, r.took
 			bwd = append(bwd, i)

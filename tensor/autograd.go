@@ -304,6 +304,9 @@ func runBackward(n *node, g *Tensor, last bool) []*Tensor {
 			g.Release()
 		}
 	}()
+	if st, ok := n.obs.(BackwardStarter); ok {
+		st.StartBackward(n.op, n.tag, g)
+	}
 	start := time.Now()
 	ins := n.backward(nc, g)
 	if n.obs != nil {

@@ -19,6 +19,16 @@ type Observer interface {
 	Backward(op *Op, tag any, gradOut *Tensor, gradIn []*Tensor, took time.Duration)
 }
 
+// BackwardStarter is implemented by Observers that time each node's backward on a clock
+// of their own (the profiler's device clock): StartBackward is called just before the
+// node's backward runs, with the tag its Forward returned and the gradient it gets,
+// and Backward follows when it has run. On an asynchronous device (CUDA) Backward's
+// took is only the host time spent queueing the node's kernels; a device event marked
+// at StartBackward and another at Backward bracket the kernels themselves.
+type BackwardStarter interface {
+	StartBackward(op *Op, tag any, gradOut *Tensor)
+}
+
 // WidenDeferrer is implemented by Observers that need no gradient tensor from the cast
 // that feeds a float32 leaf (a weight under autocast). Unobserved, Backward keeps such
 // a leaf's half gradient and widens it only when something asks (see Tensor.Grad); with
