@@ -119,7 +119,11 @@ def run(args, precision):
         low = torch.float16
     elif precision == "bf16":
         low = torch.bfloat16
-    scaler = torch.cuda.amp.GradScaler(enabled=cuda and low == torch.float16)
+    enabled = cuda and low == torch.float16
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):  # PyTorch ≥ 2.3
+        scaler = torch.amp.GradScaler("cuda", enabled=enabled)
+    else:  # Debian's 1.13
+        scaler = torch.cuda.amp.GradScaler(enabled=enabled)
     data = batches(args.model, 8, args.batch or BATCH[args.model], device, args.seed)
 
     def step(x, y):
@@ -151,7 +155,7 @@ def run(args, precision):
             t0 = time.perf_counter()
             loss = step(x, y)
             times.append(time.perf_counter() - t0)
-    res = {"precision": precision, "median_ms": statistics.median(times) * 1e3, "loss": float(loss)}
+    res = {"precision": precision, "median_ms": statistics.median(times) * 1e3, "loss": loss.item()}
     if cuda:
         res["peak_mib"] = (torch.cuda.max_memory_allocated() - base) / 2**20
     return res
