@@ -79,12 +79,30 @@ GAMP_FN void layer_norm_backward_impl(typename D::T* gx, const typename D::T* gy
   }
 }
 
+// layer_norm_params_block sets *pw = Σ gy·x̂ and *pb = Σ gy over column j of rows
+// [blk·per, min((blk+1)·per, rows)), in row order, in double.
+template <class D>
+GAMP_FN void layer_norm_params_block(double* pw, double* pb, const typename D::T* gy, const typename D::T* x,
+                                     const float* mean, const float* invstd, long long rows, long long cols,
+                                     long long per, long long blk, long long j) {
+  typedef typename D::C C;
+  const long long r1 = (blk + 1) * per < rows ? (blk + 1) * per : rows;
+  double w = 0, b = 0;
+  for (long long r = blk * per; r < r1; ++r) {
+    double g = (double)LD(D, C, gy[r * cols + j]);
+    double xh = ((double)LD(D, C, x[r * cols + j]) - (double)mean[r]) * (double)invstd[r];
+    w += g * xh;
+    b += g;
+  }
+  *pw = w;
+  *pb = b;
+}
+
 // layer_norm_backward_params: GWeight = Σ_rows gy·x̂ and GBias = Σ_rows gy (either may be
 // null), rows summed in the CPU backend's blocks (at most 64, from the shape alone).
 template <class D>
 GAMP_FN void layer_norm_backward_params_impl(float* gw, float* gb, const typename D::T* gy, const typename D::T* x,
                                              const float* mean, const float* invstd, long long rows, long long cols) {
-  typedef typename D::C C;
   long long nb = (rows * cols + 32767) / 32768;
   if (nb > rows) nb = rows;
   if (nb > 64) nb = 64;
@@ -94,14 +112,8 @@ GAMP_FN void layer_norm_backward_params_impl(float* gw, float* gb, const typenam
   GRID_LOOP(j, cols) {
     double sw = 0, sb = 0;
     for (long long blk = 0; blk < nb && rows > 0; ++blk) {
-      long long r1 = (blk + 1) * per < rows ? (blk + 1) * per : rows;
-      double pw = 0, pb = 0;
-      for (long long r = blk * per; r < r1; ++r) {
-        double g = (double)LD(D, C, gy[r * cols + j]);
-        double xh = ((double)LD(D, C, x[r * cols + j]) - (double)mean[r]) * (double)invstd[r];
-        pw += g * xh;
-        pb += g;
-      }
+      double pw, pb;
+      layer_norm_params_block<D>(&pw, &pb, gy, x, mean, invstd, rows, cols, per, blk, j);
       sw += pw;
       sb += pb;
     }
@@ -121,19 +133,9 @@ template <class D>
 GAMP_FN void layer_norm_params_partial_impl(double* pw, double* pb, const typename D::T* gy, const typename D::T* x,
                                             const float* mean, const float* invstd, long long rows, long long cols,
                                             long long per, long long b0, long long nbw) {
-  typedef typename D::C C;
   GRID_LOOP(e, nbw * cols) {
     const long long blk = b0 + e / cols, j = e - (e / cols) * cols;
-    long long r1 = (blk + 1) * per < rows ? (blk + 1) * per : rows;
-    double w = 0, b = 0;
-    for (long long r = blk * per; r < r1; ++r) {
-      double g = (double)LD(D, C, gy[r * cols + j]);
-      double xh = ((double)LD(D, C, x[r * cols + j]) - (double)mean[r]) * (double)invstd[r];
-      w += g * xh;
-      b += g;
-    }
-    pw[e] = w;
-    pb[e] = b;
+    layer_norm_params_block<D>(pw + e, pb + e, gy, x, mean, invstd, rows, cols, per, blk, j);
   }
 }
 
