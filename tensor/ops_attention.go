@@ -35,7 +35,8 @@ func (o AttentionOptions) scale(d int) float64 {
 // ScaledDotProductAttention returns softmax(scale·Q·Kᵀ [+ causal mask])·V for q, k, v of
 // one shape [..., T, D] (e.g. [N, heads, T, D]): self-attention, every leading index an
 // independent head. It runs the device's fused kernel when the backend has one
-// (backend.Attention) and ComposedAttention otherwise; the two agree to rounding.
+// (backend.Attention) and, if the backend is a backend.AttentionChooser, chooses it for
+// this shape; ComposedAttention otherwise. The two agree to rounding.
 // Under autocast it runs in the low dtype: the softmax and every accumulation in
 // float32; on the CPU, bf16 inputs also take bf16 products with the probabilities and
 // score gradients rounded to bf16, as FlashAttention does on GPUs.
