@@ -659,6 +659,12 @@ func layerNorm[C numeric](a *backend.NormArgs, x, y *storage, p *bnParams) {
 		if lnFwdInPlace(a, p, xrun.native, yrun.native, w, bias, lo, hi) {
 			return
 		}
+		if xrun.ok && !yrun.ok {
+			// Float32 X, half Y: the pairs of rows straight into Y.
+			if lo += lnFwdHalfBlock(a, p, xrun.native, y, w, bias, lo, hi); lo == hi {
+				return
+			}
+		}
 		var buf []C
 		if !xrun.ok || !yrun.ok {
 			var done func()
@@ -696,6 +702,41 @@ func lnFwdInPlace[C numeric](a *backend.NormArgs, p *bnParams, x, y, w, bias []C
 		return false
 	}
 	return lnFwdBlock(a, p, y[lo*a.C:], x[lo*a.C:], w, bias, lo, hi)
+}
+
+// lnFwdHalfBlock normalises rows [lo, hi) of float32 x into half y (as layerNormRow and
+// then the half rounding do, bit for bit), with both Weight and Bias, by lnFwdRowsHalf
+// in calls of up to lnFwdRowsMax rows, and returns how many leading rows it did: all
+// but an odd last one where the kernels run, else none.
+func lnFwdHalfBlock[C numeric](a *backend.NormArgs, p *bnParams, x []C, y *storage, w, bias []C, lo, hi int) int {
+	xf, ok := any(x).([]float32)
+	if !ok || xf == nil || w == nil || bias == nil {
+		return 0
+	}
+	yu, bf, ok := bnHalfOf(y)
+	if !ok {
+		return 0
+	}
+	wf, bf32 := any(w).([]float32), any(bias).([]float32)
+	cols := a.C
+	var msb, isb [lnFwdRowsMax]float32
+	r := lo
+	for r < hi {
+		nr := min(lnFwdRowsMax, hi-r)
+		ms, is := msb[:nr], isb[:nr]
+		if p.sm != nil {
+			ms = p.sm[r : r+nr]
+		}
+		if p.si != nil {
+			is = p.si[r : r+nr]
+		}
+		k := lnFwdRowsHalf(bf, yu[r*cols:], xf[r*cols:], wf, bf32, ms, is, a.Eps, cols)
+		r += k
+		if k < nr {
+			break
+		}
+	}
+	return r - lo
 }
 
 // lnFwdBlock runs layerNormRow on rows [lo, hi), whose float32 values x and y hold

@@ -54,4 +54,20 @@ func benchLayerNorm(b *testing.B, be *cpu.Backend, alloc func(backend.DType, int
 			}
 		})
 	}
+	// Float32 X with a bfloat16 Y (forward) or GY (backward): a norm feeding an autocast
+	// Linear (backend.LayerNormHalfIO).
+	x, gx := alloc(backend.Float32, rows*cols), alloc(backend.Float32, rows*cols)
+	y := alloc(backend.BFloat16, rows*cols)
+	b.Run("halfio/fwd", func(b *testing.B) {
+		a := backend.NormArgs{X: x, Y: y, Weight: w, Bias: bias, SaveMean: mean, SaveInvStd: inv, N: rows, C: cols, Eps: 1e-5}
+		for b.Loop() {
+			be.LayerNorm(a)
+		}
+	})
+	b.Run("halfio/bwd", func(b *testing.B) {
+		g := backend.NormArgs{X: x, GY: y, GX: gx, Weight: w, SaveMean: mean, SaveInvStd: inv, GWeight: gw, GBias: gb, N: rows, C: cols, Eps: 1e-5}
+		for b.Loop() {
+			be.LayerNormBackward(g)
+		}
+	})
 }

@@ -21,6 +21,20 @@ func lnFwdRows(y, x, w, b, ms, is []float32, eps float64, n int) bool {
 	return lnFwdRowsRun(&y[0], &x[0], &w[0], &b[0], &ms[0], &is[0], eps, n, rows)
 }
 
+// lnFwdRowsHalf is lnFwdRows with y in bfloat16 (bf) or float16, each result rounded
+// as it is stored, on the leading pairs of the len(ms) rows: it returns how many rows
+// it did, an even number (0 where the AVX-512 calls cannot run); the rest, an odd last
+// row among them, are the caller's. Its twin is lnFwdRowsGo followed by the half
+// package's rounding.
+func lnFwdRowsHalf(bf bool, y []uint16, x, w, b, ms, is []float32, eps float64, n int) int {
+	rows := len(ms)
+	if rows < 2 || n <= 0 || n&15 != 0 {
+		return 0
+	}
+	y, x, w, b, is = y[:rows*n], x[:rows*n], w[:n], b[:n], is[:rows]
+	return lnFwdRowsHalfRun(bf, &y[0], &x[0], &w[0], &b[0], &ms[0], &is[0], eps, n, rows)
+}
+
 // lnFwdRowsGo is the twin of lnFwdRowsAVX512 on the pure-Go lane loops: rowStats's
 // statistics (lnStatsGo's) and vecLnFwd's loop (vecLnFwdGo), row by row.
 func lnFwdRowsGo(y, x, w, b, ms, is []float32, eps float64, n int) {

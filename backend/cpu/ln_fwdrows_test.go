@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gamp-ml/gamp/backend"
+	"github.com/gamp-ml/gamp/half"
 )
 
 // lnFwdRowsData fills rows·n values for trial: normal rows with a growing offset,
@@ -226,6 +227,91 @@ func TestLayerNormBackwardBlockOrder(t *testing.T) {
 		}
 		if math.Float32bits(ggb[j]) != math.Float32bits(wgb[j]) || math.Float32bits(ggw[j]) != math.Float32bits(wgw[j]) {
 			t.Fatalf("column %d: GWeight, GBias = %v, %v, reference %v, %v", j, ggw[j], ggb[j], wgw[j], wgb[j])
+		}
+	}
+}
+
+// TestLnFwdRowsHalf checks lnFwdRowsHalf (lnFwdRows2BF16AVX512 and lnFwdRows2F16AVX512
+// where they run) against its twin, lnFwdRowsGo then the half package's rounding, bit
+// for bit: outputs (NaN payloads aside), means and inverse deviations, on the rows of
+// lnFwdRowsData (NaN, ±Inf, -0, huge rows whose outputs overflow float16, subnormal
+// ones), with an odd row count leaving the last row to the caller, and the widths it
+// declines.
+func TestLnFwdRowsHalf(t *testing.T) {
+	// Both bfloat16 kernels where the CPU has AVX512_BF16: VCVTNE2PS2BF16's and the
+	// integer rounding.
+	cvts := []bool{false}
+	if lnHalfCVT {
+		cvts = append(cvts, true)
+	}
+	defer func(v bool) { lnHalfCVT = v }(lnHalfCVT)
+	for _, cvt := range cvts {
+		lnHalfCVT = cvt
+		testLnFwdRowsHalf(t)
+	}
+}
+
+func testLnFwdRowsHalf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(83, 84))
+	for _, bf := range []bool{true, false} {
+		for _, n := range []int{16, 48, 128, 512} {
+			for _, rows := range []int{1, 2, 3, 9, 64} {
+				for trial := range 4 {
+					x := lnFwdRowsData(rng, rows, n, trial)
+					w, b := make([]float32, n), make([]float32, n)
+					for i := range w {
+						w[i], b[i] = float32(1+rng.NormFloat64()*0.5), float32(rng.NormFloat64()*0.5)
+					}
+					if trial == 3 { // outputs near the half formats' subnormal range
+						for i := range w {
+							w[i] *= 1e-6
+							b[i] *= 1e-7
+						}
+					}
+					eps := []float64{1e-5, 0, 1e-12, 1e-3}[trial]
+					wy, wm, wi := make([]float32, rows*n), make([]float32, rows), make([]float32, rows)
+					lnFwdRowsGo(wy, x, w, b, wm, wi, eps, n)
+					want := make([]uint16, rows*n)
+					if bf {
+						half.Float32ToBFloat16(u16As[half.BFloat16](want), wy)
+					} else {
+						half.Float32ToFloat16(u16As[half.Float16](want), wy)
+					}
+					y := make([]uint16, rows*n)
+					ms, is := make([]float32, rows), make([]float32, rows)
+					done := lnFwdRowsHalf(bf, y, x, w, b, ms, is, eps, n)
+					what := fmt.Sprintf("bf16 %v (cvt %v) n=%d rows=%d trial %d", bf, lnHalfCVT, n, rows, trial)
+					if vecAVX512OK() {
+						if done != rows&^1 {
+							t.Fatalf("%s: did %d rows, want %d", what, done, rows&^1)
+						}
+					} else if done != 0 {
+						t.Fatalf("%s: did %d rows without AVX-512", what, done)
+					}
+					for i := range done * n {
+						g, e := y[i], want[i]
+						gn := (bf && g&0x7f80 == 0x7f80 && g&0x7f != 0) || (!bf && g&0x7c00 == 0x7c00 && g&0x3ff != 0)
+						en := (bf && e&0x7f80 == 0x7f80 && e&0x7f != 0) || (!bf && e&0x7c00 == 0x7c00 && e&0x3ff != 0)
+						if g != e && !(gn && en) {
+							t.Fatalf("%s: y[%d] = %#04x, want %#04x (float32 %g)", what, i, g, e, wy[i])
+						}
+					}
+					for r := range done {
+						if math.Float32bits(ms[r]) != math.Float32bits(wm[r]) && !(ms[r] != ms[r] && wm[r] != wm[r]) {
+							t.Fatalf("%s: mean[%d] = %g, want %g", what, r, ms[r], wm[r])
+						}
+						if math.Float32bits(is[r]) != math.Float32bits(wi[r]) && !(is[r] != is[r] && wi[r] != wi[r]) {
+							t.Fatalf("%s: invstd[%d] = %g, want %g", what, r, is[r], wi[r])
+						}
+					}
+				}
+			}
+		}
+		for _, n := range []int{0, 8, 24, 130} {
+			x := make([]float32, 4*max(n, 1))
+			if lnFwdRowsHalf(bf, make([]uint16, len(x)), x, x[:max(n, 1)], x[:max(n, 1)], make([]float32, 4), make([]float32, 4), 1e-5, n) != 0 {
+				t.Fatalf("n=%d: a width the kernels cannot take was taken", n)
+			}
 		}
 	}
 }

@@ -8,11 +8,36 @@ package main
 // row. During the squared deviations' pass the next pair is prefetched into L1, two
 // lines per 64 bytes of a row, 2048 bytes ahead (a pair's 8n bytes from there):
 // earlier than in the output pass, which measured slower from DRAM at width 512.
-func (g *gen) lnFwdRows2() {
-	const name = "lnFwdRows2AVX512"
+//
+// With h (not nil) it emits lnFwdRows2<h>AVX512(y *uint16, x, w, b, ms, is *float32,
+// eps float64, n, pairs int), the same with each float32 result rounded to h as it is
+// stored (halfNarrow: BFloat16FromFloat32's or Float16FromFloat32's rounding, exact
+// for subnormals and NaNs), for a layer norm that feeds an autocast Linear
+// (backend.LayerNormHalfIO): no float32 rows to convert afterwards.
+//
+// With ne (bfloat16 only: lnFwdRows2BF16NEAVX512, AVX512_BF16 and DQ) each pair of
+// vectors, one per row, is rounded by one VCVTNE2PS2BF16, which rounds as halfNarrow
+// does but flushes subnormal inputs to zero, unless VFPCLASSPS finds a subnormal among
+// them: that pair takes halfNarrow.
+func (g *gen) lnFwdRows2(h *halfFormat, ne bool) {
+	name := "lnFwdRows2AVX512"
+	yType := "*float32"
+	if h != nil {
+		name, yType = "lnFwdRows2"+h.name+"AVX512", "*uint16"
+		if ne {
+			name = "lnFwdRows2" + h.name + "NEAVX512"
+		}
+	}
 	g.p("")
-	g.p("// func %s(y, x, w, b, ms, is *float32, eps float64, n, pairs int)", name)
+	if h != nil {
+		g.p("// func %s(y %s, x, w, b, ms, is *float32, eps float64, n, pairs int)", name, yType)
+	} else {
+		g.p("// func %s(y, x, w, b, ms, is *float32, eps float64, n, pairs int)", name)
+	}
 	g.p("TEXT ·%s(SB), NOSPLIT, $0-72", name)
+	if h != nil {
+		g.halfNarrowConsts(*h) // through R9, before it holds b
+	}
 	g.p("\tMOVQ y+0(FP), DI")
 	g.p("\tMOVQ x+8(FP), SI")
 	g.p("\tMOVQ w+16(FP), R8")
@@ -90,7 +115,12 @@ func (g *gen) lnFwdRows2() {
 		g.p("\tVMOVSS X4, %d(R11)", 4*k)
 		g.p("\tVBROADCASTSS X4, Z%d", []int{11, 17}[k])
 	}
-	g.p("\tLEAQ (DI)(DX*4), R14 // the second row's y")
+	if h != nil {
+		g.p("\tLEAQ (DI)(DX*2), R14 // the second row's y")
+		g.p("\tXORQ R12, R12 // y's byte offset")
+	} else {
+		g.p("\tLEAQ (DI)(DX*4), R14 // the second row's y")
+	}
 	g.p("\tXORQ AX, AX")
 	g.p("\tMOVQ DX, CX")
 	g.p("")
@@ -107,13 +137,46 @@ func (g *gen) lnFwdRows2() {
 	g.p("\tVMOVUPS (R9)(AX*1), Z13")
 	g.p("\tVADDPS Z13, Z8, Z8 // + b")
 	g.p("\tVADDPS Z13, Z12, Z12")
-	g.p("\tVMOVUPS Z8, (DI)(AX*1)")
-	g.p("\tVMOVUPS Z12, (R14)(AX*1)")
+	if h != nil && ne {
+		g.p("\tVMOVAPS Z8, Z0 // the first row's 16 results, then the second's")
+		g.p("\tVMOVAPS Z12, Z8")
+		g.p("\tVFPCLASSPSZ $0x20, Z0, K1 // subnormal")
+		g.p("\tVFPCLASSPSZ $0x20, Z8, K2")
+		g.p("\tKORTESTW K1, K2")
+		g.p("\tJNZ %s_int", name)
+		g.p("\tBYTE $0x62; BYTE $0xf2; BYTE $0x3f; BYTE $0x48; BYTE $0x72; BYTE $0xd0 // vcvtne2ps2bf16 %%zmm0, %%zmm8, %%zmm2")
+		g.p("\tVMOVDQU32 Y2, (DI)(R12*1)")
+		g.p("\tVEXTRACTI64X4 $1, Z2, Y3")
+		g.p("\tVMOVDQU32 Y3, (R14)(R12*1)")
+		g.p("\tJMP %s_stored", name)
+		g.p("")
+		g.p("%s_int:", name)
+		g.halfNarrow(*h, 0, 21, 18)
+		g.p("\tVMOVDQU32 Y21, (DI)(R12*1)")
+		g.halfNarrow(*h, 8, 22, 18)
+		g.p("\tVMOVDQU32 Y22, (R14)(R12*1)")
+		g.p("")
+		g.p("%s_stored:", name)
+		g.p("\tADDQ $32, R12")
+	} else if h != nil {
+		g.halfNarrow(*h, 8, 21, 18)
+		g.p("\tVMOVDQU32 Y21, (DI)(R12*1)")
+		g.halfNarrow(*h, 12, 22, 18)
+		g.p("\tVMOVDQU32 Y22, (R14)(R12*1)")
+		g.p("\tADDQ $32, R12")
+	} else {
+		g.p("\tVMOVUPS Z8, (DI)(AX*1)")
+		g.p("\tVMOVUPS Z12, (R14)(AX*1)")
+	}
 	g.p("\tADDQ $64, AX")
 	g.p("\tSUBQ $16, CX")
 	g.p("\tJNZ %s_out", name)
 	g.p("\tLEAQ (SI)(DX*8), SI")
-	g.p("\tLEAQ (DI)(DX*8), DI")
+	if h != nil {
+		g.p("\tLEAQ (DI)(DX*4), DI")
+	} else {
+		g.p("\tLEAQ (DI)(DX*8), DI")
+	}
 	g.p("\tADDQ $8, R10")
 	g.p("\tADDQ $8, R11")
 	g.p("\tDECQ BX")

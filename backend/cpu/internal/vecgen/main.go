@@ -117,13 +117,17 @@ func main() {
 	g.maxPool2x2PlaneBF16(isas[0], false)
 	g.maxPool2x2PlaneBF16(isas[0], true)
 	g.lnStats()
-	g.lnRow2(false)    // the LayerNorm backward's two-row pass
-	g.prefetchRows()   // attention's next-head prefetch
-	g.lnRow2(true)     // the same with the weight product fused in
-	g.attnDeltaF32()   // the float32 attention backward's row terms
-	g.prefetchRowsL1() // the attention products' next A row panel
-	g.lnFwdRows()      // the LayerNorm float32 forward, rows at a time
-	g.lnFwdRows2()     // the same two rows at a time
+	g.lnRow2(false)          // the LayerNorm backward's two-row pass
+	g.prefetchRows()         // attention's next-head prefetch
+	g.lnRow2(true)           // the same with the weight product fused in
+	g.attnDeltaF32()         // the float32 attention backward's row terms
+	g.prefetchRowsL1()       // the attention products' next A row panel
+	g.lnFwdRows()            // the LayerNorm float32 forward, rows at a time
+	g.lnFwdRows2(nil, false) // the same two rows at a time
+	for i := range halfFormats {
+		g.lnFwdRows2(&halfFormats[i], false) // with a bfloat16 or float16 y
+	}
+	g.lnFwdRows2(&halfFormats[0], true) // bfloat16 by VCVTNE2PS2BF16
 	if err := os.WriteFile(*out, g.buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
