@@ -723,13 +723,7 @@ func lnFwdHalfBlock[C numeric](a *backend.NormArgs, p *bnParams, x []C, y *stora
 	r := lo
 	for r < hi {
 		nr := min(lnFwdRowsMax, hi-r)
-		ms, is := msb[:nr], isb[:nr]
-		if p.sm != nil {
-			ms = p.sm[r : r+nr]
-		}
-		if p.si != nil {
-			is = p.si[r : r+nr]
-		}
+		ms, is := p.lnRowStats(&msb, &isb, r, nr)
 		k := lnFwdRowsHalf(bf, yu[r*cols:], xf[r*cols:], wf, bf32, ms, is, a.Eps, cols)
 		r += k
 		if k < nr {
@@ -737,6 +731,20 @@ func lnFwdHalfBlock[C numeric](a *backend.NormArgs, p *bnParams, x []C, y *stora
 		}
 	}
 	return r - lo
+}
+
+// lnRowStats returns where the fused forward kernels store the means and inverse
+// deviations of rows [r, r+nr): SaveMean's and SaveInvStd's, or the caller's arrays
+// where those are nil.
+func (p *bnParams) lnRowStats(msb, isb *[lnFwdRowsMax]float32, r, nr int) (ms, is []float32) {
+	ms, is = msb[:nr], isb[:nr]
+	if p.sm != nil {
+		ms = p.sm[r : r+nr]
+	}
+	if p.si != nil {
+		is = p.si[r : r+nr]
+	}
+	return ms, is
 }
 
 // lnFwdBlock runs layerNormRow on rows [lo, hi), whose float32 values x and y hold
@@ -754,13 +762,7 @@ func lnFwdBlock[C numeric](a *backend.NormArgs, p *bnParams, y, x, w, bias []C, 
 	var msb, isb [lnFwdRowsMax]float32
 	for r0 := lo; r0 < hi; r0 += lnFwdRowsMax {
 		nr := min(lnFwdRowsMax, hi-r0)
-		ms, is := msb[:nr], isb[:nr]
-		if p.sm != nil {
-			ms = p.sm[r0 : r0+nr]
-		}
-		if p.si != nil {
-			is = p.si[r0 : r0+nr]
-		}
+		ms, is := p.lnRowStats(&msb, &isb, r0, nr)
 		if !lnFwdRows(yf[(r0-lo)*cols:], xf[(r0-lo)*cols:], wf, bf, ms, is, a.Eps, cols) {
 			return false // the width, so for the first block, before any row is written
 		}

@@ -49,6 +49,15 @@ func lnFwdRowsData(rng *rand.Rand, rows, n, trial int) []float32 {
 	return x
 }
 
+// lnFwdRowsAffine returns a weight around 1 and a bias around 0 of width n.
+func lnFwdRowsAffine(rng *rand.Rand, n int) (w, b []float32) {
+	w, b = make([]float32, n), make([]float32, n)
+	for i := range w {
+		w[i], b[i] = float32(1+rng.NormFloat64()*0.5), float32(rng.NormFloat64()*0.5)
+	}
+	return w, b
+}
+
 // TestLnFwdRows checks lnFwdRows (the AVX-512 routine where it runs) against its
 // pure-Go twin lnFwdRowsGo bit for bit: outputs, means and inverse deviations, in place
 // and not, on widths that are multiples of 16 and row counts from 1 up, with NaN, ±Inf,
@@ -62,10 +71,7 @@ func TestLnFwdRows(t *testing.T) {
 		for _, rows := range []int{1, 2, 3, 9, 64} {
 			for trial := range 4 {
 				x := lnFwdRowsData(rng, rows, n, trial)
-				w, b := make([]float32, n), make([]float32, n)
-				for i := range w {
-					w[i], b[i] = float32(1+rng.NormFloat64()*0.5), float32(rng.NormFloat64()*0.5)
-				}
+				w, b := lnFwdRowsAffine(rng, n)
 				w[0] = float32(math.Copysign(0, -1))
 				eps := []float64{1e-5, 0, 1e-12, 1e-3}[trial]
 				wy, wm, wi := make([]float32, rows*n), make([]float32, rows), make([]float32, rows)
@@ -258,10 +264,7 @@ func testLnFwdRowsHalf(t *testing.T) {
 			for _, rows := range []int{1, 2, 3, 9, 64} {
 				for trial := range 4 {
 					x := lnFwdRowsData(rng, rows, n, trial)
-					w, b := make([]float32, n), make([]float32, n)
-					for i := range w {
-						w[i], b[i] = float32(1+rng.NormFloat64()*0.5), float32(rng.NormFloat64()*0.5)
-					}
+					w, b := lnFwdRowsAffine(rng, n)
 					if trial == 3 { // outputs near the half formats' subnormal range
 						for i := range w {
 							w[i] *= 1e-6
