@@ -325,7 +325,7 @@ func gemmWithBiasReLU[T float32 | float64](kern *gemmKernel[T], workers int, tra
 
 	g := gemmCallPool[T]().Get().(*gemmCall[T])
 	if kern.direct != nil && !transA && alpha == 1 && m >= 2*kern.mr && gemmAliasedRows[T](lda) {
-		a, lda = g.padA(a, lda, m, k)
+		a, lda = g.pad(a, lda, m, k)
 	}
 	g.bias, g.relu = bias, relu
 	g.transA, g.transB = transA, transB
@@ -345,22 +345,42 @@ func gemmWithBiasReLU[T float32 | float64](kern *gemmKernel[T], workers int, tra
 // per step; at such a stride those rows fall in one set of a 64-set L1 (Zen 4's 32 KB,
 // 8 ways), more lines than it has ways, and evict each other. The MLP's 1024-wide
 // float32 products ran at 198 and 194 GFLOP/s (forward, input gradient; 256×1024×1024
-// on the 2-core EPYC VM) against 214 and 211 with rows 1040 apart.
-func gemmAliasedRows[T float32 | float64](lda int) bool {
+// on the 2-core EPYC VM) against 214 and 211 with rows 1040 apart; transformer-large's
+// bf16 2048×512×2048 products (rows of 2048 bf16) at 339–359 against 418–431.
+func gemmAliasedRows[T any](lda int) bool {
 	var t T
 	return lda*int(unsafe.Sizeof(t))%4096 == 0
 }
 
-// padA copies the m×k matrix A (stride lda) into the call's pooled buffer with rows 64
-// bytes more than k apart, in parallel (padFn), and returns the copy and its stride:
-// the values and the kernel calls are the same, so is the result (gemmAliasedRows).
-func (g *gemmCall[T]) padA(a []T, lda, m, k int) ([]T, int) {
+// gemmPadA copies op(A) with a stride that is not a multiple of 4 KB, for
+// kernels that read it in place (pad): the values and the kernel calls are
+// the same, so is the result (gemmAliasedRows). It lives in a pooled call, so
+// that a steady-state call allocates nothing.
+type gemmPadA[T any] struct {
+	// aPad holds padK elements of each row of padSrc (stride padSrcLd) at
+	// stride padLd, copied by padFn.
+	aPad                  []T
+	padSrc                []T
+	padLd, padK, padSrcLd int
+	padFn                 func(lo, hi int)
+}
+
+// pad copies the m×k matrix A (stride lda) into the pooled buffer with rows 64
+// bytes more than k apart, in parallel, and returns the copy and its stride.
+func (p *gemmPadA[T]) pad(a []T, lda, m, k int) ([]T, int) {
+	if p.padFn == nil {
+		p.padFn = func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				copy(p.aPad[i*p.padLd:][:p.padK], p.padSrc[i*p.padSrcLd:][:p.padK])
+			}
+		}
+	}
 	var t T
-	g.padLd, g.padK, g.padSrc, g.padSrcLd = k+64/int(unsafe.Sizeof(t)), k, a, lda
-	g.aPad = gemmGrow(g.aPad, (m-1)*g.padLd+k)
-	ParallelFor(m, max(1, 1<<14/k), g.padFn)
-	g.padSrc = nil
-	return g.aPad, g.padLd
+	p.padLd, p.padK, p.padSrc, p.padSrcLd = k+64/int(unsafe.Sizeof(t)), k, a, lda
+	p.aPad = grow(p.aPad, (m-1)*p.padLd+k)
+	ParallelFor(m, max(1, (1<<16/int(unsafe.Sizeof(t)))/k), p.padFn)
+	p.padSrc = nil
+	return p.aPad, p.padLd
 }
 
 func gemmCheck[T float32 | float64](name string, rows, cols int, x []T, ld int) {
@@ -410,13 +430,8 @@ type gemmCall[T float32 | float64] struct {
 	relu bool
 
 	bPack []T
-	// aPad holds op(A) copied with a stride that is not a multiple of 4 KB, for
-	// kernels that read it in place (padA): padK elements of each row of padSrc
-	// (stride padSrcLd) at stride padLd, by padFn.
-	aPad                  []T
-	padSrc                []T
-	padLd, padK, padSrcLd int
-	padFn                 func(lo, hi int)
+	// gemmPadA copies A off a stride that is a multiple of 4 KB.
+	gemmPadA[T]
 
 	// colTasks, where positive, is the number of column tasks of a call run
 	// by colTask instead of the shared blocking loop; colTaskFn runs a range
@@ -511,11 +526,6 @@ func newGemmCallPool[T float32 | float64]() *sync.Pool {
 		g.rowTaskFn = func(lo, hi int) {
 			for t := lo; t < hi; t++ {
 				g.rowTask(t)
-			}
-		}
-		g.padFn = func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				copy(g.aPad[i*g.padLd:][:g.padK], g.padSrc[i*g.padSrcLd:][:g.padK])
 			}
 		}
 		return g

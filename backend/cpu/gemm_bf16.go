@@ -324,6 +324,9 @@ func gemmBF16WithBias(kern *gemmBF16Kernel, workers int, transA, transB bool, m,
 	}
 
 	g := gemmBF16Calls.Get().(*gemmBF16Call)
+	if kern.direct != nil && !transA && m >= 2*kern.mr && k <= gemmBF16KC && k%(2*max(kern.tileK, 1)) == 0 && gemmAliasedRows[half.BFloat16](lda) {
+		a, lda = g.pad(a, lda, m, k)
+	}
 	g.bias = bias
 	g.transA, g.transB = transA, transB
 	g.alpha, g.beta = alpha, beta
@@ -379,6 +382,9 @@ type gemmBF16Call struct {
 	// bias, where not nil, is the row every row of C starts from (beta is
 	// then 1): copied into each tile of C right before the tile is stored.
 	bias []half.BFloat16
+
+	// gemmPadA copies A off a stride that is a multiple of 4 KB.
+	gemmPadA[half.BFloat16]
 
 	bPack []uint32
 	// acc holds the float32 partial sums of the current column block when

@@ -831,3 +831,69 @@ func BenchmarkGemmBF16MicroKernel(b *testing.B) {
 		b.ReportMetric(2*float64(kern.mr*kern.nr*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	})
 }
+
+// TestGemmBF16PaddedA is TestGemmPaddedA for bf16: products whose A the kernel
+// reads in place at a stride of a multiple of 4 KB (2048 bf16 words: the
+// second linear layer of a width-512 transformer's MLP, and its first layer's
+// input gradient) are copied off it (gemmPadA) and must leave the bits of
+// the same product with A at a stride that is not, for every micro-kernel
+// that reads A in place, several worker counts, a scaled C and a bias. The
+// steady-state call must not allocate.
+func TestGemmBF16PaddedA(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const k = 2048
+	for _, kern := range gemmBF16Kernels() {
+		if kern.direct == nil {
+			continue
+		}
+		for _, sh := range []struct{ m, n, lda int }{{256, 100, 2048}, {30, 70, 4096}, {25, 33, 2048}} {
+			a := make([]half.BFloat16, (sh.m-1)*sh.lda+k)
+			ref := make([]half.BFloat16, sh.m*(k+6))
+			for i := range sh.m {
+				for p := range k {
+					v := half.BFloat16FromFloat32(float32(rng.NormFloat64()))
+					a[i*sh.lda+p], ref[i*(k+6)+p] = v, v
+				}
+			}
+			if !gemmAliasedRows[half.BFloat16](sh.lda) || gemmAliasedRows[half.BFloat16](k+6) {
+				t.Fatal("strides do not exercise the copy")
+			}
+			b := make([]half.BFloat16, sh.n*k)
+			bias := make([]half.BFloat16, sh.n)
+			c0 := make([]half.BFloat16, sh.m*sh.n)
+			for _, s := range [][]half.BFloat16{b, bias, c0} {
+				for i := range s {
+					s[i] = half.BFloat16FromFloat32(float32(rng.NormFloat64()))
+				}
+			}
+			for _, w := range []int{1, 2, 3} {
+				for _, beta := range []float32{0, 0.5} {
+					for _, withBias := range []bool{false, true} {
+						var bs []half.BFloat16
+						if withBias {
+							bs = bias
+						}
+						got, want := slices.Clone(c0), slices.Clone(c0)
+						gemmBF16WithBias(kern, w, false, true, sh.m, sh.n, k, 1, a, sh.lda, b, k, beta, bs, got, sh.n)
+						gemmBF16WithBias(kern, w, false, true, sh.m, sh.n, k, 1, ref, k+6, b, k, beta, bs, want, sh.n)
+						for i := range want {
+							if got[i] != want[i] {
+								t.Fatalf("%s m=%d n=%d lda=%d workers=%d beta=%v bias=%v: element %d is %#04x, want %#04x",
+									kern.name, sh.m, sh.n, sh.lda, w, beta, withBias, i, uint16(got[i]), uint16(want[i]))
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if gemmBuildSetting("-race") == "true" {
+		return // sync.Pool drops items at random under the race detector
+	}
+	const m, n = 256, 256
+	a, b, c := make([]half.BFloat16, m*k), make([]half.BFloat16, n*k), make([]half.BFloat16, m*n)
+	GemmBF16(false, true, m, n, k, 1, a, k, b, k, 0, c, n)
+	if allocs := testing.AllocsPerRun(20, func() { GemmBF16(false, true, m, n, k, 1, a, k, b, k, 0, c, n) }); allocs != 0 {
+		t.Fatalf("%v allocations per call with A copied, want 0", allocs)
+	}
+}
