@@ -742,7 +742,9 @@ func TestConvBF16Chosen(t *testing.T) {
 	geoms := convTestGeoms()
 	big := geoms[1]
 	big.N, big.H, big.W, big.OH, big.OW = 17, 30, 30, 30, 30
-	geoms = append(geoms, big)
+	if !raceShort() { // the race pass keeps the test geometries, which start the same tasks
+		geoms = append(geoms, big)
+	}
 	bf := func(v []float64) []half.BFloat16 {
 		out := make([]half.BFloat16, len(v))
 		for i, e := range v {

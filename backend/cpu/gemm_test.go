@@ -522,6 +522,14 @@ func gemmEqual[T comparable](t *testing.T, got, want []T) {
 	}
 }
 
+// raceShort reports whether the tests run with -short under the race detector, as
+// make test's race pass runs them: the numeric sweeps then take a sample of their
+// cases (the race detector slows arithmetic loops ten times or more, and the full
+// sweeps run in the plain pass), keeping every schedule that starts goroutines.
+func raceShort() bool {
+	return testing.Short() && gemmBuildSetting("-race") == "true"
+}
+
 func gemmBuildSetting(key string) string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
